@@ -1,0 +1,132 @@
+// Package model holds a recorded profile in memory, as the reports,
+// exports and the web UI see it: processes, threads, resolved locations,
+// the shared-prefix stack tree and the samples.
+package model
+
+import "trueprof/internal/trace"
+
+// Profile is everything a trace holds, with string ids replaced by strings.
+type Profile struct {
+	Header trace.Header
+
+	// Locations is indexed by trace location id; Locations[0] is unused.
+	Locations []Location
+	// Stacks is indexed by trace stack node id; Stacks[0] is the root.
+	Stacks []StackNode
+
+	Samples   []Sample
+	Processes []*Process // sorted by PID
+	Threads   []*Thread  // sorted by PID, TID, Start
+
+	Lost      LostCounts
+	Throttled uint64 // number of throttle records
+	Truncated uint64 // samples whose call chain was cut short (trace.SampleTruncated)
+
+	// End is the trace's End record, nil if the recorder did not stop cleanly.
+	End *End
+	// Err is the error that ended reading early (a truncated or corrupt
+	// file); everything before it is loaded. Nil for a complete trace.
+	Err error
+}
+
+// LostCounts counts lost records by cause.
+type LostCounts struct {
+	Kernel   uint64 // kernel ring buffer overflows
+	Wrap     uint64 // discarded by wrap mode
+	Size     uint64 // dropped after the size limit
+	Unparsed uint64 // malformed kernel records
+}
+
+// Total is the sum of all lost counts.
+func (l LostCounts) Total() uint64 { return l.Kernel + l.Wrap + l.Size + l.Unparsed }
+
+// Frame is a function at a source position. Function is never empty: an
+// address without a symbol is named "module+0xoffset".
+type Frame struct {
+	Function string
+	File     string
+	Line     int
+}
+
+// Location is a resolved code address.
+type Location struct {
+	Address uint64
+	Module  string // file path, "[kernel.kallsyms]", "[jit]", ...
+	Offset  uint64
+	// Frames are innermost (inlined) first; the physical function is last.
+	// Never empty.
+	Frames []Frame
+}
+
+// StackNode is a node of the stack tree: Location called from Parent's
+// stack. The root (index 0) has Parent 0 and Location 0.
+type StackNode struct {
+	Parent   uint32
+	Location uint32
+}
+
+// Sample is one sample.
+type Sample struct {
+	Time      uint64
+	PID       uint32
+	TID       uint32
+	CPU       uint32
+	Period    uint64
+	Stack     uint32 // leaf stack node; 0 if the sample has no stack
+	Truncated bool
+	Kernel    bool
+}
+
+// Process is one process seen in the trace.
+type Process struct {
+	PID  uint32
+	Name string // the main thread's last name
+}
+
+// Thread is one thread seen in the trace.
+type Thread struct {
+	PID   uint32
+	TID   uint32
+	Name  string   // last name
+	Names []string // every name, in order
+	Start uint64   // fork time, or 0 if it existed before recording
+	End   uint64   // exit time, or 0 if still running when recording ended
+}
+
+// End is how recording ended.
+type End struct {
+	Time     uint64
+	ExitCode int
+	Reason   string
+}
+
+// Stack appends to buf the location ids of stack node id, leaf first, and
+// returns the extended buffer.
+func (p *Profile) Stack(id uint32, buf []uint32) []uint32 {
+	for id != 0 && int(id) < len(p.Stacks) {
+		n := p.Stacks[id]
+		buf = append(buf, n.Location)
+		id = n.Parent
+	}
+	return buf
+}
+
+// Process returns the process with the given pid, or nil.
+func (p *Profile) Process(pid uint32) *Process {
+	for _, pr := range p.Processes {
+		if pr.PID == pid {
+			return pr
+		}
+	}
+	return nil
+}
+
+// Thread returns the thread with the given pid and tid, or nil.
+func (p *Profile) Thread(pid, tid uint32) *Thread {
+	for _, t := range p.Threads {
+		if t.PID == pid && t.TID == tid {
+			return t
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package trace
+
+import "time"
+
+// Version is the trace format version written by this package. Readers
+// reject files with a greater version.
+const Version = 1
+
+// Header describes a recording. It is stored once at the start of the file
+// (as JSON, so that fields can be added without a format change) and is
+// what makes a trace self-describing.
+type Header struct {
+	Version   int       `json:"version"`
+	Host      string    `json:"host"`
+	Kernel    string    `json:"kernel"`
+	Arch      string    `json:"arch"`
+	Clock     string    `json:"clock"`            // clock of every record timestamp: "CLOCK_MONOTONIC"
+	StartTime time.Time `json:"start_time"`       // wall clock when recording started
+	StartNS   uint64    `json:"start_ns"`         // the same instant on Clock
+	Event     string    `json:"event"`            // sampling event name, e.g. "cpu-clock"
+	Freq      uint64    `json:"freq,omitempty"`   // samples per second, when frequency based
+	Period    uint64    `json:"period,omitempty"` // events per sample, when period based
+	Callchain string    `json:"callchain"`        // how stacks were unwound: "fp" (frame pointers)
+	UserOnly  bool      `json:"user_only"`        // kernel samples and call chains were not permitted
+	Mode      string    `json:"mode"`             // "normal", "wrap" or "continuous"
+	SizeLimit int64     `json:"size_limit,omitempty"`
+	Command   []string  `json:"command,omitempty"` // launched command line, if launched
+	PIDs      []int     `json:"pids,omitempty"`    // attached processes, if attached
+}
+
+// Major is a record's major code: what kind of record it is (seed 004,
+// figure 1). Values are part of the file format and never change meaning.
+type Major uint8
+
+// Major codes.
+const (
+	MajorString   Major = 1  // *String: an interned string
+	MajorModule   Major = 2  // *Module: a mapping of a file into a process (PERF_RECORD_MMAP2)
+	MajorComm     Major = 3  // *Comm: a thread's name (PERF_RECORD_COMM)
+	MajorFork     Major = 4  // *Fork: a thread or process was created (PERF_RECORD_FORK)
+	MajorExit     Major = 5  // *Exit: a thread or process ended (PERF_RECORD_EXIT)
+	MajorLocation Major = 6  // *Location: a resolved code address
+	MajorStack    Major = 7  // *StackNode: a node of the shared-prefix stack tree
+	MajorSample   Major = 8  // *Sample: one sample
+	MajorLost     Major = 9  // *Lost: records that were lost, counted
+	MajorThrottle Major = 10 // *Throttle: the kernel throttled or unthrottled sampling
+	MajorEnd      Major = 11 // *End: the recording ended normally
+)
+
+// Record is implemented by every record type of this package. Readers
+// return pointers to the concrete types listed with the Major codes.
+type Record interface {
+	Major() Major
+}
+
+// String interns a string: later records refer to it by ID. ID 0 is the
+// empty string and is never written.
+type String struct {
+	ID   uint32
+	Text string
+}
+
+// Module records that a file (or anonymous/JIT memory) was mapped
+// executable into process PID: addresses in [Start, Start+Len) come from
+// file offset PgOff onwards. It mirrors PERF_RECORD_MMAP2.
+type Module struct {
+	Time    uint64
+	PID     uint32
+	TID     uint32
+	Start   uint64
+	Len     uint64
+	PgOff   uint64
+	Prot    uint32
+	Flags   uint32
+	Path    uint32 // string id of the file name, e.g. "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	BuildID []byte // GNU build id, when known
+}
+
+// Comm records a thread's name (PERF_RECORD_COMM). Exec is set when the
+// name changed because the process called exec.
+type Comm struct {
+	Time uint64
+	PID  uint32
+	TID  uint32
+	Name uint32 // string id
+	Exec bool
+}
+
+// Fork records the creation of thread TID in process PID by thread PTID of
+// process PPID (PERF_RECORD_FORK). A new process has PID == TID.
+type Fork struct {
+	Time uint64
+	PID  uint32
+	PPID uint32
+	TID  uint32
+	PTID uint32
+}
+
+// Exit records the end of thread TID of process PID (PERF_RECORD_EXIT).
+type Exit struct {
+	Time uint64
+	PID  uint32
+	PPID uint32
+	TID  uint32
+	PTID uint32
+}
+
+// Line is one frame of a resolved address. A Location holds several when
+// functions were inlined.
+type Line struct {
+	Function uint32 // string id of the (demangled) function name; 0 if unknown
+	File     uint32 // string id of the source file; 0 if unknown
+	Line     uint32 // source line; 0 if unknown
+}
+
+// Location is a code address resolved when the trace was recorded, so that
+// reports work after the binaries are gone. Several processes may share a
+// Location when they map the same file.
+type Location struct {
+	ID      uint32 // 1-based; 0 means "no location"
+	Address uint64 // the address in the process that first produced it
+	Module  uint32 // string id of the module: a file path, "[kernel.kallsyms]", "[jit]", ...
+	Offset  uint64 // address relative to the module (file offset for files)
+	Lines   []Line // innermost (inlined) first, the physical function last; empty if unresolved
+}
+
+// StackNode is a node of the shared-prefix stack tree (seed 002): the call
+// stack made of Location, called from the stack of node Parent. Parent 0 is
+// the root (the outermost frame). Each node is written once, before use.
+type StackNode struct {
+	ID       uint32 // 1-based
+	Parent   uint32
+	Location uint32
+}
+
+// Sample flags.
+const (
+	// SampleTruncated: the call chain did not reach a thread entry point
+	// (code without frame pointers, or a chain longer than the kernel's
+	// limit), so the stack lacks its outermost callers.
+	SampleTruncated uint8 = 1 << iota
+	// SampleKernel: the sampled instruction was in the kernel.
+	SampleKernel
+)
+
+// Sample is one sample of the sampling event. Stack is the leaf
+// StackNode: the frames from the sampled instruction to the outermost
+// caller are found by following Parent links.
+type Sample struct {
+	Time   uint64
+	PID    uint32
+	TID    uint32
+	CPU    uint32
+	Period uint64 // event count this sample stands for (ns for cpu-clock)
+	Stack  uint32
+	Flags  uint8
+}
+
+// LostKind says where records were lost; it is the Lost record's minor code.
+type LostKind uint8
+
+// Lost kinds.
+const (
+	LostKernel   LostKind = 1 // the kernel ring buffer was full (PERF_RECORD_LOST)
+	LostWrap     LostKind = 2 // wrap mode discarded the oldest samples
+	LostSize     LostKind = 3 // normal mode reached its size limit
+	LostUnparsed LostKind = 4 // malformed kernel records that were skipped
+)
+
+// Lost counts records that were lost. Reports show the sums.
+type Lost struct {
+	Time  uint64
+	Kind  LostKind
+	Count uint64
+}
+
+// Throttle records that the kernel throttled (or, with Unthrottle,
+// resumed) sampling because interrupts took too long (PERF_RECORD_THROTTLE).
+type Throttle struct {
+	Time       uint64
+	Unthrottle bool
+}
+
+// End is the last record of a trace whose recorder stopped cleanly.
+type End struct {
+	Time     uint64
+	ExitCode int32  // the launched target's exit status, or -1
+	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
+}
+
+func (*String) Major() Major    { return MajorString }
+func (*Module) Major() Major    { return MajorModule }
+func (*Comm) Major() Major      { return MajorComm }
+func (*Fork) Major() Major      { return MajorFork }
+func (*Exit) Major() Major      { return MajorExit }
+func (*Location) Major() Major  { return MajorLocation }
+func (*StackNode) Major() Major { return MajorStack }
+func (*Sample) Major() Major    { return MajorSample }
+func (*Lost) Major() Major      { return MajorLost }
+func (*Throttle) Major() Major  { return MajorThrottle }
+func (*End) Major() Major       { return MajorEnd }
