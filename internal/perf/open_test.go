@@ -1,0 +1,83 @@
+package perf
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"trueprof/internal/testutil"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSampleSelf samples this test's own thread with a real cpu-clock
+// event and checks that records decode with sane pids and call chains.
+func TestSampleSelf(t *testing.T) {
+	testutil.RequirePerf(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ev, _ := ParseEvent("cpu-clock")
+	attr := SamplingAttr(ev, SamplingOptions{Freq: 1000, Kernel: Paranoid() < 2 || os.Geteuid() == 0, SideRecords: true})
+	tid := unix.Gettid()
+	fd, err := Open(attr, tid, -1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ring, err := MapRing(fd, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ring.Close()
+	if err := Enable(fd); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(200 * time.Millisecond)
+	x := 0
+	for time.Now().Before(end) {
+		x++
+	}
+	Disable(fd)
+	samples := 0
+	ring.Read(func(rec []byte) {
+		var r Record
+		if err := Decode(rec, &r); err != nil {
+			t.Error(err)
+			return
+		}
+		if r.Type != RecordSample {
+			return
+		}
+		samples++
+		if int(r.TID) != tid || int(r.PID) != os.Getpid() || len(r.Callchain) == 0 || r.Period == 0 {
+			t.Errorf("sample %+v", r)
+		}
+	})
+	if samples < 50 {
+		t.Errorf("%d samples in 200 ms at 1000 Hz", samples)
+	}
+}
+
+func TestHardwareEventError(t *testing.T) {
+	testutil.RequirePerf(t)
+	ev, _ := ParseEvent("cycles")
+	fd, err := Open(SamplingAttr(ev, SamplingOptions{Freq: 100}), 0, -1, 0)
+	if err == nil {
+		unix.Close(fd)
+		t.Skip("this machine has a PMU")
+	}
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("cycles without a PMU: %v, want ErrNotSupported", err)
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	if _, err := ParseEvent("no-such"); err == nil {
+		t.Error("unknown event accepted")
+	}
+	if e, err := ParseEvent("cs"); err != nil || e.Name != "context-switches" {
+		t.Errorf("alias cs: %v %v", e, err)
+	}
+}

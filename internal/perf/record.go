@@ -1,0 +1,228 @@
+package perf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// le is the byte order of perf records: the host's, little endian on the
+// architectures trueprof supports.
+var le = binary.LittleEndian
+
+// headerSize is sizeof(struct perf_event_header).
+const headerSize = 8
+
+// Record types (PERF_RECORD_*) that Decode understands.
+const (
+	RecordMmap        = unix.PERF_RECORD_MMAP
+	RecordLost        = unix.PERF_RECORD_LOST
+	RecordComm        = unix.PERF_RECORD_COMM
+	RecordExit        = unix.PERF_RECORD_EXIT
+	RecordThrottle    = unix.PERF_RECORD_THROTTLE
+	RecordUnthrottle  = unix.PERF_RECORD_UNTHROTTLE
+	RecordFork        = unix.PERF_RECORD_FORK
+	RecordSample      = unix.PERF_RECORD_SAMPLE
+	RecordMmap2       = unix.PERF_RECORD_MMAP2
+	RecordLostSamples = unix.PERF_RECORD_LOST_SAMPLES
+)
+
+// Callchain context markers: entries at or above ContextMax are not
+// addresses but say whose addresses follow (PERF_CONTEXT_KERNEL, ...).
+const (
+	ContextKernel = uint64(1<<64 + unix.PERF_CONTEXT_KERNEL)
+	ContextUser   = uint64(1<<64 + unix.PERF_CONTEXT_USER)
+	ContextMax    = uint64(1<<64 + unix.PERF_CONTEXT_MAX)
+)
+
+// ErrMalformed is returned by Decode for a record shorter than its type
+// requires.
+var ErrMalformed = errors.New("malformed perf record")
+
+// Record is one decoded ring-buffer record. Which fields are set depends
+// on Type; the sample_id fields (PID, TID, Time, CPU) are set for every
+// type because trueprof opens events with sample_id_all.
+type Record struct {
+	Type uint32
+	Misc uint16
+
+	PID, TID uint32
+	Time     uint64
+	CPU      uint32
+
+	// RecordSample.
+	IP        uint64
+	Period    uint64
+	Callchain []uint64 // a copy; includes the context markers
+
+	// RecordMmap2 and RecordMmap.
+	Addr, Len, PgOff uint64
+	Prot, Flags      uint32
+	BuildID          []byte
+	Filename         string
+
+	// RecordComm.
+	Comm string
+
+	// RecordFork and RecordExit (PID/TID above are the child's).
+	PPID, PTID uint32
+
+	// RecordLost and RecordLostSamples.
+	Lost uint64
+}
+
+// Exec reports whether a RecordComm was caused by exec.
+func (r *Record) Exec() bool { return r.Misc&unix.PERF_RECORD_MISC_COMM_EXEC != 0 }
+
+// KernelIP reports whether a sample's IP is in the kernel.
+func (r *Record) KernelIP() bool {
+	return r.Misc&unix.PERF_RECORD_MISC_CPUMODE_MASK == unix.PERF_RECORD_MISC_KERNEL
+}
+
+// decoder reads fields in order and remembers the first short read, like
+// debug/dwarf's buf.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.err = ErrMalformed
+		d.b = nil
+		return 0
+	}
+	v := le.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if len(d.b) < 4 {
+		d.err = ErrMalformed
+		d.b = nil
+		return 0
+	}
+	v := le.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if n < 0 || len(d.b) < n {
+		d.err = ErrMalformed
+		d.b = nil
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+// cstring reads a NUL-terminated string padded to 8 bytes.
+func (d *decoder) cstring() string {
+	i := bytes.IndexByte(d.b, 0)
+	if i < 0 {
+		d.err = ErrMalformed
+		d.b = nil
+		return ""
+	}
+	s := string(d.b[:i])
+	n := (i + 8) &^ 7
+	if n > len(d.b) {
+		n = len(d.b)
+	}
+	d.b = d.b[n:]
+	return s
+}
+
+// sampleID reads the sample_id trailer for SampleType: {pid, tid}, time,
+// {cpu, res}.
+func (d *decoder) sampleID(r *Record) {
+	r.PID, r.TID = d.u32(), d.u32()
+	r.Time = d.u64()
+	r.CPU = d.u32()
+	d.u32()
+}
+
+// maxCallchain bounds a decoded call chain so a corrupt count cannot size
+// an allocation; the kernel's own limit is 127 plus context markers.
+const maxCallchain = 4096
+
+// Decode decodes rec, a record of an event opened with SampleType and
+// sample_id_all, into r. Unknown record types decode only their header.
+func Decode(rec []byte, r *Record) error {
+	if len(rec) < headerSize {
+		return ErrMalformed
+	}
+	*r = Record{Type: le.Uint32(rec), Misc: le.Uint16(rec[4:])}
+	d := decoder{b: rec[headerSize:]}
+	switch r.Type {
+	case RecordSample:
+		r.IP = d.u64()
+		r.PID, r.TID = d.u32(), d.u32()
+		r.Time = d.u64()
+		r.CPU = d.u32()
+		d.u32()
+		r.Period = d.u64()
+		n := d.u64()
+		if n > maxCallchain || n*8 > uint64(len(d.b)) {
+			return fmt.Errorf("%w: call chain of %d entries", ErrMalformed, n)
+		}
+		r.Callchain = make([]uint64, n)
+		for i := range r.Callchain {
+			r.Callchain[i] = d.u64()
+		}
+	case RecordMmap2:
+		r.PID, r.TID = d.u32(), d.u32()
+		r.Addr, r.Len, r.PgOff = d.u64(), d.u64(), d.u64()
+		if r.Misc&unix.PERF_RECORD_MISC_MMAP_BUILD_ID != 0 {
+			// u8 build_id_size, u8 + u16 reserved, u8 build_id[20].
+			id := d.bytes(24)
+			if d.err == nil && id[0] <= 20 {
+				r.BuildID = append([]byte(nil), id[4:4+id[0]]...)
+			}
+		} else {
+			d.bytes(24) // maj, min, ino, ino_generation
+		}
+		r.Prot, r.Flags = d.u32(), d.u32()
+		r.Filename = d.cstring()
+		d.sampleID(r)
+	case RecordMmap:
+		r.PID, r.TID = d.u32(), d.u32()
+		r.Addr, r.Len, r.PgOff = d.u64(), d.u64(), d.u64()
+		r.Prot = unix.PROT_EXEC
+		r.Filename = d.cstring()
+		d.sampleID(r)
+	case RecordComm:
+		r.PID, r.TID = d.u32(), d.u32()
+		r.Comm = d.cstring()
+		d.sampleID(r)
+	case RecordFork, RecordExit:
+		r.PID, r.PPID = d.u32(), d.u32()
+		r.TID, r.PTID = d.u32(), d.u32()
+		t := d.u64()
+		d.sampleID(r)
+		r.Time = t
+	case RecordLost:
+		d.u64() // id
+		r.Lost = d.u64()
+		d.sampleID(r)
+	case RecordLostSamples:
+		r.Lost = d.u64()
+		d.sampleID(r)
+	case RecordThrottle, RecordUnthrottle:
+		t := d.u64()
+		d.u64() // id
+		d.u64() // stream_id
+		d.sampleID(r)
+		r.Time = t
+	}
+	if d.err != nil {
+		return fmt.Errorf("record type %d of %d bytes: %w", r.Type, len(rec), d.err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package perf
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+type recBuilder struct{ b []byte }
+
+func (r *recBuilder) u32(v uint32) *recBuilder { r.b = binary.LittleEndian.AppendUint32(r.b, v); return r }
+func (r *recBuilder) u64(v uint64) *recBuilder { r.b = binary.LittleEndian.AppendUint64(r.b, v); return r }
+func (r *recBuilder) str(s string) *recBuilder {
+	r.b = append(r.b, s...)
+	r.b = append(r.b, 0)
+	for len(r.b)%8 != 0 {
+		r.b = append(r.b, 0)
+	}
+	return r
+}
+func (r *recBuilder) sampleID(pid, tid uint32, time uint64, cpu uint32) *recBuilder {
+	return r.u32(pid).u32(tid).u64(time).u32(cpu).u32(0)
+}
+func (r *recBuilder) record(typ uint32, misc uint16) []byte {
+	h := make([]byte, headerSize)
+	binary.LittleEndian.PutUint32(h, typ)
+	binary.LittleEndian.PutUint16(h[4:], misc)
+	binary.LittleEndian.PutUint16(h[6:], uint16(headerSize+len(r.b)))
+	return append(h, r.b...)
+}
+
+func TestDecode(t *testing.T) {
+	sample := (&recBuilder{}).u64(0x401000).u32(10).u32(11).u64(12345).u32(1).u32(0).u64(1001001).
+		u64(4).u64(ContextUser).u64(0x401000).u64(0x401100).u64(0x401200).record(RecordSample, unix.PERF_RECORD_MISC_USER)
+	var r Record
+	if err := Decode(sample, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.IP != 0x401000 || r.PID != 10 || r.TID != 11 || r.Time != 12345 || r.CPU != 1 || r.Period != 1001001 ||
+		len(r.Callchain) != 4 || r.Callchain[0] != ContextUser || r.Callchain[3] != 0x401200 || r.KernelIP() {
+		t.Errorf("sample decoded as %+v", r)
+	}
+
+	mmap := (&recBuilder{}).u32(10).u32(10).u64(0x400000).u64(0x2000).u64(0x1000).
+		u32(0x14000000).u32(0).u64(0).u64(0). // build id size 20 in the first byte
+		u32(unix.PROT_READ | unix.PROT_EXEC).u32(2).str("/bin/true").sampleID(10, 10, 99, 0)
+	mrec := mmap.record(RecordMmap2, unix.PERF_RECORD_MISC_MMAP_BUILD_ID)
+	// build_id_size is a u8 at offset 40 of the record.
+	mrec[headerSize+32] = 4
+	copy(mrec[headerSize+36:], []byte{0xde, 0xad, 0xbe, 0xef})
+	if err := Decode(mrec, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Filename != "/bin/true" || r.Addr != 0x400000 || r.Len != 0x2000 || r.PgOff != 0x1000 || r.Time != 99 ||
+		string(r.BuildID) != "\xde\xad\xbe\xef" || r.Prot&unix.PROT_EXEC == 0 {
+		t.Errorf("mmap2 decoded as %+v", r)
+	}
+
+	comm := (&recBuilder{}).u32(10).u32(12).str("worker-1").sampleID(10, 12, 7, 1).record(RecordComm, unix.PERF_RECORD_MISC_COMM_EXEC)
+	if err := Decode(comm, &r); err != nil || r.Comm != "worker-1" || r.TID != 12 || !r.Exec() || r.Time != 7 {
+		t.Errorf("comm decoded as %+v, %v", r, err)
+	}
+
+	fork := (&recBuilder{}).u32(10).u32(9).u32(13).u32(12).u64(555).sampleID(10, 13, 555, 0).record(RecordFork, 0)
+	if err := Decode(fork, &r); err != nil || r.PID != 10 || r.PPID != 9 || r.TID != 13 || r.PTID != 12 || r.Time != 555 {
+		t.Errorf("fork decoded as %+v, %v", r, err)
+	}
+
+	lost := (&recBuilder{}).u64(1).u64(42).sampleID(0, 0, 600, 0).record(RecordLost, 0)
+	if err := Decode(lost, &r); err != nil || r.Lost != 42 {
+		t.Errorf("lost decoded as %+v, %v", r, err)
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	good := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(2).u64(1).u64(2).record(RecordSample, 0)
+	for cut := 0; cut < len(good); cut++ {
+		var r Record
+		if err := Decode(good[:cut], &r); err == nil {
+			t.Errorf("cut at %d: no error", cut)
+		} else if !errors.Is(err, ErrMalformed) {
+			t.Errorf("cut at %d: %v does not wrap ErrMalformed", cut, err)
+		}
+	}
+	huge := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(1 << 40).record(RecordSample, 0)
+	var r Record
+	if err := Decode(huge, &r); !errors.Is(err, ErrMalformed) {
+		t.Errorf("huge call chain count: %v", err)
+	}
+}
