@@ -202,11 +202,13 @@ func Decode(rec []byte, r *Record) error {
 		r.Comm = d.cstring()
 		d.sampleID(r)
 	case RecordFork, RecordExit:
-		r.PID, r.PPID = d.u32(), d.u32()
-		r.TID, r.PTID = d.u32(), d.u32()
+		pid, ppid := d.u32(), d.u32()
+		tid, ptid := d.u32(), d.u32()
 		t := d.u64()
+		// The trailer describes the task that ran (the parent of a fork);
+		// the record's own fields describe the child.
 		d.sampleID(r)
-		r.Time = t
+		r.PID, r.PPID, r.TID, r.PTID, r.Time = pid, ppid, tid, ptid, t
 	case RecordLost:
 		d.u64() // id
 		r.Lost = d.u64()

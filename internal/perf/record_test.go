@@ -10,8 +10,14 @@ import (
 
 type recBuilder struct{ b []byte }
 
-func (r *recBuilder) u32(v uint32) *recBuilder { r.b = binary.LittleEndian.AppendUint32(r.b, v); return r }
-func (r *recBuilder) u64(v uint64) *recBuilder { r.b = binary.LittleEndian.AppendUint64(r.b, v); return r }
+func (r *recBuilder) u32(v uint32) *recBuilder {
+	r.b = binary.LittleEndian.AppendUint32(r.b, v)
+	return r
+}
+func (r *recBuilder) u64(v uint64) *recBuilder {
+	r.b = binary.LittleEndian.AppendUint64(r.b, v)
+	return r
+}
 func (r *recBuilder) str(s string) *recBuilder {
 	r.b = append(r.b, s...)
 	r.b = append(r.b, 0)
@@ -45,7 +51,7 @@ func TestDecode(t *testing.T) {
 
 	mmap := (&recBuilder{}).u32(10).u32(10).u64(0x400000).u64(0x2000).u64(0x1000).
 		u32(0x14000000).u32(0).u64(0).u64(0). // build id size 20 in the first byte
-		u32(unix.PROT_READ | unix.PROT_EXEC).u32(2).str("/bin/true").sampleID(10, 10, 99, 0)
+		u32(unix.PROT_READ|unix.PROT_EXEC).u32(2).str("/bin/true").sampleID(10, 10, 99, 0)
 	mrec := mmap.record(RecordMmap2, unix.PERF_RECORD_MISC_MMAP_BUILD_ID)
 	// build_id_size is a u8 at offset 40 of the record.
 	mrec[headerSize+32] = 4
@@ -63,7 +69,7 @@ func TestDecode(t *testing.T) {
 		t.Errorf("comm decoded as %+v, %v", r, err)
 	}
 
-	fork := (&recBuilder{}).u32(10).u32(9).u32(13).u32(12).u64(555).sampleID(10, 13, 555, 0).record(RecordFork, 0)
+	fork := (&recBuilder{}).u32(10).u32(9).u32(13).u32(12).u64(555).sampleID(9, 12, 556, 0).record(RecordFork, 0)
 	if err := Decode(fork, &r); err != nil || r.PID != 10 || r.PPID != 9 || r.TID != 13 || r.PTID != 12 || r.Time != 555 {
 		t.Errorf("fork decoded as %+v, %v", r, err)
 	}
@@ -84,7 +90,7 @@ func TestDecodeMalformed(t *testing.T) {
 			t.Errorf("cut at %d: %v does not wrap ErrMalformed", cut, err)
 		}
 	}
-	huge := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(1 << 40).record(RecordSample, 0)
+	huge := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(1<<40).record(RecordSample, 0)
 	var r Record
 	if err := Decode(huge, &r); !errors.Is(err, ErrMalformed) {
 		t.Errorf("huge call chain count: %v", err)

@@ -72,7 +72,7 @@ func BuildC(t testing.TB, dir, name, src string, flags ...string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline", "-o", bin, srcPath}, flags...)
+	args := append([]string{"-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-inline", "-o", bin, srcPath}, flags...)
 	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %v: %v\n%s", args, err, out)
 	}

@@ -1,0 +1,218 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"trueprof/internal/trace"
+)
+
+// ErrNoEnd is Profile.Err for a trace that is intact but has no End record:
+// the recorder was killed, or is still writing.
+var ErrNoEnd = errors.New("trace has no end record: the recorder was killed or is still running; showing what was written")
+
+// Open loads the trace file at path.
+func Open(path string) (*Profile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Load(f)
+}
+
+// Load reads a whole trace. A header that cannot be read is an error;
+// damage later in the file is not: Load returns everything before it with
+// Profile.Err describing the damage and its byte offset.
+func Load(r io.Reader) (*Profile, error) {
+	tr, err := trace.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	l := loader{
+		p:       &Profile{Header: tr.Header(), Locations: []Location{{}}, Stacks: []StackNode{{}}},
+		strings: map[uint32]string{0: ""},
+		threads: map[[2]uint32]*Thread{},
+	}
+	for {
+		rec, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			l.p.Err = err
+			break
+		}
+		if err := l.add(rec); err != nil {
+			l.p.Err = fmt.Errorf("trace: record before byte offset %d: %w", tr.Offset(), err)
+			break
+		}
+	}
+	if l.p.Err == nil && l.p.End == nil {
+		l.p.Err = ErrNoEnd
+	}
+	l.finish()
+	return l.p, nil
+}
+
+// loader accumulates records into a Profile.
+type loader struct {
+	p       *Profile
+	strings map[uint32]string
+	threads map[[2]uint32]*Thread
+}
+
+// errCorrupt marks records that are well formed but refer to things the
+// file never defined; the writer never produces them.
+var errCorrupt = errors.New("inconsistent record")
+
+func (l *loader) str(id uint32) (string, error) {
+	s, ok := l.strings[id]
+	if !ok {
+		return "", fmt.Errorf("%w: undefined string id %d", errCorrupt, id)
+	}
+	return s, nil
+}
+
+func (l *loader) thread(pid, tid uint32) *Thread {
+	t := l.threads[[2]uint32{pid, tid}]
+	if t == nil {
+		t = &Thread{PID: pid, TID: tid}
+		l.threads[[2]uint32{pid, tid}] = t
+	}
+	return t
+}
+
+func (l *loader) add(rec trace.Record) error {
+	p := l.p
+	switch r := rec.(type) {
+	case *trace.String:
+		l.strings[r.ID] = r.Text
+	case *trace.Location:
+		if int(r.ID) != len(p.Locations) {
+			return fmt.Errorf("%w: location id %d out of sequence (want %d)", errCorrupt, r.ID, len(p.Locations))
+		}
+		mod, err := l.str(r.Module)
+		if err != nil {
+			return err
+		}
+		loc := Location{Address: r.Address, Module: mod, Offset: r.Offset, Frames: make([]Frame, 0, len(r.Lines))}
+		for _, ln := range r.Lines {
+			fn, err := l.str(ln.Function)
+			if err != nil {
+				return err
+			}
+			file, err := l.str(ln.File)
+			if err != nil {
+				return err
+			}
+			if fn == "" {
+				fn = fmt.Sprintf("%s+%#x", mod, r.Offset)
+			}
+			loc.Frames = append(loc.Frames, Frame{Function: fn, File: file, Line: int(ln.Line)})
+		}
+		if len(loc.Frames) == 0 {
+			loc.Frames = append(loc.Frames, Frame{Function: fmt.Sprintf("%s+%#x", mod, r.Offset)})
+		}
+		p.Locations = append(p.Locations, loc)
+	case *trace.StackNode:
+		if int(r.ID) != len(p.Stacks) || r.Parent >= r.ID || r.Location == 0 || int(r.Location) >= len(p.Locations) {
+			return fmt.Errorf("%w: stack node %d (parent %d, location %d)", errCorrupt, r.ID, r.Parent, r.Location)
+		}
+		p.Stacks = append(p.Stacks, StackNode{Parent: r.Parent, Location: r.Location})
+	case *trace.Sample:
+		if int(r.Stack) >= len(p.Stacks) {
+			return fmt.Errorf("%w: sample refers to undefined stack %d", errCorrupt, r.Stack)
+		}
+		s := Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: r.Stack,
+			Truncated: r.Flags&trace.SampleTruncated != 0, Kernel: r.Flags&trace.SampleKernel != 0}
+		if s.Truncated {
+			p.Truncated++
+		}
+		p.Samples = append(p.Samples, s)
+		l.thread(r.PID, r.TID)
+	case *trace.Comm:
+		name, err := l.str(r.Name)
+		if err != nil {
+			return err
+		}
+		t := l.thread(r.PID, r.TID)
+		if len(t.Names) == 0 || t.Names[len(t.Names)-1] != name {
+			t.Names = append(t.Names, name)
+		}
+		t.Name = name
+	case *trace.Fork:
+		t := l.thread(r.PID, r.TID)
+		if t.Start == 0 {
+			t.Start = r.Time
+		}
+		// A new thread has its creator's name until it sets its own; the
+		// kernel sends no COMM record for that.
+		if parent := l.threads[[2]uint32{r.PPID, r.PTID}]; parent != nil && len(t.Names) == 0 && parent.Name != "" {
+			t.Name = parent.Name
+			t.Names = append(t.Names, parent.Name)
+		}
+	case *trace.Exit:
+		l.thread(r.PID, r.TID).End = r.Time
+	case *trace.Lost:
+		switch r.Kind {
+		case trace.LostKernel:
+			p.Lost.Kernel += r.Count
+		case trace.LostWrap:
+			p.Lost.Wrap += r.Count
+		case trace.LostSize:
+			p.Lost.Size += r.Count
+		default:
+			p.Lost.Unparsed += r.Count
+		}
+	case *trace.Throttle:
+		if !r.Unthrottle {
+			p.Throttled++
+		}
+	case *trace.End:
+		reason, err := l.str(r.Reason)
+		if err != nil {
+			return err
+		}
+		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason}
+	}
+	return nil
+}
+
+// finish sorts threads and derives processes; wrap mode writes samples out
+// of time order, so samples are sorted by time too.
+func (l *loader) finish() {
+	p := l.p
+	sort.SliceStable(p.Samples, func(i, j int) bool { return p.Samples[i].Time < p.Samples[j].Time })
+	procs := map[uint32]*Process{}
+	for _, t := range l.threads {
+		p.Threads = append(p.Threads, t)
+		pr := procs[t.PID]
+		if pr == nil {
+			pr = &Process{PID: t.PID}
+			procs[t.PID] = pr
+		}
+		if t.TID == t.PID || pr.Name == "" {
+			if t.Name != "" {
+				pr.Name = t.Name
+			}
+		}
+	}
+	sort.Slice(p.Threads, func(i, j int) bool {
+		a, b := p.Threads[i], p.Threads[j]
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		if a.TID != b.TID {
+			return a.TID < b.TID
+		}
+		return a.Start < b.Start
+	})
+	for _, pr := range procs {
+		p.Processes = append(p.Processes, pr)
+	}
+	sort.Slice(p.Processes, func(i, j int) bool { return p.Processes[i].PID < p.Processes[j].PID })
+}

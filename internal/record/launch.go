@@ -1,0 +1,129 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// wrapperEnv marks a trueprof process started as the exec wrapper of a
+// launched target. Its value is the target's absolute path.
+const wrapperEnv = "TRUEPROF_EXEC_WRAPPER"
+
+// RunWrapper must be called first thing in main. In the exec wrapper (a
+// re-execution of trueprof itself) it waits until the recorder has opened
+// its events on this process, then execs the target, so that counting
+// starts exactly at exec (the events use enable_on_exec) and none of
+// trueprof's own start-up is profiled. In any other process it returns.
+func RunWrapper() {
+	path, ok := os.LookupEnv(wrapperEnv)
+	if !ok {
+		return
+	}
+	os.Unsetenv(wrapperEnv)
+	// The recorder writes one byte to fd 3 when the events are open, or
+	// closes it without writing when it gave up.
+	go1 := os.NewFile(3, "trueprof-go")
+	var b [1]byte
+	if n, _ := go1.Read(b[:]); n != 1 {
+		os.Exit(127)
+	}
+	go1.Close()
+	err := unix.Exec(path, os.Args[1:], os.Environ())
+	fmt.Fprintf(os.Stderr, "trueprof: exec %s: %v\n", path, err)
+	os.Exit(127)
+}
+
+// target is a launched command, stopped in the wrapper until release.
+type target struct {
+	cmd  *exec.Cmd
+	gate *os.File // write end of the wrapper's pipe
+	done chan struct{}
+	err  error // cmd.Wait's result, valid after done is closed
+}
+
+// launch starts the exec wrapper for argv. The process runs trueprof's
+// code until release is called.
+func launch(argv []string) (*target, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command to record")
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, err
+	}
+	if path, err = absPath(path); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding trueprof's own executable for the exec wrapper: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, argv...)
+	cmd.Env = append(os.Environ(), wrapperEnv+"="+path)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{r}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	r.Close()
+	t := &target{cmd: cmd, gate: w, done: make(chan struct{})}
+	go func() {
+		t.err = cmd.Wait()
+		close(t.done)
+	}()
+	return t, nil
+}
+
+func absPath(p string) (string, error) {
+	if len(p) > 0 && p[0] == '/' {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + "/" + p, nil
+}
+
+// pid is the target's process id (the wrapper's, which exec keeps).
+func (t *target) pid() int { return t.cmd.Process.Pid }
+
+// release lets the wrapper exec the target.
+func (t *target) release() error {
+	_, err := t.gate.Write([]byte{1})
+	t.gate.Close()
+	return err
+}
+
+// abort makes a wrapper that was never released exit.
+func (t *target) abort() {
+	t.gate.Close()
+	<-t.done
+}
+
+// exitCode is the target's exit status in shell convention: its code, or
+// 128+signal when a signal killed it.
+func (t *target) exitCode() int {
+	var ee *exec.ExitError
+	if errors.As(t.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if t.err != nil {
+		return -1
+	}
+	return 0
+}

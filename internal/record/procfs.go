@@ -1,0 +1,128 @@
+package record
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// threads lists the thread ids of process pid.
+func threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// processAlive reports whether pid still exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+func kernelRelease() string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return ""
+	}
+	b := make([]byte, 0, len(u.Release))
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
+
+// synthesize writes the thread names and executable mappings that an
+// attached process had before recording started, as the kernel's records
+// would have described them (what perf record does from /proc too).
+func (s *session) synthesize(pid int) error {
+	now := perf.Now()
+	tids, err := threads(pid)
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+		if err != nil {
+			continue
+		}
+		name, err := s.w.Intern(strings.TrimSpace(string(b)))
+		if err != nil {
+			return err
+		}
+		if err := s.w.Write(&trace.Comm{Time: now, PID: uint32(pid), TID: uint32(tid), Name: name}); err != nil {
+			return err
+		}
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m, ok := parseMapsLine(sc.Text())
+		if !ok {
+			continue
+		}
+		m.time = now
+		s.res.mmap(uint32(pid), m)
+		path, err := s.w.Intern(m.path)
+		if err != nil {
+			return err
+		}
+		if err := s.w.Write(&trace.Module{Time: now, PID: uint32(pid), TID: uint32(pid), Start: m.start, Len: m.end - m.start,
+			PgOff: m.pgoff, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Path: path}); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// parseMapsLine parses an executable mapping of /proc/PID/maps:
+// "start-end perms offset dev inode path".
+func parseMapsLine(line string) (mapping, bool) {
+	f := strings.Fields(line)
+	if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
+		return mapping{}, false
+	}
+	lo, hi, ok := strings.Cut(f[0], "-")
+	if !ok {
+		return mapping{}, false
+	}
+	start, err1 := strconv.ParseUint(lo, 16, 64)
+	end, err2 := strconv.ParseUint(hi, 16, 64)
+	off, err3 := strconv.ParseUint(f[2], 16, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end <= start {
+		return mapping{}, false
+	}
+	path := ""
+	if len(f) >= 6 {
+		path = strings.Join(f[5:], " ")
+	}
+	return mapping{start: start, end: end, pgoff: off, path: path}, true
+}

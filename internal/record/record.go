@@ -1,0 +1,495 @@
+// Package record runs a sampling session: it launches or attaches to a
+// target, opens per-CPU perf events on it, drains their ring buffers in
+// one poll loop, resolves addresses to names while the binaries are still
+// there, and writes everything to a trace file.
+//
+//	res, err := record.Run(ctx, record.Config{
+//		Output:  "trueprof.trace",
+//		Event:   ev, // from perf.ParseEvent
+//		Freq:    999,
+//		Mode:    trace.ModeNormal,
+//		Command: []string{"./prog", "arg"},
+//	})
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// Config selects what to record and how.
+type Config struct {
+	Output    string // trace file path
+	Event     perf.Event
+	Freq      uint64 // samples per second (used when Period is 0)
+	Period    uint64 // events per sample
+	Mode      trace.Mode
+	SizeLimit int64         // bytes; for normal and wrap modes
+	Command   []string      // command to launch, or
+	PID       int           // process to attach to
+	Duration  time.Duration // stop after this long; 0 means until the target exits
+	Log       io.Writer     // warnings; os.Stderr if nil
+	// RingPages is the number of data pages per CPU ring (power of two);
+	// 0 means 128 (512 KiB).
+	RingPages int
+}
+
+// Result summarises a finished recording.
+type Result struct {
+	ExitCode int    // the launched target's exit status (128+signal if killed); 0 when attached
+	Samples  uint64 // samples written
+	Lost     uint64 // samples lost in the kernel or dropped by a limit
+	Bytes    int64  // trace file size
+	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
+	UserOnly bool   // kernel sampling was not permitted
+}
+
+// event is one opened perf event; ring is set on the events that own one.
+type event struct {
+	fd   int
+	ring *perf.Ring
+}
+
+// session is the state of one recording.
+type session struct {
+	cfg     Config
+	log     io.Writer
+	events  []event
+	rings   []*perf.Ring
+	w       *trace.Writer
+	res     *resolver
+	pending []perf.Record
+	result  Result
+	full    bool // the size limit was reached
+}
+
+// reorderSlack is how far behind the newest data the loop processes
+// records. Records from different CPU rings interleave in time; waiting
+// this long before processing lets a mapping be known before the samples
+// that need it, whichever ring either came from.
+const reorderSlack = 50 * time.Millisecond
+
+// Run records until the target exits, the duration passes, the size limit
+// is reached in normal mode, or ctx is cancelled (SIGINT/SIGTERM). The
+// trace is complete and valid in every case.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if (len(cfg.Command) == 0) == (cfg.PID == 0) {
+		return nil, errors.New("give either a command to launch or a pid to attach to")
+	}
+	if cfg.Freq == 0 && cfg.Period == 0 {
+		cfg.Freq = 999
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = trace.ModeNormal
+	}
+	if cfg.RingPages == 0 {
+		cfg.RingPages = 128
+	}
+	s := &session{cfg: cfg, log: cfg.Log}
+	if s.log == nil {
+		s.log = os.Stderr
+	}
+	defer s.closeEvents()
+
+	var tgt *target
+	pid := cfg.PID
+	if len(cfg.Command) > 0 {
+		var err error
+		if tgt, err = launch(cfg.Command); err != nil {
+			return nil, fmt.Errorf("launching %s: %w", cfg.Command[0], err)
+		}
+		pid = tgt.pid()
+	}
+	fail := func(err error) (*Result, error) {
+		if tgt != nil {
+			tgt.abort()
+		}
+		return nil, err
+	}
+
+	kernel := true
+	if err := s.open(pid, kernel, tgt != nil); errors.Is(err, perf.ErrPermission) {
+		s.closeEvents()
+		kernel = false
+		if err2 := s.open(pid, kernel, tgt != nil); err2 != nil {
+			return fail(err2)
+		}
+		fmt.Fprintf(s.log, "trueprof: kernel samples not permitted (kernel.perf_event_paranoid=%d, no CAP_PERFMON); recording user space only\n", perf.Paranoid())
+	} else if err != nil {
+		return fail(err)
+	}
+	s.result.UserOnly = !kernel
+
+	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	hdr := s.header(kernel)
+	s.w, err = trace.NewWriter(f, hdr, trace.Options{Mode: cfg.Mode, SizeLimit: cfg.SizeLimit})
+	if err != nil {
+		return fail(err)
+	}
+	s.res = newResolver(s.w, s.log)
+
+	if tgt != nil {
+		if err := tgt.release(); err != nil {
+			return fail(fmt.Errorf("starting the target: %w", err))
+		}
+	} else {
+		if err := s.synthesize(pid); err != nil {
+			return nil, err
+		}
+		for _, e := range s.events {
+			if err := perf.Enable(e.fd); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	s.result.Reason, err = s.loop(ctx, tgt, pid)
+	if err != nil {
+		return nil, err
+	}
+	if tgt != nil {
+		if s.result.Reason != "exited" {
+			stopTarget(tgt)
+		}
+		s.result.ExitCode = tgt.exitCode()
+	}
+	if err := s.finish(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	s.result.Bytes = s.w.Size()
+	return &s.result, nil
+}
+
+// stopTarget ends a launched target when recording stopped first, as perf
+// record does: SIGTERM, then SIGKILL if it does not exit.
+func stopTarget(t *target) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	t.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-t.done:
+	case <-time.After(5 * time.Second):
+		t.cmd.Process.Kill()
+		<-t.done
+	}
+}
+
+func (s *session) header(kernel bool) *trace.Header {
+	h := &trace.Header{
+		Arch:      runtime.GOARCH,
+		Clock:     "CLOCK_MONOTONIC",
+		StartTime: time.Now(),
+		StartNS:   perf.Now(),
+		Event:     s.cfg.Event.Name,
+		Freq:      s.cfg.Freq,
+		Period:    s.cfg.Period,
+		Callchain: "fp",
+		UserOnly:  !kernel,
+		Mode:      string(s.cfg.Mode),
+		SizeLimit: s.cfg.SizeLimit,
+		Command:   s.cfg.Command,
+	}
+	if s.cfg.Period > 0 {
+		h.Freq = 0
+	}
+	h.Host, _ = os.Hostname()
+	h.Kernel = kernelRelease()
+	if s.cfg.PID != 0 {
+		h.PIDs = []int{s.cfg.PID}
+	}
+	return h
+}
+
+// open opens one sampling event per CPU. A launched target is followed
+// from exec with inherit; an attached one needs an event per existing
+// thread per CPU, which then inherit to threads created later.
+func (s *session) open(pid int, kernel, launched bool) error {
+	cpus, err := perf.OnlineCPUs()
+	if err != nil {
+		return err
+	}
+	attr := perf.SamplingAttr(s.cfg.Event, perf.SamplingOptions{
+		Freq:         s.cfg.Freq,
+		Period:       s.cfg.Period,
+		Kernel:       kernel,
+		SideRecords:  true,
+		EnableOnExec: launched,
+		Inherit:      true,
+		Watermark:    uint32(s.cfg.RingPages * os.Getpagesize() / 4),
+		BuildID:      true,
+	})
+	tids := []int{pid}
+	for _, cpu := range cpus {
+		var owner = -1
+		opened := map[int]bool{}
+		for {
+			if !launched {
+				if tids, err = threads(pid); err != nil {
+					return err
+				}
+			}
+			added := false
+			for _, tid := range tids {
+				if opened[tid] {
+					continue
+				}
+				fd, err := perf.Open(attr, tid, cpu, 0)
+				if err != nil {
+					if !launched && errors.Is(err, syscall.ESRCH) {
+						continue // the thread ended meanwhile
+					}
+					return err
+				}
+				opened[tid] = true
+				added = true
+				e := event{fd: fd}
+				if owner < 0 {
+					if e.ring, err = perf.MapRing(fd, s.cfg.RingPages); err != nil {
+						perf.Close(fd)
+						return err
+					}
+					owner = fd
+					s.rings = append(s.rings, e.ring)
+				} else if err := perf.SetOutput(fd, owner); err != nil {
+					perf.Close(fd)
+					return err
+				}
+				s.events = append(s.events, e)
+			}
+			// Threads created while we opened had no event to inherit:
+			// scan again until the set is stable.
+			if launched || !added {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (s *session) closeEvents() {
+	for _, e := range s.events {
+		if e.ring != nil {
+			e.ring.Close()
+		}
+		perf.Close(e.fd)
+	}
+	s.events, s.rings = nil, nil
+}
+
+// loop drains the rings until recording should stop and returns why.
+func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error) {
+	fds := make([]int, 0, len(s.rings))
+	for _, e := range s.events {
+		if e.ring != nil {
+			fds = append(fds, e.fd)
+		}
+	}
+	poller, err := perf.NewPoller(fds)
+	if err != nil {
+		return "", err
+	}
+	defer poller.Close()
+	var deadline <-chan time.Time
+	if s.cfg.Duration > 0 {
+		t := time.NewTimer(s.cfg.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	var targetDone <-chan struct{}
+	if tgt != nil {
+		targetDone = tgt.done
+	}
+	lastFlush := time.Now()
+	reason := ""
+	for reason == "" {
+		if err := poller.Wait(100); err != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			reason = "signal"
+		case <-deadline:
+			reason = "duration"
+		case <-targetDone:
+			reason = "exited"
+		default:
+			if tgt == nil && !processAlive(pid) {
+				reason = "exited"
+			}
+		}
+		if err := s.drain(reason != ""); err != nil {
+			return "", err
+		}
+		if s.full && reason == "" {
+			reason = "size"
+			fmt.Fprintf(s.log, "trueprof: trace reached --size %d bytes; sampling stopped\n", s.cfg.SizeLimit)
+		}
+		if time.Since(lastFlush) >= time.Second {
+			// A recorder killed with SIGKILL loses at most the last second.
+			if err := s.w.Flush(); err != nil {
+				return "", err
+			}
+			lastFlush = time.Now()
+		}
+	}
+	return reason, nil
+}
+
+// drain reads every ring and processes the records that are old enough
+// to be in time order; final processes all of them.
+func (s *session) drain(final bool) error {
+	if final {
+		for _, e := range s.events {
+			perf.Disable(e.fd)
+		}
+	}
+	horizon := perf.Now() - uint64(reorderSlack)
+	var derr error
+	for _, ring := range s.rings {
+		ring.Read(func(rec []byte) {
+			var r perf.Record
+			if err := perf.Decode(rec, &r); err != nil {
+				derr = err
+				s.lost(trace.LostUnparsed, 1, r.Time)
+				return
+			}
+			s.pending = append(s.pending, r)
+		})
+	}
+	if derr != nil {
+		fmt.Fprintf(s.log, "trueprof: skipped a malformed kernel record: %v\n", derr)
+	}
+	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
+		switch {
+		case a.Time < b.Time:
+			return -1
+		case a.Time > b.Time:
+			return 1
+		}
+		return 0
+	})
+	n := len(s.pending)
+	if !final {
+		n, _ = slices.BinarySearchFunc(s.pending, horizon, func(r perf.Record, t uint64) int {
+			if r.Time < t {
+				return -1
+			}
+			return 1
+		})
+	}
+	for i := range s.pending[:n] {
+		if err := s.process(&s.pending[i]); err != nil {
+			return err
+		}
+	}
+	s.pending = append(s.pending[:0], s.pending[n:]...)
+	return nil
+}
+
+func (s *session) lost(kind trace.LostKind, n, time uint64) {
+	s.result.Lost += n
+	s.w.Write(&trace.Lost{Time: time, Kind: kind, Count: n})
+}
+
+// process writes the trace records for one kernel record.
+func (s *session) process(r *perf.Record) error {
+	w := s.w
+	switch r.Type {
+	case perf.RecordSample:
+		if s.full {
+			s.lost(trace.LostSize, 1, r.Time)
+			return nil
+		}
+		stack, truncated, err := s.res.stack(r)
+		if err != nil {
+			return err
+		}
+		smp := &trace.Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: stack}
+		if truncated {
+			smp.Flags |= trace.SampleTruncated
+		}
+		if r.KernelIP() {
+			smp.Flags |= trace.SampleKernel
+		}
+		switch err := w.Write(smp); {
+		case errors.Is(err, trace.ErrSizeLimit):
+			s.full = true
+			s.lost(trace.LostSize, 1, r.Time)
+		case err != nil:
+			return err
+		default:
+			s.result.Samples++
+		}
+	case perf.RecordMmap2, perf.RecordMmap:
+		if r.Prot&syscall.PROT_EXEC == 0 {
+			return nil
+		}
+		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
+		path, err := w.Intern(r.Filename)
+		if err != nil {
+			return err
+		}
+		return w.Write(&trace.Module{Time: r.Time, PID: r.PID, TID: r.TID, Start: r.Addr, Len: r.Len, PgOff: r.PgOff,
+			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
+	case perf.RecordComm:
+		if r.Exec() {
+			s.res.exec(r.PID)
+		}
+		name, err := w.Intern(r.Comm)
+		if err != nil {
+			return err
+		}
+		return w.Write(&trace.Comm{Time: r.Time, PID: r.PID, TID: r.TID, Name: name, Exec: r.Exec()})
+	case perf.RecordFork:
+		if r.PID == r.TID && r.PID != r.PPID {
+			s.res.fork(r.PID, r.PPID)
+		}
+		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
+	case perf.RecordExit:
+		if r.PID == r.TID {
+			s.res.exit(r.PID)
+		}
+		return w.Write(&trace.Exit{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
+	case perf.RecordLost, perf.RecordLostSamples:
+		s.lost(trace.LostKernel, r.Lost, r.Time)
+	case perf.RecordThrottle, perf.RecordUnthrottle:
+		return w.Write(&trace.Throttle{Time: r.Time, Unthrottle: r.Type == perf.RecordUnthrottle})
+	}
+	return nil
+}
+
+// finish writes the End record and closes the trace.
+func (s *session) finish() error {
+	reason, err := s.w.Intern(s.result.Reason)
+	if err != nil {
+		return err
+	}
+	code := int32(-1)
+	if len(s.cfg.Command) > 0 {
+		code = int32(s.result.ExitCode)
+	}
+	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason}); err != nil {
+		return err
+	}
+	return s.w.Close()
+}

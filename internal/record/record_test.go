@@ -1,0 +1,380 @@
+package record
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"trueprof/examples"
+	"trueprof/internal/model"
+	"trueprof/internal/perf"
+	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
+)
+
+// TestMain lets the test binary serve as the exec wrapper, as the
+// trueprof binary does.
+func TestMain(m *testing.M) {
+	RunWrapper()
+	os.Exit(m.Run())
+}
+
+func cpuClock(t testing.TB) perf.Event {
+	ev, err := perf.ParseEvent("cpu-clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// recordCmd records argv into a fresh trace and loads it.
+func recordCmd(t *testing.T, cfg Config) (*Result, *model.Profile) {
+	t.Helper()
+	testutil.RequirePerf(t)
+	if cfg.Output == "" {
+		cfg.Output = filepath.Join(t.TempDir(), "trueprof.trace")
+	}
+	if cfg.Event.Name == "" {
+		cfg.Event = cpuClock(t)
+	}
+	if cfg.Log == nil {
+		cfg.Log = testWriter{t}
+	}
+	ctx := context.Background()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Open(cfg.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Err != nil {
+		t.Fatalf("trace %s: %v", cfg.Output, p.Err)
+	}
+	return res, p
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func buildHotspots(t *testing.T, dir string, flags ...string) string {
+	return testutil.BuildC(t, dir, "hotspots", examples.Hotspots, append([]string{"-pthread"}, flags...)...)
+}
+
+// selfShares returns each physical function's share (in %) of the samples
+// of processes named comm, as perf report --no-children --sort sym
+// computes it.
+func selfShares(p *model.Profile, comm string) map[string]float64 {
+	counts := map[string]float64{}
+	total := 0.0
+	for _, s := range p.Samples {
+		if pr := p.Process(s.PID); comm != "" && (pr == nil || pr.Name != comm) {
+			continue
+		}
+		name := "[unknown]"
+		if s.Stack != 0 {
+			loc := p.Locations[p.Stacks[s.Stack].Location]
+			name = loc.Frames[len(loc.Frames)-1].Function
+		}
+		counts[name]++
+		total++
+	}
+	for k := range counts {
+		counts[k] *= 100 / total
+	}
+	return counts
+}
+
+// perfReport returns the symbol shares perf report computes for the
+// samples of processes named comm in perf.data file data.
+func perfReport(t *testing.T, perfBin, data, comm string) map[string]float64 {
+	out, err := exec.Command(perfBin, "report", "-i", data, "--comm", comm, "--no-children", "--stdio", "--sort", "sym", "--percent-limit", "0.5").Output()
+	if err != nil {
+		t.Fatalf("perf report: %v", err)
+	}
+	shares := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		// "52.50%  [.] mix"
+		if len(f) >= 3 && strings.HasSuffix(f[0], "%") && strings.HasPrefix(f[1], "[") {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
+			if err == nil {
+				shares[strings.Join(f[2:], " ")] += v
+			}
+		}
+	}
+	return shares
+}
+
+// TestSharesMatchPerf is the sampling oracle: the top functions' self
+// shares agree with perf report --no-children within 3 points. Both tools
+// sample the same execution (trueprof records perf record running the
+// fixture), so run-to-run variation cannot hide or fake a difference.
+func TestSharesMatchPerf(t *testing.T) {
+	perfBin := testutil.RequireCommand(t, "perf")
+	dir := t.TempDir()
+	bin := buildHotspots(t, dir)
+	data := filepath.Join(dir, "perf.data")
+	argv := []string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--", bin, "3000"}
+	res, p := recordCmd(t, Config{Command: argv, Freq: 999})
+	if res.ExitCode != 0 || p.End == nil || p.End.Reason != "exited" {
+		t.Fatalf("result %+v end %+v", res, p.End)
+	}
+	got := selfShares(p, "hotspots")
+	want := perfReport(t, perfBin, data, "hotspots")
+	t.Logf("trueprof %v", top(got))
+	t.Logf("perf     %v", top(want))
+	for _, fn := range []string{"mix", "parse", "checksum", "transform"} {
+		if want[fn] < 3 {
+			t.Fatalf("perf shows %s at %.1f%%: fixture broken", fn, want[fn])
+		}
+		if d := math.Abs(got[fn] - want[fn]); d > 3 {
+			t.Errorf("%s: trueprof %.1f%%, perf %.1f%% (differ by %.1f points)", fn, got[fn], want[fn], d)
+		}
+	}
+}
+
+// TestStacksAndThreads checks call chains, thread names and truncation on
+// the fixture.
+func TestStacksAndThreads(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHotspots(t, dir)
+	res, p := recordCmd(t, Config{Command: []string{bin, "1000"}, Freq: 999})
+	if res.ExitCode != 0 || p.End == nil || p.End.Reason != "exited" {
+		t.Fatalf("result %+v end %+v", res, p.End)
+	}
+	if len(p.Samples) < 300 {
+		t.Fatalf("only %d samples", len(p.Samples))
+	}
+	// Both threads are there with their names, and frame-pointer chains
+	// reach the thread entry points.
+	tids := map[uint32]bool{}
+	for _, s := range p.Samples {
+		tids[s.TID] = true
+	}
+	if len(tids) < 2 {
+		t.Errorf("samples from %d threads, want 2", len(tids))
+	}
+	for _, th := range p.Threads {
+		if th.Name != "hotspots" {
+			t.Errorf("thread %d named %q (%v)", th.TID, th.Name, th.Names)
+		}
+	}
+	if frac := float64(p.Truncated) / float64(len(p.Samples)); frac > 0.02 {
+		t.Errorf("%.1f%% of samples truncated in a frame-pointer build", 100*frac)
+	}
+	// Samples in non-leaf functions have their full paths. (GCC leaves
+	// leaf functions without a frame even with -fno-omit-frame-pointer, so
+	// a frame-pointer walk from mix skips its caller, for perf too.)
+	paths := map[string]bool{}
+	for _, s := range p.Samples {
+		var names []string
+		for _, l := range p.Stack(s.Stack, nil) {
+			fr := p.Locations[l].Frames
+			names = append(names, fr[len(fr)-1].Function)
+		}
+		paths[strings.Join(names, ";")] = true
+	}
+	for _, want := range []string{"checksum;process_batch;main;__libc_start_call_main", "transform;worker;start_thread"} {
+		if !paths[want] {
+			t.Errorf("no sample with stack %s", want)
+		}
+	}
+}
+
+func TestExitCodeAndChildren(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "forker", `
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+__attribute__((noinline)) unsigned long spin(unsigned long n) { volatile unsigned long s = 0; for (unsigned long i = 0; i < n; i++) s += i; return s; }
+int main(void) {
+	pid_t c = fork();
+	if (c == 0) { spin(100000000); execl("/bin/true", "true", (char*)0); _exit(9); }
+	spin(100000000);
+	waitpid(c, 0, 0);
+	return 3;
+}`)
+	res, p := recordCmd(t, Config{Command: []string{bin}})
+	if res.ExitCode != 3 || p.End == nil || p.End.ExitCode != 3 {
+		t.Errorf("exit code %d (trace %+v), want 3", res.ExitCode, p.End)
+	}
+	pids := map[uint32]bool{}
+	for _, s := range p.Samples {
+		pids[s.PID] = true
+	}
+	if len(pids) != 2 {
+		t.Errorf("samples from %d processes, want parent and forked child", len(pids))
+	}
+	sawTrue := false
+	for _, th := range p.Threads {
+		for _, n := range th.Names {
+			if n == "true" {
+				sawTrue = true
+			}
+		}
+	}
+	if !sawTrue {
+		t.Error("the child's exec of /bin/true left no comm record")
+	}
+}
+
+func TestAttach(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	bin := buildHotspots(t, dir)
+	cmd := exec.Command(bin, "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	res, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second})
+	if res.Reason != "duration" || res.Samples < 300 {
+		t.Fatalf("result %+v", res)
+	}
+	shares := selfShares(p, "")
+	if shares["mix"] < 20 || shares["transform"] < 3 {
+		t.Errorf("attached shares %v: symbols of a running process not resolved", shares)
+	}
+	if err := cmd.Process.Signal(os.Signal(nil)); err == nil {
+		t.Log("target alive after detach")
+	}
+	if cmd.ProcessState != nil {
+		t.Error("target exited while attached")
+	}
+}
+
+func TestSignalStopsCleanly(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	bin := buildHotspots(t, dir)
+	out := filepath.Join(dir, "t.trace")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	res, err := Run(ctx, Config{Output: out, Event: cpuClock(t), Command: []string{bin, "1000000"}, Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != "signal" || res.ExitCode != 128+15 {
+		t.Errorf("result %+v: want reason signal and the target terminated by SIGTERM", res)
+	}
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil || p.End == nil || len(p.Samples) < 100 {
+		t.Fatalf("trace after signal: %v %v end=%v samples=%d", err, p.Err, p.End, len(p.Samples))
+	}
+}
+
+func TestModes(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildHotspots(t, dir)
+	t.Run("normal", func(t *testing.T) {
+		res, p := recordCmd(t, Config{Command: []string{bin, "3000"}, Mode: trace.ModeNormal, SizeLimit: 16 << 10, Freq: 4000})
+		if res.Reason != "size" && p.Lost.Size == 0 {
+			t.Errorf("normal mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
+		}
+	})
+	t.Run("wrap", func(t *testing.T) {
+		res, p := recordCmd(t, Config{Command: []string{bin, "3000"}, Mode: trace.ModeWrap, SizeLimit: 16 << 10, Freq: 4000})
+		if p.Lost.Wrap == 0 || res.Reason != "exited" {
+			t.Errorf("wrap mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
+		}
+		// The newest samples are kept: the last one is near the end.
+		if n := len(p.Samples); n == 0 || p.End.Time-p.Samples[n-1].Time > uint64(200*time.Millisecond) {
+			t.Errorf("wrap mode kept %d samples, not the most recent", n)
+		}
+		if shares := selfShares(p, ""); shares["mix"] == 0 {
+			t.Errorf("wrap mode lost module records: %v", shares)
+		}
+	})
+}
+
+// TestTruncatedChains: code without frame pointers cuts chains short, and
+// the trace says so.
+func TestTruncatedChains(t *testing.T) {
+	dir := t.TempDir()
+	src := examples.Hotspots
+	bin := filepath.Join(dir, "nofp")
+	if err := os.WriteFile(bin+".c", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-pthread", "-o", bin, bin+".c").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	_, p := recordCmd(t, Config{Command: []string{bin, "1000"}})
+	if p.Truncated == 0 {
+		t.Errorf("no truncated samples among %d without frame pointers", len(p.Samples))
+	}
+}
+
+func TestGoTarget(t *testing.T) {
+	testutil.RequirePerf(t)
+	goBin := testutil.RequireCommand(t, "go")
+	dir := t.TempDir()
+	src := `package main
+
+import "fmt"
+
+//go:noinline
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
+
+func main() { fmt.Println(fib(34)) }
+`
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module fib\n\ngo 1.21\n"), 0o644)
+	bin := filepath.Join(dir, "fib")
+	build := exec.Command(goBin, "build", "-ldflags=-s -w", "-o", bin, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	_, p := recordCmd(t, Config{Command: []string{bin}})
+	shares := selfShares(p, "")
+	if shares["main.fib"] < 50 {
+		t.Errorf("stripped Go binary: main.fib has %.1f%% (%v)", shares["main.fib"], top(shares))
+	}
+	if frac := float64(p.Truncated) / float64(len(p.Samples)); frac > 0.05 {
+		t.Errorf("%.1f%% of Go samples truncated", 100*frac)
+	}
+}
+
+func top(m map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var s []kv
+	for k, v := range m {
+		s = append(s, kv{k, v})
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i].v > s[j].v })
+	var b strings.Builder
+	for i, e := range s {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(&b, "%s=%.1f ", e.k, e.v)
+	}
+	return b.String()
+}

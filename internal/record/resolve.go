@@ -1,0 +1,523 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"trueprof/internal/perf"
+	"trueprof/internal/symbolize"
+	"trueprof/internal/trace"
+)
+
+// Module names for code that is not in a file.
+const (
+	moduleKernel  = "[kernel.kallsyms]"
+	moduleJIT     = "[jit]"
+	moduleUnknown = "[unknown]"
+)
+
+// mapping is one executable mapping of a process.
+type mapping struct {
+	start, end, pgoff uint64
+	path              string
+	buildID           []byte
+	time              uint64
+}
+
+// addrSpace is a process's executable mappings at the current point of
+// the time-ordered record stream, sorted by start.
+type addrSpace struct {
+	maps []mapping
+}
+
+// insert adds m, trimming whatever it overlaps as mmap(2) does.
+func (as *addrSpace) insert(m mapping) {
+	out := as.maps[:0:0]
+	for _, o := range as.maps {
+		if o.end <= m.start || o.start >= m.end {
+			out = append(out, o)
+			continue
+		}
+		if o.start < m.start {
+			left := o
+			left.end = m.start
+			out = append(out, left)
+		}
+		if o.end > m.end {
+			right := o
+			right.pgoff += m.end - o.start
+			right.start = m.end
+			out = append(out, right)
+		}
+	}
+	out = append(out, m)
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	as.maps = out
+}
+
+// find returns the mapping containing addr, or nil.
+func (as *addrSpace) find(addr uint64) *mapping {
+	i := sort.Search(len(as.maps), func(i int) bool { return as.maps[i].end > addr })
+	if i < len(as.maps) && as.maps[i].start <= addr {
+		return &as.maps[i]
+	}
+	return nil
+}
+
+func (as *addrSpace) clone() *addrSpace {
+	return &addrSpace{maps: append([]mapping(nil), as.maps...)}
+}
+
+// moduleFile is an opened module, or the reason it could not be used.
+type moduleFile struct {
+	f   *symbolize.File
+	err error
+}
+
+// locKey identifies a resolved address: code in a file is shared by every
+// process mapping it; other code is keyed by process and resolved name.
+type locKey struct {
+	module uint32 // string id of the module
+	pid    uint32 // 0 for files and the kernel
+	addr   uint64 // file offset, kernel address, or JIT address
+	name   uint32 // JIT function name (JIT addresses are reused over time)
+}
+
+// jitInfo holds the JIT symbol sources of one process.
+type jitInfo struct {
+	perfMap  *symbolize.PerfMap
+	jitDump  *symbolize.JitDump
+	tried    bool
+	lastLoad uint64
+}
+
+// resolver turns sampled addresses into trace Locations and StackNodes at
+// record time, so that reports work after the binaries are gone.
+type resolver struct {
+	w        *trace.Writer
+	spaces   map[uint32]*addrSpace
+	files    map[string]*moduleFile
+	locs     map[locKey]uint32
+	entry    map[uint32]bool // locations whose function starts a thread
+	stacks   map[[2]uint32]uint32
+	jit      map[uint32]*jitInfo
+	kallsyms *symbolize.Kallsyms
+	log      io.Writer
+	warned   map[string]bool
+	// procRoot prefixes module paths; /proc/PID/root lets the recorder
+	// read a target's files through its own mount namespace.
+	procRoot func(pid uint32) string
+
+	frames []frameAddr // scratch
+}
+
+type frameAddr struct {
+	addr   uint64
+	kernel bool
+}
+
+func newResolver(w *trace.Writer, log io.Writer) *resolver {
+	r := &resolver{
+		w:      w,
+		spaces: map[uint32]*addrSpace{},
+		files:  map[string]*moduleFile{},
+		locs:   map[locKey]uint32{},
+		entry:  map[uint32]bool{},
+		stacks: map[[2]uint32]uint32{},
+		jit:    map[uint32]*jitInfo{},
+		log:    log,
+		warned: map[string]bool{},
+		procRoot: func(pid uint32) string {
+			return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/root"
+		},
+	}
+	if f, err := os.Open("/proc/kallsyms"); err == nil {
+		r.kallsyms, err = symbolize.LoadKallsyms(f)
+		f.Close()
+		if err != nil {
+			r.warn("kallsyms", "kernel symbols unavailable: %v", err)
+		}
+	}
+	return r
+}
+
+func (r *resolver) warn(key, format string, args ...any) {
+	if r.warned[key] {
+		return
+	}
+	r.warned[key] = true
+	fmt.Fprintf(r.log, "trueprof: "+format+"\n", args...)
+}
+
+func (r *resolver) space(pid uint32) *addrSpace {
+	as := r.spaces[pid]
+	if as == nil {
+		as = &addrSpace{}
+		r.spaces[pid] = as
+	}
+	return as
+}
+
+// mmap records an executable mapping.
+func (r *resolver) mmap(pid uint32, m mapping) {
+	r.space(pid).insert(m)
+	if jitDumpName.MatchString(filepath.Base(m.path)) {
+		// A JIT announces its jitdump file by mapping it (perf's protocol).
+		r.openJitDump(pid, m.path)
+	}
+}
+
+// exec forgets the process's old image.
+func (r *resolver) exec(pid uint32) {
+	r.spaces[pid] = &addrSpace{}
+	delete(r.jit, pid)
+}
+
+// fork gives a new process a copy of its parent's address space.
+func (r *resolver) fork(pid, ppid uint32) {
+	if as := r.spaces[ppid]; as != nil {
+		r.spaces[pid] = as.clone()
+	}
+}
+
+// exit forgets a process that ended.
+func (r *resolver) exit(pid uint32) {
+	delete(r.spaces, pid)
+	delete(r.jit, pid)
+}
+
+// threadEntries are the functions where a complete frame-pointer chain
+// ends: process and thread start routines of glibc, musl, ld.so and Go.
+var threadEntries = map[string]bool{
+	"_start": true, "__libc_start_main": true, "__libc_start_call_main": true, "__libc_start_main_impl": true,
+	"start_thread": true, "clone": true, "clone3": true, "__clone": true, "__clone3": true,
+	"_dl_start": true, "_dl_start_user": true, "_dl_start_final": true, "__start": true,
+	"runtime.goexit": true, "runtime.mstart": true, "runtime.mstart0": true, "runtime.rt0_go": true,
+	"runtime.goexit.abi0": true, "runtime.mstart.abi0": true, "runtime.rt0_go.abi0": true,
+	"runtime.sigtramp": true, "runtime.sigtramp.abi0": true, "_rt0_amd64_linux": true, "_rt0_amd64": true,
+}
+
+// maxStack is the kernel's default perf_event_max_stack: a chain this long
+// was probably cut.
+const maxStack = 127
+
+// stack interns the call chain of a sample and returns its leaf stack node
+// and whether the chain looks truncated.
+func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
+	fr := r.frames[:0]
+	kernel := s.KernelIP()
+	for _, a := range s.Callchain {
+		switch {
+		case a == perf.ContextKernel:
+			kernel = true
+			continue
+		case a == perf.ContextUser:
+			kernel = false
+			continue
+		case a >= perf.ContextMax:
+			continue
+		}
+		fr = append(fr, frameAddr{addr: a, kernel: kernel})
+	}
+	if len(fr) == 0 {
+		fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
+	}
+	r.frames = fr
+
+	var parent uint32
+	user := 0
+	var outerUser uint32
+	for i := len(fr) - 1; i >= 0; i-- {
+		a := fr[i].addr
+		if i > 0 && a > 0 {
+			// Callers' addresses are return addresses; the call is the
+			// instruction before, which matters for inlining and for calls
+			// at the very end of a function.
+			a--
+		}
+		loc, err := r.location(s.PID, a, fr[i].kernel, s.Time)
+		if err != nil {
+			return 0, false, err
+		}
+		if !fr[i].kernel {
+			if user == 0 {
+				outerUser = loc
+			}
+			user++
+		}
+		key := [2]uint32{parent, loc}
+		id, ok := r.stacks[key]
+		if !ok {
+			id = uint32(len(r.stacks) + 1)
+			if err := r.w.Write(&trace.StackNode{ID: id, Parent: parent, Location: loc}); err != nil {
+				return 0, false, err
+			}
+			r.stacks[key] = id
+		}
+		parent = id
+	}
+	truncated := len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
+	return parent, truncated, nil
+}
+
+// location returns the id of the Location for addr in process pid,
+// writing it the first time.
+func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (uint32, error) {
+	if kernel {
+		return r.kernelLocation(addr)
+	}
+	m := r.space(pid).find(addr)
+	if m == nil || isAnon(m.path) {
+		return r.jitLocation(pid, addr, time, m != nil)
+	}
+	if isSpecial(m.path) {
+		return r.specialLocation(m.path)
+	}
+	off := addr - m.start + m.pgoff
+	modID, err := r.w.Intern(m.path)
+	if err != nil {
+		return 0, err
+	}
+	key := locKey{module: modID, addr: off}
+	if id, ok := r.locs[key]; ok {
+		return id, nil
+	}
+	var frames []symbolize.Frame
+	if mf := r.file(pid, m); mf.err == nil {
+		frames, _ = mf.f.Resolve(off)
+	}
+	if len(frames) == 0 {
+		frames = []symbolize.Frame{{Function: fmt.Sprintf("%s+%#x", filepath.Base(m.path), off)}}
+	}
+	return r.newLocation(key, addr, modID, off, frames)
+}
+
+func (r *resolver) kernelLocation(addr uint64) (uint32, error) {
+	name, module, ok := "", moduleKernel, false
+	if r.kallsyms != nil {
+		name, module, ok = r.kallsyms.Resolve(addr)
+	}
+	if !ok {
+		name, module = moduleKernel, moduleKernel
+	}
+	modID, err := r.w.Intern(module)
+	if err != nil {
+		return 0, err
+	}
+	key := locKey{module: modID, addr: addr}
+	if !ok {
+		// Without symbols every kernel address would be its own row;
+		// one "[kernel.kallsyms]" function groups them instead.
+		key.addr = 0
+	}
+	if id, ok := r.locs[key]; ok {
+		return id, nil
+	}
+	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
+}
+
+func (r *resolver) jitLocation(pid uint32, addr, time uint64, mapped bool) (uint32, error) {
+	name, ok := r.jitName(pid, addr, time)
+	module := moduleJIT
+	if !ok {
+		// Unmapped or anonymous code no JIT described: one row, as perf's
+		// [unknown].
+		name, module = moduleUnknown, moduleUnknown
+		if mapped {
+			name = moduleJIT
+			module = moduleJIT
+		}
+	}
+	modID, err := r.w.Intern(module)
+	if err != nil {
+		return 0, err
+	}
+	nameID, err := r.w.Intern(name)
+	if err != nil {
+		return 0, err
+	}
+	key := locKey{module: modID, pid: pid, addr: addr, name: nameID}
+	if !ok {
+		key.addr, key.pid = 0, 0
+	}
+	if id, ok := r.locs[key]; ok {
+		return id, nil
+	}
+	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
+}
+
+func (r *resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64, frames []symbolize.Frame) (uint32, error) {
+	id := uint32(len(r.locs) + 1)
+	loc := &trace.Location{ID: id, Address: addr, Module: modID, Offset: off, Lines: make([]trace.Line, len(frames))}
+	for i, f := range frames {
+		fn, err := r.w.Intern(f.Function)
+		if err != nil {
+			return 0, err
+		}
+		file, err := r.w.Intern(f.File)
+		if err != nil {
+			return 0, err
+		}
+		loc.Lines[i] = trace.Line{Function: fn, File: file, Line: uint32(max(f.Line, 0))}
+	}
+	if err := r.w.Write(loc); err != nil {
+		return 0, err
+	}
+	r.locs[key] = id
+	if threadEntries[frames[len(frames)-1].Function] {
+		r.entry[id] = true
+	}
+	return id, nil
+}
+
+// file opens the module file of m. It prefers the target's own view of the
+// path (/proc/PID/root) and refuses a file whose build id differs from the
+// one the kernel reported for the mapping: the path may have been replaced,
+// and trueprof must never describe one file with another's symbols.
+func (r *resolver) file(pid uint32, m *mapping) *moduleFile {
+	key := m.path + "\x00" + string(m.buildID)
+	if mf, ok := r.files[key]; ok {
+		return mf
+	}
+	mf := &moduleFile{}
+	r.files[key] = mf
+	var f *symbolize.File
+	var err error
+	for _, p := range []string{r.procRoot(pid) + m.path, m.path} {
+		if f, err = symbolize.OpenFile(p); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		mf.err = err
+		r.warn("open:"+m.path, "no symbols for %s: %v", m.path, err)
+		return mf
+	}
+	if len(m.buildID) > 0 && len(f.BuildID()) > 0 && !bytes.Equal(m.buildID, f.BuildID()) {
+		f.Close()
+		mf.err = fmt.Errorf("build id %x of %s does not match the mapped file's %x", f.BuildID(), m.path, m.buildID)
+		r.warn("buildid:"+m.path, "no symbols for %s: %v", m.path, mf.err)
+		return mf
+	}
+	mf.f = f
+	return mf
+}
+
+// isAnon reports whether a mapping path names anonymous memory, where JITs
+// put their code.
+func isAnon(path string) bool {
+	return path == "" || path == "//anon" || strings.HasPrefix(path, "[anon") || strings.HasPrefix(path, "/memfd:")
+}
+
+// isSpecial reports whether a mapping is kernel-provided code such as
+// [vdso] or [vsyscall].
+func isSpecial(path string) bool {
+	return strings.HasPrefix(path, "[")
+}
+
+// specialLocation groups all samples in a kernel-provided mapping into one
+// function named after it.
+func (r *resolver) specialLocation(path string) (uint32, error) {
+	modID, err := r.w.Intern(path)
+	if err != nil {
+		return 0, err
+	}
+	key := locKey{module: modID}
+	if id, ok := r.locs[key]; ok {
+		return id, nil
+	}
+	return r.newLocation(key, 0, modID, 0, []symbolize.Frame{{Function: path}})
+}
+
+var jitDumpName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
+
+func (r *resolver) jitInfo(pid uint32) *jitInfo {
+	j := r.jit[pid]
+	if j == nil {
+		j = &jitInfo{}
+		r.jit[pid] = j
+	}
+	return j
+}
+
+func (r *resolver) openJitDump(pid uint32, path string) {
+	uid, err := processUID(pid)
+	if err != nil {
+		return
+	}
+	d, err := symbolize.OpenJitDump(r.procRoot(pid)+path, uid)
+	if err != nil {
+		d, err = symbolize.OpenJitDump(path, uid)
+	}
+	if err != nil {
+		r.warn("jitdump:"+path, "ignoring %s: %v", path, err)
+		return
+	}
+	r.jitInfo(pid).jitDump = d
+}
+
+// jitName resolves a JIT address through the process's jitdump (by time)
+// or perf map, reloading them when an address is not found: JITs append
+// to these files as they compile.
+func (r *resolver) jitName(pid uint32, addr, time uint64) (string, bool) {
+	j := r.jitInfo(pid)
+	if !j.tried {
+		j.tried = true
+		if uid, err := processUID(pid); err == nil {
+			path := fmt.Sprintf("/tmp/perf-%d.map", pid)
+			if pm, err := symbolize.OpenPerfMap(path, uid); err == nil {
+				j.perfMap = pm
+			} else if !os.IsNotExist(err) {
+				r.warn("perfmap:"+path, "ignoring %s: %v", path, err)
+			}
+		}
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		if j.jitDump != nil {
+			if name, _, ok := j.jitDump.Resolve(addr, time); ok {
+				return name, true
+			}
+		}
+		if j.perfMap != nil {
+			if name, _, ok := j.perfMap.Resolve(addr); ok {
+				return name, true
+			}
+		}
+		// Reload at most every 10 ms of trace time.
+		if attempt > 0 || time-j.lastLoad < 10_000_000 {
+			break
+		}
+		j.lastLoad = time
+		if j.jitDump != nil {
+			j.jitDump.Update()
+		}
+		if j.perfMap != nil {
+			j.perfMap.Update()
+		}
+	}
+	return "", false
+}
+
+// processUID returns the real uid owning process pid.
+func processUID(pid uint32) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+	}
+	return 0, fmt.Errorf("no Uid in /proc/%d/status", pid)
+}
