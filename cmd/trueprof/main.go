@@ -1,9 +1,241 @@
+// Command trueprof is a profiler for Linux programs: it records samples
+// with full call stacks from launched or running processes into one trace
+// file and turns it into reports and exports.
+//
+//	trueprof demo
+//	trueprof record -o trueprof.trace -- ./prog args
+//	trueprof report -i trueprof.trace --view flat
+//	trueprof export -i trueprof.trace --format pprof -o prof.pb.gz
 package main
+
 import (
- _ "golang.org/x/sys/unix"
- _ "github.com/google/pprof/profile"
- _ "github.com/ianlancetaylor/demangle"
- _ "github.com/klauspost/compress/zstd"
- _ "github.com/spf13/cobra"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"trueprof/internal/demo"
+	"trueprof/internal/export"
+	"trueprof/internal/model"
+	"trueprof/internal/perf"
+	"trueprof/internal/record"
+	"trueprof/internal/report"
+	"trueprof/internal/trace"
 )
-func main(){}
+
+// exitError carries the launched target's exit status out of `record`.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("target exited with status %d", int(e)) }
+
+func main() {
+	record.RunWrapper()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := rootCmd().ExecuteContext(ctx)
+	var code exitError
+	switch {
+	case errors.As(err, &code):
+		os.Exit(int(code))
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "trueprof:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "trueprof",
+		Short:         "A profiler for Linux programs: sampling with full call stacks, one trace file, many reports",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), demoCmd())
+	return root
+}
+
+func recordCmd() *cobra.Command {
+	var (
+		out, event, mode, size string
+		freq, period           uint64
+		pid                    int
+		duration               time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
+		Short: "Record samples of a launched command or a running process into a trace file",
+		Long: `Record samples with full call stacks (frame pointers, user and kernel) into a trace file.
+
+A launched command is sampled from its exec onwards, with every thread and
+child process it creates; record returns the command's exit status. With -p,
+trueprof attaches to a running process (all its threads, and threads created
+later) until it exits, -d passes, or Ctrl-C.
+
+Modes: normal stops sampling at --size; wrap keeps the most recent --size of
+samples (and always all module and thread records); continuous has no limit.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := perf.ParseEvent(event)
+			if err != nil {
+				return err
+			}
+			limit, err := parseSize(size)
+			if err != nil {
+				return err
+			}
+			m := trace.Mode(mode)
+			if m != trace.ModeNormal && m != trace.ModeWrap && m != trace.ModeContinuous {
+				return fmt.Errorf("--mode %q: want normal, wrap or continuous", mode)
+			}
+			if m == trace.ModeContinuous {
+				limit = 0
+			}
+			if (len(args) > 0) == (pid != 0) {
+				return errors.New("give a command after -- or a process with -p, not both")
+			}
+			res, err := record.Run(cmd.Context(), record.Config{
+				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
+				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%d lost) written to %s (%s); stopped: %s\n",
+				res.Samples, res.Lost, out, formatBytes(res.Bytes), res.Reason)
+			if res.ExitCode != 0 {
+				return exitError(res.ExitCode)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&out, "output", "o", "trueprof.trace", "trace file to write")
+	f.Uint64VarP(&freq, "freq", "F", 999, "samples per second")
+	f.Uint64VarP(&period, "count", "c", 0, "sample every N events instead of a frequency")
+	f.StringVarP(&event, "event", "e", "cpu-clock", "event to sample (cpu-clock, task-clock, page-faults, context-switches, cycles, ...)")
+	f.StringVar(&mode, "mode", "normal", "normal | wrap | continuous")
+	f.StringVar(&size, "size", "256M", "size limit for normal and wrap modes (K, M, G suffixes)")
+	f.IntVarP(&pid, "pid", "p", 0, "attach to a running process")
+	f.DurationVarP(&duration, "duration", "d", 0, "stop after this long (e.g. 10s)")
+	return c
+}
+
+func reportCmd() *cobra.Command {
+	var (
+		in, view, format string
+		pid, tid         int
+		min              float64
+	)
+	c := &cobra.Command{
+		Use:   "report",
+		Short: "Print a report of a trace: tprof, flat, tree or arcflow",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := loadProfile(in, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid)}
+			return report.Write(cmd.OutOrStdout(), p, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
+	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow")
+	f.StringVar(&format, "format", "text", "text | json")
+	f.IntVar(&pid, "pid", 0, "only this process")
+	f.IntVar(&tid, "tid", 0, "only this thread")
+	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
+	return c
+}
+
+func exportCmd() *cobra.Command {
+	var in, format, out string
+	var pid, tid int
+	c := &cobra.Command{
+		Use:   "export",
+		Short: "Export a trace for other tools: pprof (go tool pprof) or folded stacks (flame graphs)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := loadProfile(in, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			o := filter(cmd, pid, tid)
+			write := export.PPROF
+			switch format {
+			case "pprof":
+			case "folded":
+				write = export.Folded
+			default:
+				return fmt.Errorf("--format %q: want pprof or folded", format)
+			}
+			if out == "-" {
+				return write(cmd.OutOrStdout(), p, o)
+			}
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			if err := write(f, p, o); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		},
+	}
+	f := c.Flags()
+	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
+	f.StringVar(&format, "format", "pprof", "pprof | folded")
+	f.StringVarP(&out, "output", "o", "", "file to write (- for standard output)")
+	f.IntVar(&pid, "pid", 0, "only this process")
+	f.IntVar(&tid, "tid", 0, "only this thread")
+	c.MarkFlagRequired("output")
+	return c
+}
+
+func demoCmd() *cobra.Command {
+	var dir string
+	var rounds int
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Build the bundled example with gcc, record it, and print its reports",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return demo.Run(cmd.Context(), cmd.OutOrStdout(), demo.Options{Dir: dir, Rounds: rounds})
+		},
+	}
+	c.Flags().StringVar(&dir, "dir", "", "keep the example binary and trace in this directory")
+	c.Flags().IntVar(&rounds, "rounds", 1500, "work rounds of the example (about 1 ms each)")
+	return c
+}
+
+// loadProfile opens a trace; damage is reported but what precedes it is
+// still used.
+func loadProfile(path string, log io.Writer) (*model.Profile, error) {
+	p, err := model.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if p.Err != nil {
+		fmt.Fprintf(log, "trueprof: warning: %v\n", p.Err)
+	}
+	return p, nil
+}
+
+// filter selects the --pid and --tid given on the command line.
+func filter(cmd *cobra.Command, pid, tid int) report.Filter {
+	var f report.Filter
+	if cmd.Flags().Changed("pid") {
+		f.PID, f.HasPID = uint32(pid), true
+	}
+	if cmd.Flags().Changed("tid") {
+		f.TID, f.HasTID = uint32(tid), true
+	}
+	return f
+}

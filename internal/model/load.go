@@ -47,7 +47,9 @@ func Load(r io.Reader) (*Profile, error) {
 			break
 		}
 		if err := l.add(rec); err != nil {
-			l.p.Err = fmt.Errorf("trace: record before byte offset %d: %w", tr.Offset(), err)
+			// A well-formed record that refers to something never defined:
+			// the chunk holding it is corrupt.
+			l.p.Err = &trace.FormatError{Offset: tr.Offset(), Err: fmt.Errorf("%w: %w", trace.ErrCorrupt, err)}
 			break
 		}
 	}

@@ -1,0 +1,12 @@
+// Package export writes a recorded profile in other tools' formats: the
+// gzipped profile.proto of pprof (go tool pprof, Speedscope, Perfetto...)
+// and the folded stacks of Brendan Gregg's flamegraph.pl (also read by
+// Speedscope and inferno).
+//
+// Usage:
+//
+//	err := export.PPROF(f, prof, report.Filter{})
+//	err = export.Folded(os.Stdout, prof, report.Filter{PID: 42, HasPID: true})
+//
+// docs/reports.md describes how the model maps onto each format.
+package export

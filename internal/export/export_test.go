@@ -1,0 +1,316 @@
+package export
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+	"trueprof/internal/report/reporttest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// flatRow is one function's numbers.
+type flatRow struct{ self, total uint64 }
+
+// trueprofFlat runs trueprof's flat report and keys its rows the way the
+// pprof export names functions: a name that several modules define is
+// qualified with the module.
+func trueprofFlat(t *testing.T, p *model.Profile, f report.Filter) (rows map[string]flatRow, total uint64) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, report.Options{View: "flat", Format: "json", Filter: f}); err != nil {
+		t.Fatal(err)
+	}
+	var r report.FlatReport
+	if err := json.Unmarshal(buf.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	modules := map[string]int{}
+	for _, fn := range r.Functions {
+		modules[fn.Name]++
+	}
+	rows = map[string]flatRow{}
+	for _, fn := range r.Functions {
+		name := fn.Name
+		if modules[fn.Name] > 1 {
+			name = fmt.Sprintf("%s (%s)", fn.Name, fn.Module)
+		}
+		rows[name] = flatRow{fn.Self.Samples, fn.Total.Samples}
+	}
+	return rows, r.Total.Samples
+}
+
+// topRow matches a row of `go tool pprof -top`: flat flat% sum% cum cum%
+// name, and the "(inline)" note pprof appends to inlined functions.
+var topRow = regexp.MustCompile(`^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.*?)(?: \((?:partial-)?inline\))?$`)
+
+// pprofTop runs `go tool pprof -top` on a profile file and returns its
+// rows. -nodefraction=0 keeps pprof from dropping small functions.
+func pprofTop(t *testing.T, file string) map[string]flatRow {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go tool pprof not available: %v", err)
+	}
+	cmd := exec.Command(goBin, "tool", "pprof", "-top", "-nodecount=1000", "-nodefraction=0", file)
+	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	rows := map[string]flatRow{}
+	lines := strings.Split(string(out), "\n")
+	header := -1
+	for i, l := range lines {
+		if strings.Contains(l, "flat%") && strings.Contains(l, "cum%") {
+			header = i
+			break
+		}
+	}
+	if header < 0 {
+		t.Fatalf("no table in pprof's output:\n%s", out)
+	}
+	for _, l := range lines[header+1:] {
+		if l == "" {
+			continue
+		}
+		m := topRow.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("unexpected pprof line %q in:\n%s", l, out)
+		}
+		flat, _ := strconv.ParseUint(m[1], 10, 64)
+		cum, _ := strconv.ParseUint(m[2], 10, 64)
+		if _, dup := rows[m[3]]; dup {
+			t.Errorf("pprof shows %q twice", m[3])
+		}
+		rows[m[3]] = flatRow{flat, cum}
+	}
+	return rows
+}
+
+// TestPPROFMatchesFlat is the oracle: `go tool pprof -top` on the export
+// must show the numbers of trueprof's flat report, function by function.
+func TestPPROFMatchesFlat(t *testing.T) {
+	tests := []struct {
+		name string
+		f    report.Filter
+	}{
+		{"all", report.Filter{}},
+		{"pid 100", report.Filter{PID: 100, HasPID: true}},
+		{"tid 101", report.Filter{TID: 101, HasTID: true}},
+		{"pid 200", report.Filter{PID: 200, HasPID: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := reporttest.Fixture()
+			file := filepath.Join(t.TempDir(), "profile.pb.gz")
+			var buf bytes.Buffer
+			if err := PPROF(&buf, p, tt.f); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want, total := trueprofFlat(t, p, tt.f)
+			got := pprofTop(t, file)
+			for name, w := range want {
+				g, ok := got[name]
+				if !ok {
+					t.Errorf("%s: missing from pprof -top", name)
+					continue
+				}
+				if g != w {
+					t.Errorf("%s: pprof flat %d cum %d, trueprof self %d total %d", name, g.self, g.total, w.self, w.total)
+				}
+			}
+			var sum uint64
+			for name, g := range got {
+				sum += g.self
+				if _, ok := want[name]; !ok {
+					t.Errorf("%s: in pprof -top only", name)
+				}
+			}
+			if sum != total {
+				t.Errorf("pprof flat adds up to %d, want %d", sum, total)
+			}
+		})
+	}
+}
+
+// TestPPROFMatchesFlatRandom runs the oracle on random profiles, where
+// names are shared by modules, recursion and inlining are everywhere.
+func TestPPROFMatchesFlatRandom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool pprof several times")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 8 {
+		p := reporttest.Random(r)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "profile.pb.gz")
+			var buf bytes.Buffer
+			if err := PPROF(&buf, p, report.Filter{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := trueprofFlat(t, p, report.Filter{})
+			got := pprofTop(t, file)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("pprof -top %v\ntrueprof flat %v", got, want)
+			}
+		})
+	}
+}
+
+// TestPPROFRoundTrip parses the export back and checks what pprof's
+// reports do not show: types, period, times, labels, inline order.
+func TestPPROFRoundTrip(t *testing.T) {
+	p := reporttest.Fixture()
+	var buf bytes.Buffer
+	if err := PPROF(&buf, p, report.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	prof, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prof.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	types := fmt.Sprint(prof.SampleType[0].Type, "/", prof.SampleType[0].Unit, " ", prof.SampleType[1].Type, "/", prof.SampleType[1].Unit)
+	if types != "samples/count cpu/nanoseconds" {
+		t.Errorf("sample types %s", types)
+	}
+	if prof.DefaultSampleType != "samples" {
+		t.Errorf("default sample type %q", prof.DefaultSampleType)
+	}
+	if prof.PeriodType.Type != "cpu" || prof.Period != 1_000_000 {
+		t.Errorf("period %d %s", prof.Period, prof.PeriodType.Type)
+	}
+	if want := p.Header.StartTime.UnixNano(); prof.TimeNanos != want {
+		t.Errorf("TimeNanos %d, want %d", prof.TimeNanos, want)
+	}
+	if prof.DurationNanos != 101_000_000 {
+		t.Errorf("DurationNanos %d, want 101ms (first to last sample)", prof.DurationNanos)
+	}
+	if prof.Mapping[0].File != reporttest.DefaultModule {
+		t.Errorf("first mapping %s, want the most sampled program %s", prof.Mapping[0].File, reporttest.DefaultModule)
+	}
+	if len(prof.Comments) != 3 || !strings.Contains(prof.Comments[0], "LOST") {
+		t.Errorf("comments %q, want the 3 header warnings", prof.Comments)
+	}
+
+	var count, period int64
+	byThread := map[string]int64{}
+	for _, s := range prof.Sample {
+		count += s.Value[0]
+		period += s.Value[1]
+		key := fmt.Sprintf("%s pid=%v tid=%v", s.Label["thread"], s.NumLabel["pid"], s.NumLabel["tid"])
+		byThread[key] += s.Value[0]
+	}
+	if count != 102 || period != 102_000_000 {
+		t.Errorf("samples %d period %d, want 102 and 102ms", count, period)
+	}
+	wantThreads := map[string]int64{
+		"[app] pid=[100] tid=[100]":    57,
+		"[worker] pid=[100] tid=[101]": 19,
+		"[db] pid=[200] tid=[200]":     26,
+	}
+	if fmt.Sprint(byThread) != fmt.Sprint(wantThreads) {
+		t.Errorf("samples by thread label %v, want %v", byThread, wantThreads)
+	}
+
+	// compute>inl_helper: inl_helper (inlined) first, compute last.
+	var found bool
+	for _, l := range prof.Location {
+		if len(l.Line) == 2 && l.Line[1].Function.Name == "compute" {
+			found = true
+			if l.Line[0].Function.Name != "inl_helper" {
+				t.Errorf("inlined location lines %s, %s", l.Line[0].Function.Name, l.Line[1].Function.Name)
+			}
+			if l.Mapping == nil || l.Mapping.File != reporttest.DefaultModule || !l.Mapping.HasInlineFrames {
+				t.Errorf("mapping %+v", l.Mapping)
+			}
+		}
+	}
+	if !found {
+		t.Error("no location with compute and an inlined function")
+	}
+}
+
+// TestPPROFEmpty exports a profile without samples.
+func TestPPROFEmpty(t *testing.T) {
+	var buf bytes.Buffer
+	if err := PPROF(&buf, reporttest.New().Profile(), report.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := profile.Parse(&buf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFoldedGolden(t *testing.T) {
+	tests := []struct {
+		file string
+		f    report.Filter
+	}{
+		{"folded.golden", report.Filter{}},
+		{"folded-tid=101.golden", report.Filter{TID: 101, HasTID: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Folded(&buf, reporttest.Fixture(), tt.f); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join("testdata", tt.file)
+			if *update {
+				if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if buf.String() != string(want) {
+				t.Errorf("output differs from %s (run go test -update if the change is intended):\n%s", file, buf.String())
+			}
+		})
+	}
+}
+
+func TestFoldedEscapes(t *testing.T) {
+	p := reporttest.New().Thread(1, 1, "java").
+		Add(1, 1, "run;indexOf", 2).
+		Add(1, 1, "", 1).
+		Profile()
+	// The builder's syntax cannot spell a ';' in a name: rename afterwards.
+	p.Locations[1].Frames[0].Function = "Main.run(Ljava/lang/String;)V"
+	p.Locations[2].Frames[0].Function = "String.indexOf(II)I\nx"
+	var buf bytes.Buffer
+	if err := Folded(&buf, p, report.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "java;Main.run(Ljava/lang/String:)V;String.indexOf(II)I x 2\njava;[unknown] 1\n"
+	if buf.String() != want {
+		t.Errorf("got\n%swant\n%s", buf.String(), want)
+	}
+}

@@ -1,0 +1,263 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+)
+
+// PPROF writes the samples of p that pass f to w as a gzipped pprof
+// profile.proto with two sample types: "samples" (count, the default) and
+// the sum of the samples' Period ("cpu"/nanoseconds for the clock events,
+// the event's name/count for others).
+//
+// pprof's reports merge functions by name, while trueprof tells functions
+// apart by name and module; so a name that occurs in more than one module
+// is exported as "name (module)" in each of them, and `go tool pprof -top`
+// then shows exactly the rows of trueprof's flat report.
+//
+// Each module is a mapping without an address range (the model keeps no
+// ranges, and a module is mapped at different addresses in different
+// processes), marked as symbolized so that pprof does not look for the
+// binaries. Each sample carries the string label "thread" (the thread's
+// name) and the numeric labels "pid" and "tid". The report header's
+// warnings (lost records, throttling, truncated stacks, a damaged trace)
+// become the profile's comments.
+func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
+	prof, err := toPprof(p, f)
+	if err != nil {
+		return err
+	}
+	return prof.Write(w)
+}
+
+// toPprof builds the pprof profile; it is separate from PPROF for tests.
+func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
+	h := report.NewHeader(p, f)
+	valueType := &profile.ValueType{Type: p.Header.Event, Unit: "count"}
+	if report.PeriodUnit(p.Header.Event) == "nanoseconds" {
+		valueType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	}
+	prof := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "samples", Unit: "count"},
+			valueType,
+		},
+		DefaultSampleType: "samples",
+		PeriodType:        valueType,
+		Period:            int64(p.Header.Period),
+		DurationNanos:     int64(h.SpanNS),
+	}
+	if prof.Period == 0 && p.Header.Freq != 0 && valueType.Unit == "nanoseconds" {
+		prof.Period = int64(1e9 / p.Header.Freq)
+	}
+	if !p.Header.StartTime.IsZero() {
+		prof.TimeNanos = p.Header.StartTime.UnixNano()
+	}
+	for _, w := range h.Warnings {
+		prof.Comments = append(prof.Comments, "trueprof: "+w)
+	}
+
+	// Group the samples by thread and stack: one pprof sample per group.
+	type key struct{ pid, tid, stack uint32 }
+	type values struct{ count, period int64 }
+	groups := map[key]*values{}
+	var keys []key
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if !f.Match(s.PID, s.TID) {
+			continue
+		}
+		k := key{s.PID, s.TID, s.Stack}
+		v := groups[k]
+		if v == nil {
+			v = &values{}
+			groups[k] = v
+			keys = append(keys, k)
+		}
+		v.count++
+		v.period += int64(s.Period)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid), cmp.Compare(a.stack, b.stack))
+	})
+
+	// The locations used, in order of first use, and each function name's
+	// modules, to qualify the names that several modules define.
+	stacks := make([][]uint32, len(keys))
+	var locIDs []uint32
+	usedLoc := map[uint32]bool{}
+	modules := map[string]map[string]bool{}
+	addName := func(name, module string) {
+		if modules[name] == nil {
+			modules[name] = map[string]bool{}
+		}
+		modules[name][module] = true
+	}
+	for i, k := range keys {
+		stacks[i] = p.Stack(k.stack, nil)
+		if len(stacks[i]) == 0 {
+			addName(report.Unknown.Name, report.Unknown.Module)
+		}
+		for _, id := range stacks[i] {
+			if usedLoc[id] {
+				continue
+			}
+			usedLoc[id] = true
+			locIDs = append(locIDs, id)
+			frames, module := report.LocationFrames(p, id)
+			for _, fr := range frames {
+				addName(fr.Function, module)
+			}
+		}
+	}
+	exportName := func(name, module string) string {
+		if len(modules[name]) > 1 {
+			return fmt.Sprintf("%s (%s)", name, module)
+		}
+		return name
+	}
+
+	// Mappings, one per module, in module order.
+	mappings := map[string]*profile.Mapping{}
+	for _, id := range locIDs {
+		_, module := report.LocationFrames(p, id)
+		if module != "" {
+			mappings[module] = &profile.Mapping{
+				File:            module,
+				HasFunctions:    true,
+				HasFilenames:    true,
+				HasLineNumbers:  true,
+				HasInlineFrames: true,
+			}
+		}
+	}
+	// pprof names a profile after its first mapping ("File:" in its
+	// reports): put first the most sampled module that looks like a
+	// program rather than a library or a pseudo module.
+	weight := map[string]int64{}
+	for i, k := range keys {
+		seen := map[string]bool{}
+		for _, id := range stacks[i] {
+			if _, module := report.LocationFrames(p, id); !seen[module] {
+				seen[module] = true
+				weight[module] += groups[k].count
+			}
+		}
+	}
+	program := func(module string) bool {
+		return !strings.HasPrefix(module, "[") && !sharedLibrary.MatchString(module)
+	}
+	order := slices.Collect(maps.Keys(mappings))
+	slices.SortFunc(order, func(a, b string) int {
+		if pa, pb := program(a), program(b); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(weight[b], weight[a]), cmp.Compare(a, b))
+	})
+	for _, module := range order {
+		m := mappings[module]
+		m.ID = uint64(len(prof.Mapping) + 1)
+		prof.Mapping = append(prof.Mapping, m)
+	}
+
+	type funcKey struct{ name, file string }
+	functions := map[funcKey]*profile.Function{}
+	function := func(name, module, file string) *profile.Function {
+		k := funcKey{exportName(name, module), file}
+		fn := functions[k]
+		if fn == nil {
+			fn = &profile.Function{
+				ID:         uint64(len(prof.Function) + 1),
+				Name:       k.name,
+				SystemName: name,
+				Filename:   file,
+			}
+			functions[k] = fn
+			prof.Function = append(prof.Function, fn)
+		}
+		return fn
+	}
+
+	// Locations keep the model's ids; a sample without a stack gets a
+	// location of its own after them, as trueprof's reports count it under
+	// the function "[unknown]".
+	locations := map[uint32]*profile.Location{}
+	for _, id := range locIDs {
+		frames, module := report.LocationFrames(p, id)
+		l := &profile.Location{ID: uint64(id), Mapping: mappings[module]}
+		if int(id) < len(p.Locations) {
+			l.Address = p.Locations[id].Address
+		}
+		// Both orders are innermost first, the caller the inlined
+		// frames were inlined into last.
+		for _, fr := range frames {
+			l.Line = append(l.Line, profile.Line{
+				Function: function(fr.Function, module, fr.File),
+				Line:     int64(fr.Line),
+			})
+		}
+		locations[id] = l
+		prof.Location = append(prof.Location, l)
+	}
+	var unknown *profile.Location
+	unknownID := uint64(max(len(p.Locations), 1))
+	for _, id := range locIDs {
+		unknownID = max(unknownID, uint64(id)+1)
+	}
+	names := threadNames(p)
+	for i, k := range keys {
+		s := &profile.Sample{
+			Value:    []int64{groups[k].count, groups[k].period},
+			NumLabel: map[string][]int64{"pid": {int64(k.pid)}, "tid": {int64(k.tid)}},
+		}
+		if name, ok := names[[2]uint32{k.pid, k.tid}]; ok {
+			s.Label = map[string][]string{"thread": {name}}
+		}
+		for _, id := range stacks[i] {
+			s.Location = append(s.Location, locations[id])
+		}
+		if len(s.Location) == 0 {
+			if unknown == nil {
+				unknown = &profile.Location{
+					ID:   unknownID,
+					Line: []profile.Line{{Function: function(report.Unknown.Name, report.Unknown.Module, "")}},
+				}
+				prof.Location = append(prof.Location, unknown)
+			}
+			s.Location = []*profile.Location{unknown}
+		}
+		prof.Sample = append(prof.Sample, s)
+	}
+	if err := prof.CheckValid(); err != nil {
+		return nil, fmt.Errorf("export: invalid pprof profile: %w", err)
+	}
+	return prof, nil
+}
+
+// sharedLibrary matches the file names of shared libraries: "libc.so.6".
+var sharedLibrary = regexp.MustCompile(`\.so($|\.)`)
+
+// threadNames maps (pid, tid) to the thread's latest name; threads the
+// trace never named are absent.
+func threadNames(p *model.Profile) map[[2]uint32]string {
+	names := map[[2]uint32]string{}
+	for _, t := range p.Threads {
+		if t.Name != "" {
+			names[[2]uint32{t.PID, t.TID}] = t.Name
+		}
+	}
+	return names
+}

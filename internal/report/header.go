@@ -1,0 +1,197 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"trueprof/internal/model"
+	"trueprof/internal/trace"
+)
+
+// Header is what every report starts with: what was recorded and, above
+// all, what is missing from it. In JSON its fields are the top-level
+// fields of every view.
+type Header struct {
+	View       string      `json:"view"`
+	Event      string      `json:"event"`
+	Freq       uint64      `json:"freq,omitempty"`   // samples per second, when frequency based
+	Period     uint64      `json:"period,omitempty"` // events per sample, when period based
+	PeriodUnit string      `json:"period_unit"`      // unit of the "period" metric: "nanoseconds" or "events"
+	StartTime  time.Time   `json:"start_time"`       // wall clock when recording started
+	Filter     *FilterJSON `json:"filter,omitempty"`
+
+	Total     Metrics `json:"total"`     // of the filtered samples
+	FirstNS   uint64  `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
+	LastNS    uint64  `json:"last_ns"`   // time of the last sample
+	SpanNS    uint64  `json:"span_ns"`   // LastNS - FirstNS
+	Processes int     `json:"processes"` // processes seen in the trace (that pass the filter)
+	Threads   int     `json:"threads"`   // threads seen in the trace (that pass the filter)
+
+	// Lost and Throttled are for the whole trace even when filtered:
+	// lost records and throttling do not say which thread they hit.
+	Lost             uint64   `json:"lost"` // records lost, all causes
+	LostByKind       LostJSON `json:"lost_by_kind"`
+	Throttled        uint64   `json:"throttled"`         // throttle records
+	Truncated        uint64   `json:"truncated"`         // filtered samples whose call chain was cut short
+	TruncatedPercent float64  `json:"truncated_percent"` // of Total.Samples
+
+	Complete  bool   `json:"complete"`             // the trace has its end record
+	EndReason string `json:"end_reason,omitempty"` // why recording stopped
+	Error     string `json:"error,omitempty"`      // the error that ended reading early
+	// ErrorOffset is the byte offset of Error when the reader reported it.
+	ErrorOffset *int64 `json:"error_offset,omitempty"`
+
+	// Warnings are sentences about missing data, also printed at the top
+	// of text reports. Never null.
+	Warnings []string `json:"warnings"`
+}
+
+// FilterJSON is the JSON form of a Filter: absent fields are not filtered.
+type FilterJSON struct {
+	PID *uint32 `json:"pid,omitempty"`
+	TID *uint32 `json:"tid,omitempty"`
+}
+
+// LostJSON is model.LostCounts in JSON.
+type LostJSON struct {
+	Kernel   uint64 `json:"kernel"`   // kernel ring buffer overflows
+	Wrap     uint64 `json:"wrap"`     // discarded by wrap mode
+	Size     uint64 `json:"size"`     // dropped after the size limit
+	Unparsed uint64 `json:"unparsed"` // malformed kernel records
+}
+
+// PeriodUnit returns the unit of a sample's Period for a sampling event:
+// the clock events count nanoseconds, the others count events.
+func PeriodUnit(event string) string {
+	switch event {
+	case "cpu-clock", "task-clock":
+		return "nanoseconds"
+	}
+	return "events"
+}
+
+// NewHeader returns the header of the reports of p restricted by f, with
+// an empty View.
+func NewHeader(p *model.Profile, f Filter) Header {
+	return prepare(p, f).header("")
+}
+
+func (d *data) header(view string) Header {
+	p, f := d.p, d.filter
+	h := Header{
+		View:       view,
+		Event:      p.Header.Event,
+		Freq:       p.Header.Freq,
+		Period:     p.Header.Period,
+		PeriodUnit: PeriodUnit(p.Header.Event),
+		StartTime:  p.Header.StartTime,
+		Total:      d.total,
+		FirstNS:    d.first,
+		LastNS:     d.last,
+		SpanNS:     d.last - d.first,
+		Lost:       p.Lost.Total(),
+		LostByKind: LostJSON{
+			Kernel:   p.Lost.Kernel,
+			Wrap:     p.Lost.Wrap,
+			Size:     p.Lost.Size,
+			Unparsed: p.Lost.Unparsed,
+		},
+		Throttled:        p.Throttled,
+		Truncated:        d.truncated,
+		TruncatedPercent: percent(d.truncated, d.total.Samples),
+		Complete:         p.End != nil,
+		Warnings:         []string{},
+	}
+	if f.HasPID || f.HasTID {
+		h.Filter = &FilterJSON{}
+		if f.HasPID {
+			h.Filter.PID = &f.PID
+		}
+		if f.HasTID {
+			h.Filter.TID = &f.TID
+		}
+	}
+	for _, t := range p.Threads {
+		if f.Match(t.PID, t.TID) {
+			h.Threads++
+		}
+	}
+	for _, pr := range p.Processes {
+		if f.HasPID && pr.PID != f.PID {
+			continue
+		}
+		if f.HasTID && p.Thread(pr.PID, f.TID) == nil {
+			continue
+		}
+		h.Processes++
+	}
+	if p.End != nil {
+		h.EndReason = p.End.Reason
+	}
+
+	noEnd := p.End == nil || errors.Is(p.Err, model.ErrNoEnd)
+	if p.Err != nil {
+		h.Error = p.Err.Error()
+	}
+	if fe, ok := errors.AsType[*trace.FormatError](p.Err); ok {
+		h.ErrorOffset = &fe.Offset
+		h.Warnings = append(h.Warnings, fmt.Sprintf("trace damaged at byte offset %d: showing everything before it (%v)", fe.Offset, fe.Err))
+	} else if p.Err != nil && !errors.Is(p.Err, model.ErrNoEnd) {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("trace damaged: showing everything before the error (%v)", p.Err))
+	} else if noEnd {
+		h.Warnings = append(h.Warnings, "the trace has no end record: the recorder did not stop cleanly (or is still running) and the last records may be missing")
+	}
+	if l := p.Lost; l.Total() > 0 {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("%d records LOST (kernel %d, wrap %d, size %d, unparsed %d): the counts below are too low",
+			l.Total(), l.Kernel, l.Wrap, l.Size, l.Unparsed))
+	}
+	if p.Throttled > 0 {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("the kernel THROTTLED sampling %d times: samples are missing while it was", p.Throttled))
+	}
+	if d.truncated > 0 {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("%d samples (%.2f%%) have a TRUNCATED call chain: the tree is incomplete",
+			d.truncated, h.TruncatedPercent))
+	}
+	return h
+}
+
+func writeHeaderText(w io.Writer, h Header) {
+	event := h.Event
+	switch {
+	case h.Freq != 0:
+		event += fmt.Sprintf(", %d Hz", h.Freq)
+	case h.Period != 0:
+		event += fmt.Sprintf(", every %d %s", h.Period, h.PeriodUnit)
+	}
+	fmt.Fprintf(w, "Event:      %s\n", event)
+	if !h.StartTime.IsZero() {
+		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))
+	}
+	if h.Filter != nil {
+		var f Filter
+		if h.Filter.PID != nil {
+			f.PID, f.HasPID = *h.Filter.PID, true
+		}
+		if h.Filter.TID != nil {
+			f.TID, f.HasTID = *h.Filter.TID, true
+		}
+		fmt.Fprintf(w, "Filter:     %s\n", f)
+	}
+	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
+		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)
+	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
+	// Lost records and throttling are not attributed to threads.
+	scope := ""
+	if h.Filter != nil {
+		scope = " (whole trace)"
+	}
+	fmt.Fprintf(w, "Lost:       %d records%s\n", h.Lost, scope)
+	fmt.Fprintf(w, "Throttled:  %d%s\n", h.Throttled, scope)
+	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", h.Truncated, h.TruncatedPercent)
+	for _, msg := range h.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", msg)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,158 @@
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"trueprof/internal/model"
+)
+
+// Errors returned by Write for options it does not know. They are wrapped
+// with the offending value and the list of valid ones.
+var (
+	ErrUnknownView   = errors.New("unknown report view")
+	ErrUnknownFormat = errors.New("unknown report format")
+)
+
+// Filter restricts a report or an export to the samples of one process
+// and/or thread. The zero Filter keeps everything.
+type Filter struct {
+	PID, TID       uint32
+	HasPID, HasTID bool // whether PID and TID are set
+}
+
+// Match reports whether a sample of thread tid of process pid passes f.
+func (f Filter) Match(pid, tid uint32) bool {
+	return (!f.HasPID || pid == f.PID) && (!f.HasTID || tid == f.TID)
+}
+
+// String describes f for report headers: "pid 42 tid 43", or "" for the
+// zero Filter.
+func (f Filter) String() string {
+	var parts []string
+	if f.HasPID {
+		parts = append(parts, fmt.Sprintf("pid %d", f.PID))
+	}
+	if f.HasTID {
+		parts = append(parts, fmt.Sprintf("tid %d", f.TID))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Options selects a report.
+type Options struct {
+	View   string // "tprof", "flat", "tree" or "arcflow"; see Views
+	Format string // "text" or "json"; see Formats
+
+	// Filter restricts the report, header counts included, to one
+	// process and/or thread. Percentages are of the filtered total.
+	Filter
+
+	// Min is a percentage of the (filtered) total sample count below
+	// which rows are hidden: tree prunes nodes (with their subtrees)
+	// whose cum% < Min; flat hides functions whose self% < Min; arcflow
+	// hides stanzas whose self cum% < Min; tprof hides rows whose
+	// ticks% < Min. Zero shows everything.
+	Min float64
+}
+
+// A view renders the prepared samples; one function per view and format
+// keeps each report's computation shared by its text and JSON forms.
+type view struct {
+	text func(w io.Writer, d *data, o Options) error
+	json func(d *data, o Options) any
+}
+
+var views = map[string]view{
+	"tprof":   {text: tprofText, json: func(d *data, o Options) any { return buildTprof(d, o) }},
+	"flat":    {text: flatText, json: func(d *data, o Options) any { return buildFlat(d, o) }},
+	"tree":    {text: treeText, json: func(d *data, o Options) any { return buildTree(d, o) }},
+	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
+}
+
+// Views returns the names of the report views, sorted.
+func Views() []string {
+	names := make([]string, 0, len(views))
+	for name := range views {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Formats returns the names of the output formats, sorted.
+func Formats() []string { return []string{"json", "text"} }
+
+// Write writes the report o.View of p to w in o.Format. An unknown view or
+// format is an error (wrapping ErrUnknownView or ErrUnknownFormat) that
+// lists the valid ones; nothing is written then.
+func Write(w io.Writer, p *model.Profile, o Options) error {
+	v, ok := views[o.View]
+	if !ok {
+		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownView, o.View, strings.Join(Views(), ", "))
+	}
+	if !slices.Contains(Formats(), o.Format) {
+		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownFormat, o.Format, strings.Join(Formats(), ", "))
+	}
+	if math.IsNaN(o.Min) || o.Min < 0 {
+		return fmt.Errorf("report: invalid minimum percentage %v", o.Min)
+	}
+	if p == nil {
+		return errors.New("report: nil profile")
+	}
+	d := prepare(p, o.Filter)
+	bw := bufio.NewWriter(w)
+	if o.Format == "json" {
+		enc := json.NewEncoder(bw)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v.json(d, o)); err != nil {
+			return err
+		}
+	} else {
+		writeHeaderText(bw, d.header(o.View))
+		if err := v.text(bw, d, o); err != nil {
+			return err
+		}
+	}
+	// bufio.Writer keeps the first write error; Flush returns it.
+	return bw.Flush()
+}
+
+// Metrics are the values summed over a set of samples. The JSON keys are
+// the metric names.
+type Metrics struct {
+	Samples uint64 `json:"samples"` // number of samples
+	Period  uint64 `json:"period"`  // sum of the samples' Period (ns for cpu-clock)
+}
+
+func (m *Metrics) add(n Metrics) {
+	m.Samples += n.Samples
+	m.Period += n.Period
+}
+
+// percent returns n as a percentage of total, 0 when total is 0, rounded
+// to two decimals so that text and JSON show the same number.
+func percent(n, total uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return math.Round(float64(n)*10000/float64(total)) / 100
+}
+
+// hidden reports whether a row of n samples falls below o.Min percent of
+// total. The comparison is done on the unrounded percentage.
+func hidden(n, total uint64, o Options) bool {
+	if o.Min <= 0 {
+		return false
+	}
+	if total == 0 {
+		return true
+	}
+	return float64(n)*100/float64(total) < o.Min
+}

@@ -1,0 +1,380 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+	"trueprof/internal/report/reporttest"
+	"trueprof/internal/trace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenName names a golden file by the options that produce it.
+func goldenName(o report.Options) string {
+	name := o.View
+	if o.HasPID {
+		name += fmt.Sprintf("-pid=%d", o.PID)
+	}
+	if o.HasTID {
+		name += fmt.Sprintf("-tid=%d", o.TID)
+	}
+	if o.Min != 0 {
+		name += fmt.Sprintf("-min=%g", o.Min)
+	}
+	return filepath.Join("testdata", name+"."+o.Format+".golden")
+}
+
+func TestGolden(t *testing.T) {
+	var opts []report.Options
+	for _, view := range report.Views() {
+		for _, format := range report.Formats() {
+			opts = append(opts,
+				report.Options{View: view, Format: format},
+				report.Options{View: view, Format: format, Filter: report.Filter{PID: 100, HasPID: true}},
+				report.Options{View: view, Format: format, Min: 5},
+			)
+		}
+	}
+	opts = append(opts, report.Options{View: "tree", Format: "text", Filter: report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}})
+	for _, o := range opts {
+		file := goldenName(o)
+		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := report.Write(&buf, reporttest.Fixture(), o); err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got := buf.String(); got != string(want) {
+				t.Errorf("output differs from %s (run go test -update if the change is intended):\n%s", file, got)
+			}
+			if o.Format == "json" && !json.Valid(buf.Bytes()) {
+				t.Errorf("invalid JSON")
+			}
+		})
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	p := reporttest.Fixture()
+	tests := []struct {
+		name string
+		o    report.Options
+		is   error  // wrapped sentinel, if any
+		want string // substring of the message
+	}{
+		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, flat, tprof, tree"},
+		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, flat, tprof, tree"},
+		{"unknown format", report.Options{View: "flat", Format: "xml"}, report.ErrUnknownFormat, "valid: json, text"},
+		{"negative min", report.Options{View: "flat", Format: "text", Min: -1}, nil, "invalid minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := report.Write(&buf, p, tt.o)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			if buf.Len() != 0 {
+				t.Errorf("wrote %d bytes on error", buf.Len())
+			}
+		})
+	}
+}
+
+// writeJSON runs a JSON report into v.
+func writeJSON(t *testing.T, p *model.Profile, o report.Options, v any) {
+	t.Helper()
+	o.Format = "json"
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		t.Fatalf("unmarshal: %v\n%s", err, buf.Bytes())
+	}
+}
+
+// TestFlatJSONSchema checks the fields that consumers of the flat JSON
+// rely on, by name, without going through the report's own types.
+func TestFlatJSONSchema(t *testing.T) {
+	var buf bytes.Buffer
+	if err := report.Write(&buf, reporttest.Fixture(), report.Options{View: "flat", Format: "json"}); err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	total, ok := r["total"].(map[string]any)
+	if !ok || total["samples"] != 102.0 {
+		t.Errorf("total = %v, want {samples: 102, ...}", r["total"])
+	}
+	if r["lost"] != 4.0 {
+		t.Errorf("lost = %v, want 4", r["lost"])
+	}
+	for _, k := range []string{"event", "span_ns", "processes", "threads", "throttled", "truncated", "lost_by_kind", "warnings"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("header field %q missing", k)
+		}
+	}
+	funcs, ok := r["functions"].([]any)
+	if !ok || len(funcs) == 0 {
+		t.Fatalf("functions = %v", r["functions"])
+	}
+	for _, f := range funcs {
+		f := f.(map[string]any)
+		for _, k := range []string{"name", "module", "calls", "self", "total"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("function %v: field %q missing", f["name"], k)
+			}
+		}
+		if f["calls"] != nil {
+			t.Errorf("function %v: calls = %v, want null", f["name"], f["calls"])
+		}
+		for _, k := range []string{"self", "total"} {
+			if m, ok := f[k].(map[string]any); !ok || m["samples"] == nil {
+				t.Errorf("function %v: %s = %v, want {samples: N}", f["name"], k, f[k])
+			}
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	tests := []struct {
+		name                string
+		f                   report.Filter
+		samples             uint64
+		processes, threads  int
+		truncated           uint64
+		firstFunction       string // flat's top function
+		firstSelf, firstTot uint64
+	}{
+		{"none", report.Filter{}, 102, 2, 3, 4, "inl_helper", 42, 42},
+		{"pid 100", report.Filter{PID: 100, HasPID: true}, 76, 1, 2, 0, "inl_helper", 42, 42},
+		{"pid 100 tid 101", report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}, 19, 1, 1, 0, "inl_helper", 12, 12},
+		{"tid 200", report.Filter{TID: 200, HasTID: true}, 26, 1, 1, 4, "hash", 15, 15},
+		{"no such pid", report.Filter{PID: 7, HasPID: true}, 0, 0, 0, 0, "", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r report.FlatReport
+			writeJSON(t, reporttest.Fixture(), report.Options{View: "flat", Filter: tt.f}, &r)
+			if r.Total.Samples != tt.samples || r.Processes != tt.processes || r.Threads != tt.threads || r.Truncated != tt.truncated {
+				t.Errorf("header: samples %d processes %d threads %d truncated %d, want %d %d %d %d",
+					r.Total.Samples, r.Processes, r.Threads, r.Truncated, tt.samples, tt.processes, tt.threads, tt.truncated)
+			}
+			if r.Lost != 4 || r.Throttled != 2 {
+				t.Errorf("lost %d throttled %d, want the whole trace's 4 and 2", r.Lost, r.Throttled)
+			}
+			if tt.firstFunction == "" {
+				if len(r.Functions) != 0 {
+					t.Errorf("functions = %v, want none", r.Functions)
+				}
+				return
+			}
+			if len(r.Functions) == 0 {
+				t.Fatal("no functions")
+			}
+			f := r.Functions[0]
+			if f.Name != tt.firstFunction || f.Self.Samples != tt.firstSelf || f.Total.Samples != tt.firstTot {
+				t.Errorf("top function %s self %d total %d, want %s %d %d", f.Name, f.Self.Samples, f.Total.Samples, tt.firstFunction, tt.firstSelf, tt.firstTot)
+			}
+			var sum uint64
+			for _, f := range r.Functions {
+				sum += f.Self.Samples
+			}
+			if sum != tt.samples {
+				t.Errorf("self adds up to %d, want %d", sum, tt.samples)
+			}
+		})
+	}
+}
+
+func TestMin(t *testing.T) {
+	p := reporttest.Fixture() // 102 samples
+	tests := []struct {
+		name string
+		min  float64
+		// rows each view keeps
+		flat, arcflow, tprof, tree int
+	}{
+		{"zero keeps all", 0, 18, 18, 21, 27},
+		{"5%", 5, 6, 13, 15, 21},
+		// inl_helper's leaf node in app's tree has exactly 30 samples.
+		{"a row at exactly min is kept", 100 * 30.0 / 102, 1, 3, 4, 4},
+		{"above everything", 101, 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := report.Options{Min: tt.min}
+
+			var flat report.FlatReport
+			o.View = "flat"
+			writeJSON(t, p, o, &flat)
+			if len(flat.Functions) != tt.flat {
+				t.Errorf("flat: %d functions, want %d", len(flat.Functions), tt.flat)
+			}
+			for _, f := range flat.Functions {
+				if f.SelfPercent < tt.min-0.005 {
+					t.Errorf("flat: %s self %.2f%% < min", f.Name, f.SelfPercent)
+				}
+			}
+
+			var arc report.ArcflowReport
+			o.View = "arcflow"
+			writeJSON(t, p, o, &arc)
+			if len(arc.Functions) != tt.arcflow {
+				t.Errorf("arcflow: %d stanzas, want %d", len(arc.Functions), tt.arcflow)
+			}
+
+			var tp report.TprofReport
+			o.View = "tprof"
+			writeJSON(t, p, o, &tp)
+			if n := countTprof(tp.Processes); n != tt.tprof {
+				t.Errorf("tprof: %d rows, want %d", n, tt.tprof)
+			}
+
+			var tree report.TreeReport
+			o.View = "tree"
+			writeJSON(t, p, o, &tree)
+			n := 0
+			for _, pr := range tree.Processes {
+				for _, th := range pr.Threads {
+					n += countTree(th.Root, tt.min, t)
+				}
+			}
+			if n != tt.tree {
+				t.Errorf("tree: %d nodes, want %d", n, tt.tree)
+			}
+		})
+	}
+}
+
+func countTprof(rows []report.TprofRow) int {
+	n := len(rows)
+	for _, r := range rows {
+		n += countTprof(r.Children)
+	}
+	return n
+}
+
+func countTree(n report.TreeNode, min float64, t *testing.T) int {
+	if n.CumPercent < min-0.005 {
+		t.Errorf("tree: node %s cum %.2f%% < min", n.Name, n.CumPercent)
+	}
+	c := 1
+	for _, ch := range n.Children {
+		c += countTree(ch, min, t)
+	}
+	return c
+}
+
+func TestHeaderWarnings(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(p *model.Profile)
+		want  []string // substrings of the text header, in order
+		avoid []string
+	}{
+		{"fixture", func(*model.Profile) {},
+			[]string{"Lost:       4 records", "Throttled:  2", "Truncated:  4 samples (3.92%)",
+				"WARNING: 4 records LOST (kernel 3, wrap 0, size 0, unparsed 1)",
+				"WARNING: the kernel THROTTLED sampling 2 times",
+				"WARNING: 4 samples (3.92%) have a TRUNCATED call chain: the tree is incomplete"},
+			[]string{"damaged", "end record"}},
+		{"clean", func(p *model.Profile) {
+			p.Lost, p.Throttled = model.LostCounts{}, 0
+			for i := range p.Samples {
+				p.Samples[i].Truncated = false
+			}
+		}, []string{"Lost:       0 records", "Truncated:  0 samples (0.00%)\n\n"}, []string{"WARNING"}},
+		{"damaged with offset", func(p *model.Profile) {
+			p.End = nil
+			p.Err = &trace.FormatError{Offset: 4096, Err: trace.ErrTruncated}
+		}, []string{"WARNING: trace damaged at byte offset 4096: showing everything before it (" + trace.ErrTruncated.Error() + ")"}, []string{"end record"}},
+		{"damaged", func(p *model.Profile) {
+			p.End = nil
+			p.Err = errors.New("unexpected EOF")
+		}, []string{"WARNING: trace damaged: showing everything before the error (unexpected EOF)"}, nil},
+		{"no end record", func(p *model.Profile) { p.End = nil },
+			[]string{"WARNING: the trace has no end record"}, []string{"damaged"}},
+		{"no end record, as loaded", func(p *model.Profile) { p.End, p.Err = nil, model.ErrNoEnd },
+			[]string{"WARNING: the trace has no end record"}, []string{"damaged"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := reporttest.Fixture()
+			tt.edit(p)
+			var buf bytes.Buffer
+			if err := report.Write(&buf, p, report.Options{View: "flat", Format: "text"}); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			rest := out
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Errorf("header lacks %q (in order):\n%s", w, out)
+					continue
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, a := range tt.avoid {
+				if strings.Contains(out, a) {
+					t.Errorf("header has %q:\n%s", a, out)
+				}
+			}
+
+			var h report.Header
+			writeJSON(t, p, report.Options{View: "flat"}, &h)
+			if p.Err != nil && h.Error == "" {
+				t.Errorf("JSON error field empty")
+			}
+			if (len(h.Warnings) == 0) != !strings.Contains(out, "WARNING") {
+				t.Errorf("JSON warnings %q disagree with the text", h.Warnings)
+			}
+		})
+	}
+}
+
+// TestEmpty checks that a profile without samples gives well-formed,
+// empty reports rather than errors or nulls.
+func TestEmpty(t *testing.T) {
+	p := reporttest.New().Profile()
+	for _, view := range report.Views() {
+		for _, format := range report.Formats() {
+			var buf bytes.Buffer
+			if err := report.Write(&buf, p, report.Options{View: view, Format: format}); err != nil {
+				t.Errorf("%s %s: %v", view, format, err)
+			}
+			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" {
+				t.Errorf("%s json has a null: %s", view, buf.Bytes())
+			}
+		}
+	}
+}

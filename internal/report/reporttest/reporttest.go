@@ -1,0 +1,216 @@
+// Package reporttest builds model.Profiles from readable stacks for the
+// tests of the reports and exports.
+//
+// A stack is written outermost first, one location per ';'-separated
+// element: "main;compute;write@/lib/libc.so.6". Inside an element, '>'
+// separates a function from the functions inlined into it, outer first:
+// "compute>inl_helper" is one location whose physical function compute
+// has inl_helper inlined. "@module" at the end of an element sets the
+// location's module (default DefaultModule). The empty stack is a sample
+// without a stack.
+package reporttest
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"trueprof/internal/model"
+	"trueprof/internal/trace"
+)
+
+// DefaultModule is the module of locations that do not name one.
+const DefaultModule = "/usr/bin/app"
+
+// Builder accumulates a profile. The zero Builder is not usable; call New.
+type Builder struct {
+	p     *model.Profile
+	locs  map[string]uint32
+	nodes map[[2]uint32]uint32
+	time  uint64
+}
+
+// New returns a Builder for a cpu-clock profile sampled every 1ms, started
+// at a fixed time so that reports of it are reproducible.
+func New() *Builder {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	return &Builder{
+		p: &model.Profile{
+			Header: trace.Header{
+				Version:   trace.Version,
+				Clock:     "CLOCK_MONOTONIC",
+				StartTime: start,
+				StartNS:   1_000_000_000,
+				Event:     "cpu-clock",
+				Period:    1_000_000,
+				Callchain: "fp",
+				Mode:      "normal",
+			},
+			Locations: make([]model.Location, 1),
+			Stacks:    make([]model.StackNode, 1),
+			End:       &model.End{Time: 9_000_000_000, Reason: "exited"},
+		},
+		locs:  map[string]uint32{},
+		nodes: map[[2]uint32]uint32{},
+		time:  1_000_000_000,
+	}
+}
+
+// Thread records a thread; a thread whose tid is its pid also names the
+// process.
+func (b *Builder) Thread(pid, tid uint32, name string) *Builder {
+	b.p.Threads = append(b.p.Threads, &model.Thread{PID: pid, TID: tid, Name: name, Names: []string{name}})
+	if pid == tid {
+		b.p.Processes = append(b.p.Processes, &model.Process{PID: pid, Name: name})
+	}
+	return b
+}
+
+// Add adds n samples of thread tid of process pid with the given stack,
+// 1ms apart.
+func (b *Builder) Add(pid, tid uint32, stack string, n int) *Builder {
+	return b.add(pid, tid, stack, n, false)
+}
+
+// AddTruncated is Add for samples whose call chain was cut short.
+func (b *Builder) AddTruncated(pid, tid uint32, stack string, n int) *Builder {
+	return b.add(pid, tid, stack, n, true)
+}
+
+func (b *Builder) add(pid, tid uint32, stack string, n int, truncated bool) *Builder {
+	leaf := b.stack(stack)
+	for range n {
+		b.time += 1_000_000
+		b.p.Samples = append(b.p.Samples, model.Sample{
+			Time:      b.time,
+			PID:       pid,
+			TID:       tid,
+			Period:    1_000_000,
+			Stack:     leaf,
+			Truncated: truncated,
+		})
+		if truncated {
+			b.p.Truncated++
+		}
+	}
+	return b
+}
+
+// stack returns the leaf stack node of stack, creating what is missing.
+func (b *Builder) stack(stack string) uint32 {
+	var node uint32
+	if stack == "" {
+		return 0
+	}
+	for _, elem := range strings.Split(stack, ";") {
+		loc := b.location(elem)
+		k := [2]uint32{node, loc}
+		id, ok := b.nodes[k]
+		if !ok {
+			id = uint32(len(b.p.Stacks))
+			b.p.Stacks = append(b.p.Stacks, model.StackNode{Parent: node, Location: loc})
+			b.nodes[k] = id
+		}
+		node = id
+	}
+	return node
+}
+
+func (b *Builder) location(elem string) uint32 {
+	if id, ok := b.locs[elem]; ok {
+		return id
+	}
+	funcs, module := elem, DefaultModule
+	if i := strings.LastIndex(elem, "@"); i >= 0 {
+		funcs, module = elem[:i], elem[i+1:]
+	}
+	names := strings.Split(funcs, ">")
+	l := model.Location{Module: module}
+	id := uint32(len(b.p.Locations))
+	l.Offset = uint64(id) * 0x10
+	l.Address = 0x400000 + l.Offset
+	// Frames are innermost first; names are written outermost first.
+	for i := len(names) - 1; i >= 0; i-- {
+		l.Frames = append(l.Frames, model.Frame{Function: names[i], File: "src/" + names[i] + ".c", Line: 10 + i})
+	}
+	b.p.Locations = append(b.p.Locations, l)
+	b.locs[elem] = id
+	return id
+}
+
+// Profile returns the profile built so far, with processes and threads
+// sorted as the model promises. The Builder must not be used afterwards.
+func (b *Builder) Profile() *model.Profile {
+	slices.SortFunc(b.p.Processes, func(x, y *model.Process) int { return cmp.Compare(x.PID, y.PID) })
+	slices.SortStableFunc(b.p.Threads, func(x, y *model.Thread) int {
+		return cmp.Or(cmp.Compare(x.PID, y.PID), cmp.Compare(x.TID, y.TID), cmp.Compare(x.Start, y.Start))
+	})
+	return b.p
+}
+
+// Fixture returns the profile the golden files are made of: two processes,
+// three threads, inlining (also at the leaf), direct and indirect
+// recursion, the same function names in two modules, kernel frames,
+// samples without a stack, truncated samples, lost records and
+// throttling.
+func Fixture() *model.Profile {
+	b := New().
+		Thread(100, 100, "app").
+		Thread(100, 101, "worker").
+		Thread(200, 200, "db")
+	b.Add(100, 100, "main;compute>inl_helper", 30).
+		Add(100, 100, "main;compute", 10).
+		Add(100, 100, "main;compute;write@/lib/libc.so.6;sys_write@[kernel.kallsyms]", 8).
+		Add(100, 100, "main;parse;parse;parse", 6).
+		Add(100, 100, "main;parse;eval;parse", 3).
+		Add(100, 101, "start_thread@/lib/libc.so.6;worker_loop;compute>inl_helper", 12).
+		Add(100, 101, "start_thread@/lib/libc.so.6;worker_loop;hash@/lib/libcrypto.so.3", 5).
+		Add(100, 101, "", 2).
+		Add(200, 200, "main@/usr/bin/db;query@/usr/bin/db;hash@/usr/bin/db", 15).
+		Add(200, 200, "main@/usr/bin/db;query@/usr/bin/db;sort@/usr/bin/db;sort>cmp@/usr/bin/db", 7).
+		AddTruncated(200, 200, "scan@/usr/bin/db;memcpy@/lib/libc.so.6", 4)
+	p := b.Profile()
+	p.Lost = model.LostCounts{Kernel: 3, Unparsed: 1}
+	p.Throttled = 2
+	return p
+}
+
+// Random builds a profile from a few functions in two modules so
+// that recursion (direct, indirect, through inlined frames) is common.
+// It also has several threads, samples without a stack and truncated
+// samples.
+func Random(r *rand.Rand) *model.Profile {
+	names := []string{"a", "b", "c", "d", "e"}
+	modules := []string{"", "@/lib/libx.so"}
+	b := New()
+	threads := 1 + r.IntN(4)
+	for t := range threads {
+		b.Thread(10, uint32(10+t), fmt.Sprintf("t%d", t))
+	}
+	for range 1 + r.IntN(30) {
+		tid := uint32(10 + r.IntN(threads))
+		if r.IntN(10) == 0 {
+			b.Add(10, tid, "", 1+r.IntN(3))
+			continue
+		}
+		var elems []string
+		for range 1 + r.IntN(7) {
+			// A location: a physical function with up to two inlined ones.
+			var inl []string
+			for range 1 + r.IntN(3) {
+				inl = append(inl, names[r.IntN(len(names))])
+			}
+			elems = append(elems, strings.Join(inl, ">")+modules[r.IntN(len(modules))])
+		}
+		stack := strings.Join(elems, ";")
+		if r.IntN(8) == 0 {
+			b.AddTruncated(10, tid, stack, 1+r.IntN(5))
+		} else {
+			b.Add(10, tid, stack, 1+r.IntN(5))
+		}
+	}
+	return b.Profile()
+}

@@ -1,0 +1,163 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// TreeNode is a node of a call-stack tree (seed 000): one distinct call
+// stack prefix of a thread.
+type TreeNode struct {
+	Name   string `json:"name"`
+	Module string `json:"module"`
+	Level  int    `json:"level"` // depth from the thread's root, which is 0
+	// Recursion is how many times this node's function occurs among its
+	// ancestors.
+	Recursion int     `json:"recursion"`
+	Calls     *uint64 `json:"calls"` // always null: sampling does not count calls
+	// Base counts the samples whose stack ends exactly here; Cum adds the
+	// samples of all descendants.
+	Base        Metrics    `json:"base"`
+	Cum         Metrics    `json:"cum"`
+	CumPercent  float64    `json:"cum_percent"` // of the filtered total
+	Children    []TreeNode `json:"children"`    // by cum, largest first, then name; never null
+	childByFunc map[Func]int
+}
+
+// TreeThread is the call-stack tree of one thread. Its root is the thread
+// itself (named "name_tid" like tprof) at level 0.
+type TreeThread struct {
+	TID  uint32   `json:"tid"`
+	Name string   `json:"name"`
+	Root TreeNode `json:"root"`
+}
+
+// TreeProcess groups the trees of a process's threads.
+type TreeProcess struct {
+	PID     uint32       `json:"pid"`
+	Name    string       `json:"name"`
+	Total   Metrics      `json:"total"`   // the process's samples
+	Percent float64      `json:"percent"` // of the filtered total
+	Threads []TreeThread `json:"threads"` // by cum, largest first, then tid
+}
+
+// TreeReport is the JSON form of the tree view.
+type TreeReport struct {
+	Header
+	Processes []TreeProcess `json:"processes"` // by samples, largest first, then pid
+}
+
+// buildTree merges each thread's function-level stacks from the outermost
+// frame into a tree. d.stacks is sorted by pid and tid, so each thread's
+// stacks are contiguous.
+func buildTree(d *data, o Options) TreeReport {
+	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
+	total := d.total.Samples
+	depth := map[Func]int{} // occurrences of each function on the current path
+	for i := 0; i < len(d.stacks); {
+		pid, tid := d.stacks[i].PID, d.stacks[i].TID
+		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != pid {
+			r.Processes = append(r.Processes, TreeProcess{PID: pid, Name: d.processName(pid), Threads: []TreeThread{}})
+		}
+		pr := &r.Processes[len(r.Processes)-1]
+		th := TreeThread{TID: tid, Name: d.threadName(pid, tid)}
+		th.Root = TreeNode{Name: th.Name, Children: []TreeNode{}}
+		for ; i < len(d.stacks) && d.stacks[i].PID == pid && d.stacks[i].TID == tid; i++ {
+			s := &d.stacks[i]
+			n := &th.Root
+			n.Cum.add(s.Metrics)
+			clear(depth)
+			for _, f := range s.Funcs {
+				n = n.child(f, depth[f])
+				depth[f]++
+				n.Cum.add(s.Metrics)
+			}
+			n.Base.add(s.Metrics)
+		}
+		pr.Total.add(th.Root.Cum)
+		if th.Root.prune(total, o) {
+			pr.Threads = append(pr.Threads, th)
+		}
+	}
+	r.Processes = slices.DeleteFunc(r.Processes, func(p TreeProcess) bool {
+		return hidden(p.Total.Samples, total, o)
+	})
+	for i := range r.Processes {
+		pr := &r.Processes[i]
+		pr.Percent = percent(pr.Total.Samples, total)
+		slices.SortFunc(pr.Threads, func(a, b TreeThread) int {
+			return cmp.Or(cmp.Compare(b.Root.Cum.Samples, a.Root.Cum.Samples), cmp.Compare(a.TID, b.TID))
+		})
+	}
+	slices.SortFunc(r.Processes, func(a, b TreeProcess) int {
+		return cmp.Or(cmp.Compare(b.Total.Samples, a.Total.Samples), cmp.Compare(a.PID, b.PID))
+	})
+	return r
+}
+
+// child returns n's child for f, creating it with recursion level rl.
+func (n *TreeNode) child(f Func, rl int) *TreeNode {
+	if j, ok := n.childByFunc[f]; ok {
+		return &n.Children[j]
+	}
+	if n.childByFunc == nil {
+		n.childByFunc = map[Func]int{}
+	}
+	n.childByFunc[f] = len(n.Children)
+	n.Children = append(n.Children, TreeNode{
+		Name:      f.Name,
+		Module:    f.Module,
+		Level:     n.Level + 1,
+		Recursion: rl,
+		Children:  []TreeNode{},
+	})
+	return &n.Children[len(n.Children)-1]
+}
+
+// prune drops the descendants of n below o.Min, sorts the rest, fills in
+// the percentages and reports whether n itself is kept. It runs once the
+// tree is complete, since child pointers are only stable until then.
+func (n *TreeNode) prune(total uint64, o Options) bool {
+	n.childByFunc = nil
+	if hidden(n.Cum.Samples, total, o) {
+		return false
+	}
+	n.CumPercent = percent(n.Cum.Samples, total)
+	kept := n.Children[:0]
+	for i := range n.Children {
+		// Prune in place before copying: the copy must carry the result.
+		if n.Children[i].prune(total, o) {
+			kept = append(kept, n.Children[i])
+		}
+	}
+	n.Children = kept
+	slices.SortFunc(n.Children, func(a, b TreeNode) int {
+		return cmp.Or(cmp.Compare(b.Cum.Samples, a.Cum.Samples), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Module, b.Module))
+	})
+	return true
+}
+
+func treeText(w io.Writer, d *data, o Options) error {
+	r := buildTree(d, o)
+	for _, pr := range r.Processes {
+		fmt.Fprintf(w, "Process %s: %d samples (%.2f%%)\n", pr.Name, pr.Total.Samples, pr.Percent)
+		for _, th := range pr.Threads {
+			fmt.Fprintf(w, "\n%4s %4s %6s %10s %10s %7s  %s\n", "LV", "RL", "CALLS", "BASE", "CUM", "CUM%", "NAME")
+			var print func(n *TreeNode)
+			print = func(n *TreeNode) {
+				fmt.Fprintf(w, "%4d %4d %6s %10d %10d %6.2f%%  %s%s\n",
+					n.Level, n.Recursion, "-", n.Base.Samples, n.Cum.Samples, n.CumPercent,
+					strings.Repeat("  ", n.Level), funcLabel(Func{n.Name, n.Module}))
+				for i := range n.Children {
+					print(&n.Children[i])
+				}
+			}
+			print(&th.Root)
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
