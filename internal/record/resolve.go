@@ -138,14 +138,23 @@ func newResolver(w *trace.Writer, log io.Writer) *resolver {
 			return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/root"
 		},
 	}
-	if f, err := os.Open("/proc/kallsyms"); err == nil {
-		r.kallsyms, err = symbolize.LoadKallsyms(f)
-		f.Close()
+	return r
+}
+
+// kernelSymbols loads /proc/kallsyms the first time a kernel address
+// needs a name; user-only recordings never pay for it.
+func (r *resolver) kernelSymbols() *symbolize.Kallsyms {
+	if r.kallsyms == nil && !r.warned["kallsyms"] {
+		f, err := os.Open("/proc/kallsyms")
+		if err == nil {
+			r.kallsyms, err = symbolize.LoadKallsyms(f)
+			f.Close()
+		}
 		if err != nil {
 			r.warn("kallsyms", "kernel symbols unavailable: %v", err)
 		}
 	}
-	return r
+	return r.kallsyms
 }
 
 func (r *resolver) warn(key, format string, args ...any) {
@@ -301,8 +310,8 @@ func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 
 func (r *resolver) kernelLocation(addr uint64) (uint32, error) {
 	name, module, ok := "", moduleKernel, false
-	if r.kallsyms != nil {
-		name, module, ok = r.kallsyms.Resolve(addr)
+	if k := r.kernelSymbols(); k != nil {
+		name, module, ok = k.Resolve(addr)
 	}
 	if !ok {
 		name, module = moduleKernel, moduleKernel

@@ -1,6 +1,9 @@
 package trace
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Version is the trace format version written by this package. Readers
 // reject files with a greater version.
@@ -133,7 +136,9 @@ type StackNode struct {
 	Location uint32
 }
 
-// Sample flags.
+// Sample flags. They are stored in the low five bits of a Sample
+// record's minor code; the Writer uses the top three bits for its
+// encoding and rejects flags that use them.
 const (
 	// SampleTruncated: the call chain did not reach a thread entry point
 	// (code without frame pointers, or a chain longer than the kernel's
@@ -188,14 +193,66 @@ type End struct {
 	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
 }
 
-func (*String) Major() Major    { return MajorString }
-func (*Module) Major() Major    { return MajorModule }
-func (*Comm) Major() Major      { return MajorComm }
-func (*Fork) Major() Major      { return MajorFork }
-func (*Exit) Major() Major      { return MajorExit }
-func (*Location) Major() Major  { return MajorLocation }
+// Major returns MajorString. The Major methods give each record type
+// its major code, the first byte of its encoding (docs/trace-format.md).
+func (*String) Major() Major { return MajorString }
+
+// Major returns MajorModule.
+func (*Module) Major() Major { return MajorModule }
+
+// Major returns MajorComm.
+func (*Comm) Major() Major { return MajorComm }
+
+// Major returns MajorFork.
+func (*Fork) Major() Major { return MajorFork }
+
+// Major returns MajorExit.
+func (*Exit) Major() Major { return MajorExit }
+
+// Major returns MajorLocation.
+func (*Location) Major() Major { return MajorLocation }
+
+// Major returns MajorStack.
 func (*StackNode) Major() Major { return MajorStack }
-func (*Sample) Major() Major    { return MajorSample }
-func (*Lost) Major() Major      { return MajorLost }
-func (*Throttle) Major() Major  { return MajorThrottle }
-func (*End) Major() Major       { return MajorEnd }
+
+// Major returns MajorSample.
+func (*Sample) Major() Major { return MajorSample }
+
+// Major returns MajorLost.
+func (*Lost) Major() Major { return MajorLost }
+
+// Major returns MajorThrottle.
+func (*Throttle) Major() Major { return MajorThrottle }
+
+// Major returns MajorEnd.
+func (*End) Major() Major { return MajorEnd }
+
+// String returns the name of the record type of major code m, or
+// "major N" for codes this version does not know.
+func (m Major) String() string {
+	switch m {
+	case MajorString:
+		return "String"
+	case MajorModule:
+		return "Module"
+	case MajorComm:
+		return "Comm"
+	case MajorFork:
+		return "Fork"
+	case MajorExit:
+		return "Exit"
+	case MajorLocation:
+		return "Location"
+	case MajorStack:
+		return "StackNode"
+	case MajorSample:
+		return "Sample"
+	case MajorLost:
+		return "Lost"
+	case MajorThrottle:
+		return "Throttle"
+	case MajorEnd:
+		return "End"
+	}
+	return "major " + strconv.Itoa(int(m))
+}

@@ -1,0 +1,279 @@
+package trace
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// chunkDecoder decodes the records of one raw (decompressed) chunk. Its
+// state mirrors chunkBuilder's and starts afresh with every chunk.
+type chunkDecoder struct {
+	data     []byte
+	off      int
+	records  uint32 // records decoded so far, known or not
+	prevTime uint64
+	prev     Sample
+	hasPrev  bool
+
+	// slab hands out Samples allocated in blocks, which halves the cost
+	// of reading samples. A caller keeping one *Sample keeps its block
+	// (a few KiB) alive; Samples hold no pointers, so the GC never scans
+	// blocks.
+	slab []Sample
+}
+
+const slabSize = 128
+
+func (d *chunkDecoder) reset(data []byte) {
+	*d = chunkDecoder{data: data, slab: d.slab}
+}
+
+func (d *chunkDecoder) newSample() *Sample {
+	if len(d.slab) == 0 {
+		d.slab = make([]Sample, slabSize)
+	}
+	s := &d.slab[0]
+	d.slab = d.slab[1:]
+	return s
+}
+
+// body is a cursor over one record body. Like debug/dwarf's buf it
+// remembers that a read failed instead of returning an error from every
+// read, so decoders read all fields and check once.
+type body struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (p *body) uvarint() uint64 {
+	// The common one- and two-byte cases, inlined.
+	if p.i+1 < len(p.b) {
+		b0, b1 := p.b[p.i], p.b[p.i+1]
+		if b0 < 0x80 {
+			p.i++
+			return uint64(b0)
+		}
+		if b1 < 0x80 {
+			p.i += 2
+			return uint64(b0&0x7f) | uint64(b1)<<7
+		}
+	} else if p.i < len(p.b) && p.b[p.i] < 0x80 {
+		p.i++
+		return uint64(p.b[p.i-1])
+	}
+	if p.i >= len(p.b) {
+		p.bad = true
+		return 0
+	}
+	v, n := binary.Uvarint(p.b[p.i:])
+	if n <= 0 {
+		p.bad = true
+		p.i = len(p.b)
+		return 0
+	}
+	p.i += n
+	return v
+}
+
+func (p *body) varint() int64 {
+	x := p.uvarint()
+	return int64(x>>1) ^ -int64(x&1) // zig-zag, as binary.AppendVarint writes
+}
+
+func (p *body) u32() uint32 {
+	v := p.uvarint()
+	if v > math.MaxUint32 {
+		p.bad = true
+	}
+	return uint32(v)
+}
+
+// bytes reads a uvarint length and that many bytes. The length is checked
+// against what is left of the body before anything is allocated.
+func (p *body) bytes() []byte {
+	n := p.uvarint()
+	if p.bad || n > uint64(len(p.b)-p.i) {
+		p.bad = true
+		return nil
+	}
+	s := p.b[p.i : p.i+int(n)]
+	p.i += int(n)
+	return s
+}
+
+// next decodes and returns the next record of a known major code,
+// skipping unknown ones. It returns nil, nil at the end of the chunk.
+// Errors wrap ErrCorrupt and say where in the chunk the fault is; the
+// caller adds the chunk's file offset.
+func (d *chunkDecoder) next() (Record, error) {
+	for d.off < len(d.data) {
+		start := d.off
+		if len(d.data)-start < 3 {
+			return nil, d.errorf(start, "record header cut short")
+		}
+		first, minor := d.data[start], d.data[start+1]
+		n, w := binary.Uvarint(d.data[start+2:])
+		if w <= 0 || n > uint64(len(d.data)-start-2-w) {
+			return nil, d.errorf(start, "bad record length")
+		}
+		bodyStart := start + 2 + w
+		d.off = bodyStart + int(n)
+		d.records++
+		p := body{b: d.data[bodyStart:d.off]}
+		major := Major(first &^ timedBit)
+		timed := first&timedBit != 0
+		var t uint64
+		if timed {
+			t = d.prevTime + uint64(p.varint())
+			d.prevTime = t
+		}
+		r := d.decode(major, minor, timed, t, &p)
+		if p.bad {
+			return nil, d.errorf(start, "malformed %v record", major)
+		}
+		if r != nil {
+			return r, nil
+		}
+		if major == 0 {
+			return nil, d.errorf(start, "major code 0")
+		}
+		// Unknown major: skipped by its length (forward compatibility).
+	}
+	return nil, nil
+}
+
+// decode decodes a record body. It returns nil for an unknown major code,
+// or for a known one with the wrong timed bit, which p.bad then reports.
+// Bytes after the known fields are ignored: later versions may append
+// fields to a record without changing its major code.
+func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p *body) Record {
+	if wantTimed, known := majorTimed(major); !known {
+		return nil
+	} else if wantTimed != timed {
+		p.bad = true
+		return nil
+	}
+	switch major {
+	case MajorSample:
+		s := d.newSample()
+		s.Time, s.Flags = t, minor&sampleFlagMask
+		if minor&sampleSameThread != 0 {
+			s.PID, s.TID = d.prev.PID, d.prev.TID
+		} else {
+			s.PID = p.u32()
+			s.TID = p.u32()
+		}
+		if minor&sampleSameCPU != 0 {
+			s.CPU = d.prev.CPU
+		} else {
+			s.CPU = p.u32()
+		}
+		if minor&sampleSamePeriod != 0 {
+			s.Period = d.prev.Period
+		} else {
+			s.Period = p.uvarint()
+		}
+		s.Stack = p.u32()
+		if minor&^sampleFlagMask != 0 && !d.hasPrev {
+			p.bad = true // elided fields with no previous sample
+		}
+		d.prev, d.hasPrev = *s, true
+		return s
+	case MajorString:
+		id := p.u32()
+		return &String{ID: id, Text: string(p.bytes())}
+	case MajorModule:
+		m := &Module{Time: t}
+		m.PID = p.u32()
+		m.TID = p.u32()
+		m.Start = p.uvarint()
+		m.Len = p.uvarint()
+		m.PgOff = p.uvarint()
+		m.Prot = p.u32()
+		m.Flags = p.u32()
+		m.Path = p.u32()
+		if id := p.bytes(); len(id) > 0 {
+			m.BuildID = append([]byte(nil), id...)
+		}
+		return m
+	case MajorComm:
+		c := &Comm{Time: t, Exec: minor&1 != 0}
+		c.PID = p.u32()
+		c.TID = p.u32()
+		c.Name = p.u32()
+		return c
+	case MajorFork:
+		f := &Fork{Time: t}
+		f.PID = p.u32()
+		f.PPID = p.u32()
+		f.TID = p.u32()
+		f.PTID = p.u32()
+		return f
+	case MajorExit:
+		e := &Exit{Time: t}
+		e.PID = p.u32()
+		e.PPID = p.u32()
+		e.TID = p.u32()
+		e.PTID = p.u32()
+		return e
+	case MajorLocation:
+		l := &Location{}
+		l.ID = p.u32()
+		l.Address = p.uvarint()
+		l.Module = p.u32()
+		l.Offset = p.uvarint()
+		n := p.uvarint()
+		// Each line takes at least three bytes, so the count is
+		// bounded by the body before the slice is allocated.
+		if n > uint64(len(p.b)-p.i)/3 {
+			p.bad = true
+			return l
+		}
+		if n > 0 {
+			l.Lines = make([]Line, n)
+			for i := range l.Lines {
+				l.Lines[i] = Line{Function: p.u32(), File: p.u32(), Line: p.u32()}
+			}
+		}
+		return l
+	case MajorStack:
+		s := &StackNode{}
+		s.ID = p.u32()
+		s.Parent = p.u32()
+		s.Location = p.u32()
+		return s
+	case MajorLost:
+		return &Lost{Time: t, Kind: LostKind(minor), Count: p.uvarint()}
+	case MajorThrottle:
+		return &Throttle{Time: t, Unthrottle: minor&1 != 0}
+	case MajorEnd:
+		e := &End{Time: t}
+		code := p.varint()
+		if code < math.MinInt32 || code > math.MaxInt32 {
+			p.bad = true
+		}
+		e.ExitCode = int32(code)
+		e.Reason = p.u32()
+		return e
+	}
+	return nil
+}
+
+// majorTimed reports whether records of major code m carry a timestamp,
+// and whether m is known at all.
+func majorTimed(m Major) (timed, known bool) {
+	switch m {
+	case MajorString, MajorLocation, MajorStack:
+		return false, true
+	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
+		MajorLost, MajorThrottle, MajorEnd:
+		return true, true
+	}
+	return false, false
+}
+
+func (d *chunkDecoder) errorf(off int, format string, args ...any) error {
+	return fmt.Errorf("%w: record %d at chunk byte %d: %s", ErrCorrupt, d.records, off, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,211 @@
+package trace
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// chunkBuilder accumulates the raw (uncompressed) records of one chunk
+// together with the state that record encoding depends on. That state is
+// reset with each chunk, so every chunk decodes on its own.
+type chunkBuilder struct {
+	raw      []byte
+	body     []byte // scratch for the record being encoded
+	records  uint32
+	samples  uint32
+	prevTime uint64 // time of the previous timed record, 0 at chunk start
+	prev     Sample // previous sample, for field elision
+	hasPrev  bool
+	lastTime uint64 // time of the last sample, for Lost{LostWrap}
+}
+
+func (c *chunkBuilder) reset() {
+	c.raw = c.raw[:0]
+	c.records, c.samples = 0, 0
+	c.prevTime = 0
+	c.hasPrev = false
+}
+
+// appendTime appends t as a zig-zag varint delta from the previous timed
+// record. Subtraction wraps, so any pair of uint64 times round-trips,
+// including times that go backwards (records from different CPUs are not
+// strictly ordered).
+func (c *chunkBuilder) appendTime(b []byte, t uint64) []byte {
+	d := int64(t - c.prevTime)
+	c.prevTime = t
+	return binary.AppendVarint(b, d)
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func u(x uint32) uint64 { return uint64(x) }
+
+// add encodes r and appends it to the chunk. It fails only for records
+// that cannot be encoded, before changing the chunk.
+func (c *chunkBuilder) add(r Record) error {
+	if isNil(r) {
+		return fmt.Errorf("%w: nil %T", ErrInvalidRecord, r)
+	}
+	if s, ok := r.(*Sample); ok && s.Flags&^sampleFlagMask != 0 {
+		return fmt.Errorf("%w: sample flags %#x use reserved bits", ErrInvalidRecord, s.Flags)
+	}
+	var minor uint8
+	timed := true
+	b := c.body[:0]
+	oldTime := c.prevTime
+	switch r := r.(type) {
+	case *Sample:
+		minor = r.Flags
+		b = c.appendTime(b, r.Time)
+		if c.hasPrev && r.PID == c.prev.PID && r.TID == c.prev.TID {
+			minor |= sampleSameThread
+		} else {
+			b = binary.AppendUvarint(b, u(r.PID))
+			b = binary.AppendUvarint(b, u(r.TID))
+		}
+		if c.hasPrev && r.CPU == c.prev.CPU {
+			minor |= sampleSameCPU
+		} else {
+			b = binary.AppendUvarint(b, u(r.CPU))
+		}
+		if c.hasPrev && r.Period == c.prev.Period {
+			minor |= sampleSamePeriod
+		} else {
+			b = binary.AppendUvarint(b, r.Period)
+		}
+		b = binary.AppendUvarint(b, u(r.Stack))
+		c.prev, c.hasPrev = *r, true
+		c.samples++
+		c.lastTime = r.Time
+	case *String:
+		timed = false
+		b = binary.AppendUvarint(b, u(r.ID))
+		b = appendString(b, r.Text)
+	case *Module:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, r.Start)
+		b = binary.AppendUvarint(b, r.Len)
+		b = binary.AppendUvarint(b, r.PgOff)
+		b = binary.AppendUvarint(b, u(r.Prot))
+		b = binary.AppendUvarint(b, u(r.Flags))
+		b = binary.AppendUvarint(b, u(r.Path))
+		b = appendBytes(b, r.BuildID)
+	case *Comm:
+		if r.Exec {
+			minor = 1
+		}
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, u(r.Name))
+	case *Fork:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.PPID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, u(r.PTID))
+	case *Exit:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.PPID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, u(r.PTID))
+	case *Location:
+		timed = false
+		b = binary.AppendUvarint(b, u(r.ID))
+		b = binary.AppendUvarint(b, r.Address)
+		b = binary.AppendUvarint(b, u(r.Module))
+		b = binary.AppendUvarint(b, r.Offset)
+		b = binary.AppendUvarint(b, uint64(len(r.Lines)))
+		for _, l := range r.Lines {
+			b = binary.AppendUvarint(b, u(l.Function))
+			b = binary.AppendUvarint(b, u(l.File))
+			b = binary.AppendUvarint(b, u(l.Line))
+		}
+	case *StackNode:
+		timed = false
+		b = binary.AppendUvarint(b, u(r.ID))
+		b = binary.AppendUvarint(b, u(r.Parent))
+		b = binary.AppendUvarint(b, u(r.Location))
+	case *Lost:
+		minor = uint8(r.Kind)
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, r.Count)
+	case *Throttle:
+		if r.Unthrottle {
+			minor = 1
+		}
+		b = c.appendTime(b, r.Time)
+	case *End:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendVarint(b, int64(r.ExitCode))
+		b = binary.AppendUvarint(b, u(r.Reason))
+	default:
+		return fmt.Errorf("%w: unsupported type %T", ErrInvalidRecord, r)
+	}
+	c.body = b
+	if len(b) > maxRecordSize {
+		// Only strings, build ids and line tables can get this big,
+		// and none of them is a sample, so only the time needs undoing.
+		c.prevTime = oldTime
+		return fmt.Errorf("%w: %T of %d bytes exceeds %d", ErrInvalidRecord, r, len(b), maxRecordSize)
+	}
+	first := byte(r.Major())
+	if timed {
+		first |= timedBit
+	}
+	c.raw = append(c.raw, first, minor)
+	c.raw = binary.AppendUvarint(c.raw, uint64(len(b)))
+	c.raw = append(c.raw, b...)
+	c.records++
+	return nil
+}
+
+// maxRecordSize bounds a record body so that a chunk holding up to
+// maxOptionChunkSize bytes plus one record stays within MaxChunkSize.
+const (
+	maxOptionChunkSize = MaxChunkSize / 2
+	maxRecordSize      = MaxChunkSize/2 - 16
+)
+
+// isNil reports whether r is nil or a typed nil pointer, which would
+// otherwise panic during encoding.
+func isNil(r Record) bool {
+	switch r := r.(type) {
+	case nil:
+		return true
+	case *String:
+		return r == nil
+	case *Module:
+		return r == nil
+	case *Comm:
+		return r == nil
+	case *Fork:
+		return r == nil
+	case *Exit:
+		return r == nil
+	case *Location:
+		return r == nil
+	case *StackNode:
+		return r == nil
+	case *Sample:
+		return r == nil
+	case *Lost:
+		return r == nil
+	case *Throttle:
+		return r == nil
+	case *End:
+		return r == nil
+	}
+	return false
+}
