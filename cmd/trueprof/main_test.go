@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"trueprof/examples"
+	"trueprof/internal/model"
+	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
+)
+
+// binDir holds the trueprof binary and the fixture, world-readable so the
+// unprivileged test can run them.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "trueprof-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755)
+	binDir = dir
+	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "trueprof"), ".").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func trueprof() string { return filepath.Join(binDir, "trueprof") }
+
+func hotspots(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "hotspots")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	return testutil.BuildC(t, binDir, "hotspots", examples.Hotspots, "-pthread")
+}
+
+// TestSIGKILLLosesAtMostASecond kills the recorder without warning: the
+// trace must still load, with samples up to about a second before death.
+func TestSIGKILLLosesAtMostASecond(t *testing.T) {
+	testutil.RequirePerf(t)
+	out := filepath.Join(t.TempDir(), "killed.trace")
+	cmd := exec.Command(trueprof(), "record", "-o", out, "--", hotspots(t), "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	killedAt := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	// The target was left running; find and stop it.
+	exec.Command("pkill", "-KILL", "-f", hotspots(t)+" 100000").Run()
+	p, err := model.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(p.Err, model.ErrNoEnd) && !errors.Is(p.Err, trace.ErrTruncated) {
+		t.Errorf("killed trace: err %v, want a missing end or truncation", p.Err)
+	}
+	if len(p.Samples) == 0 {
+		t.Fatal("no samples survived SIGKILL")
+	}
+	last := p.Samples[len(p.Samples)-1].Time
+	startWall := p.Header.StartTime
+	lastWall := startWall.Add(time.Duration(last - p.Header.StartNS))
+	if lost := killedAt.Sub(lastWall); lost > 1500*time.Millisecond {
+		t.Errorf("the last %v before SIGKILL were lost (limit: about 1 s)", lost)
+	}
+}
+
+// TestSIGINT stops a recording like Ctrl-C: a complete trace, the target
+// ended, and record exits with the target's status.
+func TestSIGINT(t *testing.T) {
+	testutil.RequirePerf(t)
+	out := filepath.Join(t.TempDir(), "int.trace")
+	cmd := exec.Command(trueprof(), "record", "-o", out, "--", hotspots(t), "100000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("record did not stop on SIGINT")
+	}
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil || p.End == nil || p.End.Reason != "signal" {
+		t.Fatalf("trace after SIGINT: %v, %v, end %+v", err, p.Err, p.End)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("record exited %d, want the target's 143 (terminated by SIGTERM)", code)
+	}
+}
+
+// TestUnprivilegedFallsBackToUserOnly runs trueprof as nobody under
+// perf_event_paranoid=2: kernel sampling is refused, so it must record
+// user space only and say so in one line.
+func TestUnprivilegedFallsBackToUserOnly(t *testing.T) {
+	testutil.RequirePerf(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	para, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+	if n, _ := strconv.Atoi(strings.TrimSpace(string(para))); n != 2 {
+		t.Skipf("perf_event_paranoid is %s, the test needs 2", strings.TrimSpace(string(para)))
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		testutil.Missing(t, "no user nobody")
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	dir, err := os.MkdirTemp("", "trueprof-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chown(dir, uid, gid)
+	out := filepath.Join(dir, "user.trace")
+	cmd := exec.Command(trueprof(), "record", "-o", out, "--", hotspots(t), "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.Dir = dir
+	stderr, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("record as nobody: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(string(stderr), "recording user space only") {
+		t.Errorf("no fallback warning in:\n%s", stderr)
+	}
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil {
+		t.Fatalf("%v %v", err, p.Err)
+	}
+	if !p.Header.UserOnly || len(p.Samples) < 100 {
+		t.Errorf("user-only %v, %d samples", p.Header.UserOnly, len(p.Samples))
+	}
+	for _, s := range p.Samples {
+		if s.Kernel {
+			t.Fatal("kernel sample in a user-only recording")
+		}
+	}
+}
+
+// TestReportAndExport runs the report and export commands on a real
+// recording: JSON parses with the documented fields, and go tool pprof
+// shows the same top function and self count as trueprof's flat view.
+func TestReportAndExport(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "t.trace")
+	if out, err := exec.Command(trueprof(), "record", "-o", tr, "--", hotspots(t), "800").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, view := range []string{"tprof", "flat", "tree", "arcflow"} {
+		for _, format := range []string{"text", "json"} {
+			out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", view, "--format", format).Output()
+			if err != nil || len(out) == 0 {
+				t.Errorf("report %s %s: %v", view, format, err)
+			}
+			if format == "json" && !json.Valid(out) {
+				t.Errorf("report %s: invalid JSON", view)
+			}
+		}
+	}
+	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flat struct {
+		Total     map[string]uint64 `json:"total"`
+		Functions []struct {
+			Name string            `json:"name"`
+			Self map[string]uint64 `json:"self"`
+		} `json:"functions"`
+	}
+	if err := json.Unmarshal(out, &flat); err != nil || len(flat.Functions) == 0 {
+		t.Fatalf("flat JSON: %v", err)
+	}
+	top := flat.Functions[0]
+	pb := filepath.Join(dir, "t.pb.gz")
+	if out, err := exec.Command(trueprof(), "export", "-i", tr, "--format", "pprof", "-o", pb).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	pp, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=5", "-sample_index=samples", pb).Output()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v", err)
+	}
+	want := strconv.FormatUint(top.Self["samples"], 10)
+	found := false
+	for _, line := range strings.Split(string(pp), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[0] == want && f[len(f)-1] == top.Name {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("go tool pprof -top does not show %s with %s samples:\n%s", top.Name, want, pp)
+	}
+	folded := filepath.Join(dir, "t.folded")
+	if out, err := exec.Command(trueprof(), "export", "-i", tr, "--format", "folded", "-o", folded).CombinedOutput(); err != nil {
+		t.Fatalf("export folded: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(folded)
+	if !strings.Contains(string(b), "hotspots;__libc_start_call_main;main;") {
+		t.Errorf("folded stacks lack the main path:\n%.500s", b)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.trace")
+	os.WriteFile(junk, []byte("this is not a trace"), 0o644)
+	out, err := exec.Command(trueprof(), "report", "-i", junk).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "byte offset") {
+		t.Errorf("report on junk: %v\n%s", err, out)
+	}
+	out, err = exec.Command(trueprof(), "record", "--event", "cycles", "-o", filepath.Join(dir, "x"), "--", "true").CombinedOutput()
+	if err == nil {
+		t.Log("this machine has a PMU")
+	} else if !strings.Contains(string(out), "PMU") {
+		t.Errorf("cycles without a PMU: unclear error:\n%s", out)
+	}
+	out, err = exec.Command(trueprof(), "record", "-o", filepath.Join(dir, "x"), "--", "/no/such/program").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "/no/such/program") {
+		t.Errorf("missing program: %v\n%s", err, out)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"256M", 256 << 20, true}, {"1g", 1 << 30, true}, {"4096", 4096, true}, {"10KB", 10 << 10, true}, {"x", 0, false}, {"-1", 0, false}} {
+		got, err := parseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseSize(%q) = %d, %v", tt.in, got, err)
+		}
+	}
+}
