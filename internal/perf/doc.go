@@ -9,5 +9,5 @@
 //	attr := perf.SamplingAttr(ev, perf.SamplingOptions{Freq: 999, Kernel: true})
 //	fd, err := perf.Open(attr, pid, cpu, perf.FlagCloexec)
 //	ring, err := perf.MapRing(fd, 64)  // 64 data pages
-//	ring.Read(func(rec []byte) { r, _ := perf.Decode(rec, attr.SampleType) ... })
+//	ring.Read(func(rec []byte) { var r perf.Record; perf.Decode(rec, attr.Sample_type, &r) ... })
 package perf

@@ -11,10 +11,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SampleType is the PERF_SAMPLE_* set trueprof requests. Decode relies on
-// exactly this layout.
+// SampleType is the PERF_SAMPLE_* set trueprof always requests; Decode
+// relies on this layout, optionally followed by SampleUserRegs.
 const SampleType = unix.PERF_SAMPLE_IP | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME |
 	unix.PERF_SAMPLE_CPU | unix.PERF_SAMPLE_PERIOD | unix.PERF_SAMPLE_CALLCHAIN
+
+// SampleUserRegs adds the user registers and the top of the user stack to
+// each sample (SamplingOptions.UserStack).
+const SampleUserRegs = unix.PERF_SAMPLE_REGS_USER | unix.PERF_SAMPLE_STACK_USER
+
+// UserRegsMask selects the user registers a sample carries, in this order
+// (enum perf_event_x86_regs): BP, SP, IP.
+const UserRegsMask = 1<<6 | 1<<7 | 1<<8
 
 // perfBitBuildID is attr.build_id (bit 34, Linux 5.12): MMAP2 records carry
 // the mapped file's build id instead of its device and inode. x/sys/unix
@@ -43,6 +51,11 @@ type SamplingOptions struct {
 	BuildID bool
 	// MaxStack bounds call chain length; 0 keeps the kernel default (127).
 	MaxStack uint16
+	// UserStack is how many bytes of the user stack (from the stack
+	// pointer up) each sample copies, with the user BP, SP and IP. They let
+	// the recorder find the caller of a function sampled before its frame
+	// exists (frameless leaves, prologues, epilogues). 0 disables it.
+	UserStack uint32
 }
 
 // SamplingAttr returns the attributes of a sampling event: timestamps on
@@ -86,6 +99,11 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 		a.Bits |= perfBitBuildID
 	}
 	a.Sample_max_stack = o.MaxStack
+	if o.UserStack > 0 {
+		a.Sample_type |= SampleUserRegs
+		a.Sample_regs_user = UserRegsMask
+		a.Sample_stack_user = (o.UserStack + 7) &^ 7
+	}
 	return a
 }
 

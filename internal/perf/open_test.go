@@ -19,7 +19,7 @@ func TestSampleSelf(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	ev, _ := ParseEvent("cpu-clock")
-	attr := SamplingAttr(ev, SamplingOptions{Freq: 1000, Kernel: Paranoid() < 2 || os.Geteuid() == 0, SideRecords: true})
+	attr := SamplingAttr(ev, SamplingOptions{Freq: 1000, Kernel: Paranoid() < 2 || os.Geteuid() == 0, SideRecords: true, UserStack: 256})
 	tid := unix.Gettid()
 	fd, err := Open(attr, tid, -1, 0)
 	if err != nil {
@@ -43,7 +43,7 @@ func TestSampleSelf(t *testing.T) {
 	samples := 0
 	ring.Read(func(rec []byte) {
 		var r Record
-		if err := Decode(rec, &r); err != nil {
+		if err := Decode(rec, attr.Sample_type, &r); err != nil {
 			t.Error(err)
 			return
 		}
@@ -53,6 +53,9 @@ func TestSampleSelf(t *testing.T) {
 		samples++
 		if int(r.TID) != tid || int(r.PID) != os.Getpid() || len(r.Callchain) == 0 || r.Period == 0 {
 			t.Errorf("sample %+v", r)
+		}
+		if r.UserABI == 0 || r.UserRegs[1] == 0 || len(r.UserStack) == 0 {
+			t.Errorf("sample without user registers and stack: abi %d regs %#x stack %d bytes", r.UserABI, r.UserRegs, len(r.UserStack))
 		}
 	})
 	if samples < 50 {

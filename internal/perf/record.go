@@ -57,6 +57,12 @@ type Record struct {
 	IP        uint64
 	Period    uint64
 	Callchain []uint64 // a copy; includes the context markers
+	// UserRegs are the user BP, SP and IP (UserRegsMask) when the sample
+	// has them (UserABI != 0); UserStack is a copy of the user stack from
+	// SP up.
+	UserABI   uint64
+	UserRegs  [3]uint64
+	UserStack []byte
 
 	// RecordMmap2 and RecordMmap.
 	Addr, Len, PgOff uint64
@@ -152,9 +158,10 @@ func (d *decoder) sampleID(r *Record) {
 // an allocation; the kernel's own limit is 127 plus context markers.
 const maxCallchain = 4096
 
-// Decode decodes rec, a record of an event opened with SampleType and
-// sample_id_all, into r. Unknown record types decode only their header.
-func Decode(rec []byte, r *Record) error {
+// Decode decodes rec, a record of an event opened with sample_id_all and
+// sampleType (SampleType, optionally with SampleUserRegs), into r.
+// Unknown record types decode only their header.
+func Decode(rec []byte, sampleType uint64, r *Record) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
 	}
@@ -175,6 +182,29 @@ func Decode(rec []byte, r *Record) error {
 		r.Callchain = make([]uint64, n)
 		for i := range r.Callchain {
 			r.Callchain[i] = d.u64()
+		}
+		if sampleType&unix.PERF_SAMPLE_REGS_USER != 0 {
+			// u64 abi; u64 regs[weight(mask)] unless abi is NONE (a
+			// kernel thread has no user registers).
+			if r.UserABI = d.u64(); r.UserABI != 0 {
+				for i := range r.UserRegs {
+					r.UserRegs[i] = d.u64()
+				}
+			}
+		}
+		if sampleType&unix.PERF_SAMPLE_STACK_USER != 0 {
+			// u64 size; char data[size]; u64 dyn_size (if size != 0).
+			size := d.u64()
+			if size > uint64(len(d.b)) {
+				return fmt.Errorf("%w: user stack of %d bytes", ErrMalformed, size)
+			}
+			data := d.bytes(int(size))
+			if size > 0 {
+				if dyn := d.u64(); dyn < size {
+					data = data[:dyn]
+				}
+				r.UserStack = append([]byte(nil), data...)
+			}
 		}
 	case RecordMmap2:
 		r.PID, r.TID = d.u32(), d.u32()

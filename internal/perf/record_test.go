@@ -41,7 +41,7 @@ func TestDecode(t *testing.T) {
 	sample := (&recBuilder{}).u64(0x401000).u32(10).u32(11).u64(12345).u32(1).u32(0).u64(1001001).
 		u64(4).u64(ContextUser).u64(0x401000).u64(0x401100).u64(0x401200).record(RecordSample, unix.PERF_RECORD_MISC_USER)
 	var r Record
-	if err := Decode(sample, &r); err != nil {
+	if err := Decode(sample, SampleType, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.IP != 0x401000 || r.PID != 10 || r.TID != 11 || r.Time != 12345 || r.CPU != 1 || r.Period != 1001001 ||
@@ -56,7 +56,7 @@ func TestDecode(t *testing.T) {
 	// build_id_size is a u8 at offset 40 of the record.
 	mrec[headerSize+32] = 4
 	copy(mrec[headerSize+36:], []byte{0xde, 0xad, 0xbe, 0xef})
-	if err := Decode(mrec, &r); err != nil {
+	if err := Decode(mrec, SampleType, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Filename != "/bin/true" || r.Addr != 0x400000 || r.Len != 0x2000 || r.PgOff != 0x1000 || r.Time != 99 ||
@@ -65,18 +65,40 @@ func TestDecode(t *testing.T) {
 	}
 
 	comm := (&recBuilder{}).u32(10).u32(12).str("worker-1").sampleID(10, 12, 7, 1).record(RecordComm, unix.PERF_RECORD_MISC_COMM_EXEC)
-	if err := Decode(comm, &r); err != nil || r.Comm != "worker-1" || r.TID != 12 || !r.Exec() || r.Time != 7 {
+	if err := Decode(comm, SampleType, &r); err != nil || r.Comm != "worker-1" || r.TID != 12 || !r.Exec() || r.Time != 7 {
 		t.Errorf("comm decoded as %+v, %v", r, err)
 	}
 
 	fork := (&recBuilder{}).u32(10).u32(9).u32(13).u32(12).u64(555).sampleID(9, 12, 556, 0).record(RecordFork, 0)
-	if err := Decode(fork, &r); err != nil || r.PID != 10 || r.PPID != 9 || r.TID != 13 || r.PTID != 12 || r.Time != 555 {
+	if err := Decode(fork, SampleType, &r); err != nil || r.PID != 10 || r.PPID != 9 || r.TID != 13 || r.PTID != 12 || r.Time != 555 {
 		t.Errorf("fork decoded as %+v, %v", r, err)
 	}
 
 	lost := (&recBuilder{}).u64(1).u64(42).sampleID(0, 0, 600, 0).record(RecordLost, 0)
-	if err := Decode(lost, &r); err != nil || r.Lost != 42 {
+	if err := Decode(lost, SampleType, &r); err != nil || r.Lost != 42 {
 		t.Errorf("lost decoded as %+v, %v", r, err)
+	}
+}
+
+func TestDecodeUserRegs(t *testing.T) {
+	stack := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	b := (&recBuilder{}).u64(0x401000).u32(10).u32(11).u64(5).u32(0).u32(0).u64(1).
+		u64(2).u64(ContextUser).u64(0x401000).
+		u64(2).u64(0x7ffd0100).u64(0x7ffd0000).u64(0x401000). // abi 64, BP SP IP
+		u64(16)
+	b.b = append(b.b, stack...)
+	rec := b.u64(12).record(RecordSample, unix.PERF_RECORD_MISC_USER) // dyn_size 12
+	var r Record
+	if err := Decode(rec, SampleType|SampleUserRegs, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.UserABI != 2 || r.UserRegs != [3]uint64{0x7ffd0100, 0x7ffd0000, 0x401000} || string(r.UserStack) != string(stack[:12]) {
+		t.Errorf("regs %d %#x stack %v", r.UserABI, r.UserRegs, r.UserStack)
+	}
+	kernelThread := (&recBuilder{}).u64(0xffffffff81000000).u32(0).u32(0).u64(5).u32(0).u32(0).u64(1).
+		u64(0).u64(0).u64(0).record(RecordSample, unix.PERF_RECORD_MISC_KERNEL) // abi NONE, stack size 0
+	if err := Decode(kernelThread, SampleType|SampleUserRegs, &r); err != nil || r.UserABI != 0 || r.UserStack != nil {
+		t.Errorf("kernel thread sample: %v %+v", err, r)
 	}
 }
 
@@ -84,7 +106,7 @@ func TestDecodeMalformed(t *testing.T) {
 	good := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(2).u64(1).u64(2).record(RecordSample, 0)
 	for cut := 0; cut < len(good); cut++ {
 		var r Record
-		if err := Decode(good[:cut], &r); err == nil {
+		if err := Decode(good[:cut], SampleType, &r); err == nil {
 			t.Errorf("cut at %d: no error", cut)
 		} else if !errors.Is(err, ErrMalformed) {
 			t.Errorf("cut at %d: %v does not wrap ErrMalformed", cut, err)
@@ -92,7 +114,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 	huge := (&recBuilder{}).u64(1).u32(1).u32(1).u64(1).u32(0).u32(0).u64(1).u64(1<<40).record(RecordSample, 0)
 	var r Record
-	if err := Decode(huge, &r); !errors.Is(err, ErrMalformed) {
+	if err := Decode(huge, SampleType, &r); !errors.Is(err, ErrMalformed) {
 		t.Errorf("huge call chain count: %v", err)
 	}
 }

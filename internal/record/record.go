@@ -71,7 +71,14 @@ type session struct {
 	pending []perf.Record
 	result  Result
 	full    bool // the size limit was reached
+	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
+	sampleType uint64
 }
+
+// userStackBytes is how much of the user stack each sample copies so the
+// resolver can find the caller of a function sampled before it set up its
+// frame: enough for the return address of leaves with modest locals.
+const userStackBytes = 512
 
 // reorderSlack is how far behind the newest data the loop processes
 // records. Records from different CPU rings interleave in time; waiting
@@ -237,7 +244,9 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		Inherit:      true,
 		Watermark:    uint32(s.cfg.RingPages * os.Getpagesize() / 4),
 		BuildID:      true,
+		UserStack:    userStackBytes,
 	})
+	s.sampleType = attr.Sample_type
 	tids := []int{pid}
 	for _, cpu := range cpus {
 		var owner = -1
@@ -368,7 +377,7 @@ func (s *session) drain(final bool) error {
 	for _, ring := range s.rings {
 		ring.Read(func(rec []byte) {
 			var r perf.Record
-			if err := perf.Decode(rec, &r); err != nil {
+			if err := perf.Decode(rec, s.sampleType, &r); err != nil {
 				derr = err
 				s.lost(trace.LostUnparsed, 1, r.Time)
 				return

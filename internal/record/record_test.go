@@ -235,29 +235,68 @@ int main(void) {
 	}
 }
 
+// spawner starts a new short-lived busy thread every 50 ms, forever.
+const spawner = `
+#include <pthread.h>
+#include <unistd.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void spin_in_thread(void) {
+	for (unsigned long i = 0; i < 20000000; i++) sink += i;
+}
+static void *run(void *arg) { spin_in_thread(); return arg; }
+int main(void) {
+	for (;;) {
+		pthread_t t;
+		pthread_create(&t, 0, run, 0);
+		pthread_detach(t);
+		usleep(50000);
+	}
+}
+`
+
+// TestAttach attaches to a running process that keeps creating threads:
+// threads that exist at attach time and threads created later are both
+// sampled, symbols resolve from /proc, and the target survives detach.
 func TestAttach(t *testing.T) {
 	testutil.RequirePerf(t)
 	dir := t.TempDir()
-	bin := buildHotspots(t, dir)
-	cmd := exec.Command(bin, "100000")
+	bin := testutil.BuildC(t, dir, "spawner", spawner, "-pthread")
+	cmd := exec.Command(bin)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	before, err := threads(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second})
-	if res.Reason != "duration" || res.Samples < 300 {
+	if res.Reason != "duration" || res.Samples < 200 {
 		t.Fatalf("result %+v", res)
 	}
-	shares := selfShares(p, "")
-	if shares["mix"] < 20 || shares["transform"] < 3 {
-		t.Errorf("attached shares %v: symbols of a running process not resolved", shares)
+	existed := map[uint32]bool{}
+	for _, tid := range before {
+		existed[uint32(tid)] = true
 	}
-	if err := cmd.Process.Signal(os.Signal(nil)); err == nil {
-		t.Log("target alive after detach")
+	newThreads := map[uint32]bool{}
+	for _, s := range p.Samples {
+		if !existed[s.TID] {
+			newThreads[s.TID] = true
+		}
 	}
-	if cmd.ProcessState != nil {
-		t.Error("target exited while attached")
+	if len(newThreads) < 5 {
+		t.Errorf("samples from %d threads created after attach, want about 20", len(newThreads))
+	}
+	if shares := selfShares(p, ""); shares["spin_in_thread"] < 50 {
+		t.Errorf("attached shares %v: symbols of a running process not resolved", top(shares))
+	}
+	if p.Process(uint32(cmd.Process.Pid)) == nil || p.Process(uint32(cmd.Process.Pid)).Name != "spawner" {
+		t.Errorf("process name not synthesized from /proc: %+v", p.Processes)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !processAlive(cmd.Process.Pid) {
+		t.Error("target died after detach")
 	}
 }
 

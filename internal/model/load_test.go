@@ -1,0 +1,129 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"trueprof/internal/trace"
+)
+
+// writeTrace writes recs after interning names, and returns the file.
+func writeTrace(t *testing.T, build func(w *trace.Writer) []trace.Record) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, &trace.Header{Event: "cpu-clock", Freq: 999}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range build(w) {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func intern(t *testing.T, w *trace.Writer, s string) uint32 {
+	id, err := w.Intern(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestLoad(t *testing.T) {
+	data := writeTrace(t, func(w *trace.Writer) []trace.Record {
+		prog, main, work, libc := intern(t, w, "prog"), intern(t, w, "main"), intern(t, w, "work"), intern(t, w, "/lib/libc.so.6")
+		exited := intern(t, w, "exited")
+		return []trace.Record{
+			&trace.Comm{Time: 1, PID: 10, TID: 10, Name: prog, Exec: true},
+			&trace.Location{ID: 1, Address: 0x1000, Module: libc, Offset: 0x1000, Lines: []trace.Line{{Function: main}}},
+			&trace.Location{ID: 2, Address: 0x2000, Module: libc, Offset: 0x2000, Lines: []trace.Line{{Function: work, Line: 7}, {Function: main}}},
+			&trace.Location{ID: 3, Address: 0x3000, Module: libc, Offset: 0x3000},
+			&trace.StackNode{ID: 1, Parent: 0, Location: 1},
+			&trace.StackNode{ID: 2, Parent: 1, Location: 2},
+			&trace.Fork{Time: 5, PID: 10, PPID: 10, TID: 11, PTID: 10},
+			&trace.Sample{Time: 9, PID: 10, TID: 11, Period: 1000, Stack: 2, Flags: trace.SampleTruncated},
+			&trace.Sample{Time: 7, PID: 10, TID: 10, Period: 1000, Stack: 1, Flags: trace.SampleKernel},
+			&trace.Lost{Time: 10, Kind: trace.LostKernel, Count: 3},
+			&trace.Lost{Time: 10, Kind: trace.LostSize, Count: 2},
+			&trace.Throttle{Time: 11},
+			&trace.Throttle{Time: 12, Unthrottle: true},
+			&trace.Exit{Time: 13, PID: 10, PPID: 10, TID: 11, PTID: 10},
+			&trace.End{Time: 20, ExitCode: 3, Reason: exited},
+		}
+	})
+	p, err := Load(bytes.NewReader(data))
+	if err != nil || p.Err != nil {
+		t.Fatalf("%v %v", err, p.Err)
+	}
+	if len(p.Samples) != 2 || p.Samples[0].Time != 7 || !p.Samples[0].Kernel || !p.Samples[1].Truncated || p.Truncated != 1 {
+		t.Errorf("samples %+v (sorted by time, flags kept)", p.Samples)
+	}
+	if p.Lost != (LostCounts{Kernel: 3, Size: 2}) || p.Lost.Total() != 5 || p.Throttled != 1 {
+		t.Errorf("lost %+v throttled %d", p.Lost, p.Throttled)
+	}
+	if p.End == nil || p.End.ExitCode != 3 || p.End.Reason != "exited" {
+		t.Errorf("end %+v", p.End)
+	}
+	th := p.Thread(10, 11)
+	if th == nil || th.Name != "prog" || th.Start != 5 || th.End != 13 {
+		t.Errorf("new thread %+v: inherits its creator's name, has fork and exit times", th)
+	}
+	if pr := p.Process(10); pr == nil || pr.Name != "prog" {
+		t.Errorf("process %+v", pr)
+	}
+	if got := p.Stack(2, nil); len(got) != 2 || got[0] != 2 || got[1] != 1 {
+		t.Errorf("Stack(2) = %v, want [2 1]", got)
+	}
+	if f := p.Locations[2].Frames; len(f) != 2 || f[0].Function != "work" || f[0].Line != 7 || f[1].Function != "main" {
+		t.Errorf("inline frames %+v", f)
+	}
+	if f := p.Locations[3].Frames; len(f) != 1 || f[0].Function != "/lib/libc.so.6+0x3000" {
+		t.Errorf("unnamed location %+v", f)
+	}
+}
+
+func TestLoadInconsistent(t *testing.T) {
+	tests := []struct {
+		name string
+		recs func(w *trace.Writer) []trace.Record
+	}{
+		{"undefined string", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Comm{PID: 1, TID: 1, Name: 99}}
+		}},
+		{"location out of sequence", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Location{ID: 5}}
+		}},
+		{"stack node cycle", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Location{ID: 1}, &trace.StackNode{ID: 1, Parent: 1, Location: 1}}
+		}},
+		{"sample on undefined stack", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Sample{PID: 1, TID: 1, Stack: 4}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Load(bytes.NewReader(writeTrace(t, tt.recs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fe *trace.FormatError
+			if !errors.As(p.Err, &fe) || !errors.Is(p.Err, trace.ErrCorrupt) {
+				t.Errorf("Err = %v, want a *trace.FormatError wrapping ErrCorrupt", p.Err)
+			}
+		})
+	}
+}
+
+func TestLoadNoEnd(t *testing.T) {
+	data := writeTrace(t, func(w *trace.Writer) []trace.Record { return nil })
+	p, err := Load(bytes.NewReader(data))
+	if err != nil || !errors.Is(p.Err, ErrNoEnd) {
+		t.Errorf("trace without End: %v, %v", err, p.Err)
+	}
+}
