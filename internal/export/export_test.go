@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"trueprof/internal/testutil"
 
 	"github.com/google/pprof/profile"
 
@@ -280,19 +281,7 @@ func TestFoldedGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			file := filepath.Join("testdata", tt.file)
-			if *update {
-				if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if buf.String() != string(want) {
-				t.Errorf("output differs from %s (run go test -update if the change is intended):\n%s", file, buf.String())
-			}
+			testutil.Golden(t, file, buf.Bytes(), *update)
 		})
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"trueprof/internal/testutil"
 
 	"trueprof/internal/model"
 	"trueprof/internal/report"
@@ -53,19 +53,7 @@ func TestGolden(t *testing.T) {
 			if err := report.Write(&buf, reporttest.Fixture(), o); err != nil {
 				t.Fatal(err)
 			}
-			if *update {
-				if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got := buf.String(); got != string(want) {
-				t.Errorf("output differs from %s (run go test -update if the change is intended):\n%s", file, got)
-			}
+			testutil.Golden(t, file, buf.Bytes(), *update)
 			if o.Format == "json" && !json.Valid(buf.Bytes()) {
 				t.Errorf("invalid JSON")
 			}

@@ -78,3 +78,22 @@ func BuildC(t testing.TB, dir, name, src string, flags ...string) string {
 	}
 	return bin
 }
+
+// Golden compares got with the golden file at path, or rewrites the file
+// when update is set (the -update flag of the calling package's tests).
+func Golden(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("output differs from %s (run go test -update if the change is intended):\n%s", path, got)
+	}
+}
