@@ -178,21 +178,35 @@ func TestStacksAndThreads(t *testing.T) {
 	if frac := float64(p.Truncated) / float64(len(p.Samples)); frac > 0.02 {
 		t.Errorf("%.1f%% of samples truncated in a frame-pointer build", 100*frac)
 	}
-	// Samples in non-leaf functions have their full paths. (GCC leaves
-	// leaf functions without a frame even with -fno-omit-frame-pointer, so
-	// a frame-pointer walk from mix skips its caller, for perf too.)
-	paths := map[string]bool{}
+	// Every sample has its full path, leaves included: GCC leaves leaf
+	// functions (mix, parse, transform) without a frame even with
+	// -fno-omit-frame-pointer, so a bare frame-pointer walk (perf record
+	// -g) skips their callers; the recorder repairs that from the CFI and
+	// the top of the user stack.
+	paths := map[string]int{}
 	for _, s := range p.Samples {
 		var names []string
 		for _, l := range p.Stack(s.Stack, nil) {
 			fr := p.Locations[l].Frames
 			names = append(names, fr[len(fr)-1].Function)
 		}
-		paths[strings.Join(names, ";")] = true
+		paths[strings.Join(names, ";")]++
 	}
-	for _, want := range []string{"checksum;process_batch;main;__libc_start_call_main", "transform;worker;start_thread"} {
-		if !paths[want] {
+	for _, want := range []string{
+		"mix;checksum;process_batch;main;__libc_start_call_main",
+		"checksum;process_batch;main;__libc_start_call_main",
+		"parse;process_batch;main;__libc_start_call_main",
+		"mix;transform;worker;start_thread",
+		"transform;worker;start_thread",
+	} {
+		if paths[want] == 0 {
 			t.Errorf("no sample with stack %s", want)
+		}
+	}
+	// Skipped callers would show as these.
+	for _, bad := range []string{"mix;process_batch;main;__libc_start_call_main", "parse;main;__libc_start_call_main", "mix;worker;start_thread"} {
+		if n := paths[bad]; n > len(p.Samples)/100 {
+			t.Errorf("%d samples with a skipped caller: %s", n, bad)
 		}
 	}
 }
@@ -324,13 +338,13 @@ func TestModes(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildHotspots(t, dir)
 	t.Run("normal", func(t *testing.T) {
-		res, p := recordCmd(t, Config{Command: []string{bin, "3000"}, Mode: trace.ModeNormal, SizeLimit: 16 << 10, Freq: 4000})
+		res, p := recordCmd(t, Config{Command: []string{bin, "1500"}, Mode: trace.ModeNormal, SizeLimit: 16 << 10, Freq: 4000})
 		if res.Reason != "size" && p.Lost.Size == 0 {
 			t.Errorf("normal mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
 		}
 	})
 	t.Run("wrap", func(t *testing.T) {
-		res, p := recordCmd(t, Config{Command: []string{bin, "3000"}, Mode: trace.ModeWrap, SizeLimit: 16 << 10, Freq: 4000})
+		res, p := recordCmd(t, Config{Command: []string{bin, "1500"}, Mode: trace.ModeWrap, SizeLimit: 16 << 10, Freq: 4000})
 		if p.Lost.Wrap == 0 || res.Reason != "exited" {
 			t.Errorf("wrap mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
 		}

@@ -2,11 +2,13 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,9 +96,11 @@ type locKey struct {
 type jitInfo struct {
 	perfMap  *symbolize.PerfMap
 	jitDump  *symbolize.JitDump
-	tried    bool
-	lastLoad uint64
+	lastLoad uint64 // trace time of the last read; 0 before the first
 }
+
+// jitReload is how often, in trace time, a process's JIT files are reread.
+const jitReload = 10_000_000
 
 // resolver turns sampled addresses into trace Locations and StackNodes at
 // record time, so that reports work after the binaries are gone.
@@ -186,7 +190,20 @@ func (r *resolver) mmap(pid uint32, m mapping) {
 // exec forgets the process's old image.
 func (r *resolver) exec(pid uint32) {
 	r.spaces[pid] = &addrSpace{}
-	delete(r.jit, pid)
+	r.closeJit(pid)
+}
+
+// closeJit closes and forgets a process's JIT symbol files.
+func (r *resolver) closeJit(pid uint32) {
+	if j := r.jit[pid]; j != nil {
+		if j.perfMap != nil {
+			j.perfMap.Close()
+		}
+		if j.jitDump != nil {
+			j.jitDump.Close()
+		}
+		delete(r.jit, pid)
+	}
 }
 
 // fork gives a new process a copy of its parent's address space.
@@ -199,7 +216,7 @@ func (r *resolver) fork(pid, ppid uint32) {
 // exit forgets a process that ended.
 func (r *resolver) exit(pid uint32) {
 	delete(r.spaces, pid)
-	delete(r.jit, pid)
+	r.closeJit(pid)
 }
 
 // threadEntries are the functions where a complete frame-pointer chain
@@ -238,6 +255,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 	if len(fr) == 0 {
 		fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
 	}
+	fr = r.repairLeaf(s, fr)
 	r.frames = fr
 
 	var parent uint32
@@ -275,6 +293,51 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 	truncated := len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
 	return parent, truncated, nil
 }
+
+// repairLeaf inserts the caller that a frame-pointer walk skips when the
+// innermost user function had no frame of its own at the sampled
+// instruction: a frameless leaf (GCC's default for leaves, even with
+// -fno-omit-frame-pointer), or any function in its prologue or epilogue.
+// There %rbp still holds the caller's frame, so the kernel's walk goes
+// from the leaf straight to the caller's caller. The function's CFI says
+// where the return address is relative to %rsp, and the sample carries
+// the top of the user stack to read it from.
+func (r *resolver) repairLeaf(s *perf.Record, fr []frameAddr) []frameAddr {
+	if s.UserABI == 0 || len(s.UserStack) == 0 {
+		return fr
+	}
+	u := slices.IndexFunc(fr, func(f frameAddr) bool { return !f.kernel })
+	ip := s.UserRegs[2] // UserRegs are BP, SP, IP; UserStack starts at SP
+	if u < 0 || fr[u].addr != ip {
+		return fr
+	}
+	as := r.space(s.PID)
+	m := as.find(ip)
+	if m == nil || isAnon(m.path) || isSpecial(m.path) {
+		return fr
+	}
+	mf := r.file(s.PID, m)
+	if mf.err != nil {
+		return fr
+	}
+	rule, ok := mf.f.CFA(ip - m.start + m.pgoff)
+	if !ok || rule.Register != dwarfRegSP {
+		return fr
+	}
+	// The return address is saved just below the CFA.
+	off := rule.Offset - 8
+	if off < 0 || off+8 > int64(len(s.UserStack)) {
+		return fr
+	}
+	ra := binary.LittleEndian.Uint64(s.UserStack[off:])
+	if as.find(ra) == nil || (u+1 < len(fr) && fr[u+1].addr == ra) {
+		return fr
+	}
+	return slices.Insert(fr, u+1, frameAddr{addr: ra})
+}
+
+// dwarfRegSP is %rsp in the DWARF register numbering of x86-64.
+const dwarfRegSP = 7
 
 // location returns the id of the Location for addr in process pid,
 // writing it the first time.
@@ -457,10 +520,7 @@ func (r *resolver) jitInfo(pid uint32) *jitInfo {
 }
 
 func (r *resolver) openJitDump(pid uint32, path string) {
-	uid, err := processUID(pid)
-	if err != nil {
-		return
-	}
+	uid := ownerUID(pid)
 	d, err := symbolize.OpenJitDump(r.procRoot(pid)+path, uid)
 	if err != nil {
 		d, err = symbolize.OpenJitDump(path, uid)
@@ -469,49 +529,72 @@ func (r *resolver) openJitDump(pid uint32, path string) {
 		r.warn("jitdump:"+path, "ignoring %s: %v", path, err)
 		return
 	}
+	if d.ArchTimestamps() {
+		// TSC timestamps cannot be compared with the samples'
+		// CLOCK_MONOTONIC ones: names by time would be wrong.
+		d.Close()
+		r.warn("jitdump:"+path, "ignoring %s: it has TSC timestamps (JITDUMP_FLAGS_ARCH_TIMESTAMP); run the JIT with CLOCK_MONOTONIC timestamps", path)
+		return
+	}
 	r.jitInfo(pid).jitDump = d
 }
 
 // jitName resolves a JIT address through the process's jitdump (by time)
-// or perf map, reloading them when an address is not found: JITs append
-// to these files as they compile.
+// or perf map. JITs append to these files as they compile, and describe
+// code before running it; samples are processed at least reorderSlack
+// after they were taken, so files read now describe every sample within
+// reorderSlack of this one. They are reread every jitReload of trace time
+// whether or not addr is known: a known address may have been reused by
+// newer code (jitdump) or redefined (perf map), and a perf map may be
+// created after the code first ran.
 func (r *resolver) jitName(pid uint32, addr, time uint64) (string, bool) {
 	j := r.jitInfo(pid)
-	if !j.tried {
-		j.tried = true
-		if uid, err := processUID(pid); err == nil {
-			path := fmt.Sprintf("/tmp/perf-%d.map", pid)
-			if pm, err := symbolize.OpenPerfMap(path, uid); err == nil {
-				j.perfMap = pm
-			} else if !os.IsNotExist(err) {
-				r.warn("perfmap:"+path, "ignoring %s: %v", path, err)
-			}
+	if j.lastLoad == 0 || time-j.lastLoad >= jitReload {
+		j.lastLoad = time
+		r.loadJit(pid, j)
+	}
+	if j.jitDump != nil {
+		if name, _, ok := j.jitDump.Resolve(addr, time); ok {
+			return name, true
 		}
 	}
-	for attempt := 0; attempt < 2; attempt++ {
-		if j.jitDump != nil {
-			if name, _, ok := j.jitDump.Resolve(addr, time); ok {
-				return name, true
-			}
-		}
-		if j.perfMap != nil {
-			if name, _, ok := j.perfMap.Resolve(addr); ok {
-				return name, true
-			}
-		}
-		// Reload at most every 10 ms of trace time.
-		if attempt > 0 || time-j.lastLoad < 10_000_000 {
-			break
-		}
-		j.lastLoad = time
-		if j.jitDump != nil {
-			j.jitDump.Update()
-		}
-		if j.perfMap != nil {
-			j.perfMap.Update()
+	if j.perfMap != nil {
+		if name, _, ok := j.perfMap.Resolve(addr); ok {
+			return name, true
 		}
 	}
 	return "", false
+}
+
+// loadJit reads what the process's JIT files gained, opening its perf map
+// if it did not exist before.
+func (r *resolver) loadJit(pid uint32, j *jitInfo) {
+	if j.jitDump != nil {
+		j.jitDump.Update()
+	}
+	if j.perfMap != nil {
+		j.perfMap.Update()
+		return
+	}
+	path := fmt.Sprintf("/tmp/perf-%d.map", pid)
+	switch pm, err := symbolize.OpenPerfMap(path, ownerUID(pid)); {
+	case err == nil:
+		j.perfMap = pm
+	case !os.IsNotExist(err):
+		r.warn("perfmap:"+path, "ignoring %s: %v", path, err)
+	}
+}
+
+// ownerUID returns the uid a process's JIT files must belong to: the
+// process's real uid or, once it has exited (the samples of a process
+// that lived less than the reorder delay are processed after it ended),
+// the recorder's own effective uid: a file of the user running the
+// recorder is as trustworthy as the recorder itself.
+func ownerUID(pid uint32) int {
+	if uid, err := processUID(pid); err == nil {
+		return uid
+	}
+	return os.Geteuid()
 }
 
 // processUID returns the real uid owning process pid.

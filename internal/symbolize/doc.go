@@ -22,6 +22,17 @@
 //		fmt.Printf("%#x %s %s:%d\n", vaddr, fr.Function, fr.File, fr.Line)
 //	}
 //
+// For stack unwinding, CFA evaluates the .eh_frame CFI program of the
+// function at a file offset and says where its canonical frame address
+// is; when it is %rsp-based the return address is at rsp+Offset-8, which
+// finds the caller of a function sampled without a frame (a leaf, or a
+// prologue or epilogue) that a frame-pointer chain skips:
+//
+//	if rule, ok := f.CFA(ip - mmap.Start + mmap.PgOff); ok && rule.Register == 7 {
+//		ret := readStack(rsp + uint64(rule.Offset) - 8)
+//		...
+//	}
+//
 // Kernel addresses:
 //
 //	kf, _ := os.Open("/proc/kallsyms")

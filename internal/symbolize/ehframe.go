@@ -219,10 +219,25 @@ func (r *ehReader) encoded(enc uint8, funcBase uint64) uint64 {
 // fdeRange is the code range [lo, hi) described by one FDE.
 type fdeRange struct{ lo, hi uint64 }
 
+// fdeInfo is one FDE as found by walkEHFrame: its code range and where
+// its CFI program lies in the section.
+type fdeInfo struct {
+	lo, hi uint64
+	cie    *cieInfo
+	// insn and end delimit the FDE's CFI instructions in the section
+	// data; insn is -1 when the FDE's augmentation data is malformed.
+	insn, end int
+}
+
 // cieInfo is what an FDE needs from its CIE.
 type cieInfo struct {
-	fdeEnc uint8 // encoding of the FDE's initial location and range
-	err    error // the CIE was malformed; FDEs using it are skipped
+	fdeEnc    uint8  // encoding of the FDE's initial location and range
+	hasAug    bool   // 'z': FDEs carry an augmentation data length
+	codeAlign uint64 // code alignment factor
+	dataAlign int64  // data alignment factor
+	raReg     uint64 // return address column
+	insn, end int    // initial instructions: data[insn:end]
+	err       error  // the CIE was malformed; FDEs using it are skipped
 }
 
 // parseEHFrame returns the function ranges of every FDE in an .eh_frame
@@ -233,12 +248,22 @@ type cieInfo struct {
 // FDEs with an empty range (left by the linker for discarded code) are
 // skipped.
 func parseEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases) ([]fdeRange, error) {
+	var out []fdeRange
+	err := walkEHFrame(data, order, ptrSize, bases, func(fi fdeInfo) {
+		out = append(out, fdeRange{lo: fi.lo, hi: fi.hi})
+	})
+	return out, err
+}
+
+// walkEHFrame calls visit for every FDE with a non-empty range in an
+// .eh_frame section, as described for parseEHFrame, and returns the first
+// error.
+func walkEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases, visit func(fdeInfo)) error {
 	if ptrSize != 4 && ptrSize != 8 {
-		return nil, &DecodeError{Name: ".eh_frame", Err: fmt.Errorf("%w: pointer size %d", ErrFormat, ptrSize)}
+		return &DecodeError{Name: ".eh_frame", Err: fmt.Errorf("%w: pointer size %d", ErrFormat, ptrSize)}
 	}
 	r := &ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases}
 	cies := make(map[int]*cieInfo)
-	var out []fdeRange
 	var firstErr error
 	for r.off < len(data) && r.err == nil {
 		start := r.off
@@ -301,7 +326,18 @@ func parseEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBase
 				break
 			}
 			if n > 0 && lo != 0 && lo+n > lo {
-				out = append(out, fdeRange{lo: lo, hi: lo + n})
+				// A bad augmentation length only loses the FDE's CFI
+				// program, not its range.
+				insn := sub.off
+				if cie.hasAug {
+					augLen := sub.uleb()
+					if sub.err != nil || augLen > uint64(end-sub.off) {
+						insn = -1
+					} else {
+						insn = sub.off + int(augLen)
+					}
+				}
+				visit(fdeInfo{lo: lo, hi: lo + n, cie: cie, insn: insn, end: end})
 			}
 		}
 		r.off = end
@@ -309,7 +345,7 @@ func parseEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBase
 	if firstErr == nil || (r.err != nil && errOffset(r.err) < errOffset(firstErr)) {
 		firstErr = r.err
 	}
-	return out, firstErr
+	return firstErr
 }
 
 func errOffset(err error) int64 {
@@ -369,20 +405,23 @@ func parseCIE(parent *ehReader, off int) *cieInfo {
 		r.u8() // address_size
 		r.u8() // segment_selector_size
 	}
-	r.uleb() // code alignment factor
-	r.sleb() // data alignment factor
+	cie := &cieInfo{fdeEnc: pePtr, end: len(r.data)}
+	cie.codeAlign = r.uleb()
+	cie.dataAlign = r.sleb()
 	if version == 1 {
-		r.u8() // return address register
+		cie.raReg = uint64(r.u8())
 	} else {
-		r.uleb()
+		cie.raReg = r.uleb()
 	}
-	cie := &cieInfo{fdeEnc: pePtr}
+	cie.insn = r.off
 	if r.err == nil && len(aug) > 0 && aug[0] == 'z' {
+		cie.hasAug = true
 		augLen := r.uleb()
 		if r.err == nil && augLen > uint64(len(r.data)-r.off) {
 			r.fail(r.off, "augmentation length %#x beyond end of CIE", augLen)
 		}
 		augEnd := r.off + int(augLen)
+		cie.insn = augEnd
 	loop:
 		for _, c := range aug[1:] {
 			switch c {

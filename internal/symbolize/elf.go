@@ -51,6 +51,9 @@ type File struct {
 	dw        *dwarfInfo // nil if the file has no usable DWARF
 	dwarfErr  error
 	cache     map[uint64][]Frame
+
+	cfaOnce sync.Once
+	cfa     *cfaTable // nil if the file has no usable .eh_frame
 }
 
 // funcKind orders the sources of function ranges: a lower kind wins where
@@ -487,24 +490,43 @@ func goTable(ef *elf.File) (tab *gosym.Table) {
 // ehFrameRanges returns the FDE ranges of ef's .eh_frame, found through
 // the section header or, without one, through PT_GNU_EH_FRAME.
 func ehFrameRanges(ef *elf.File) ([]fdeRange, error) {
-	ptrSize := 8
-	if ef.Class == elf.ELFCLASS32 {
-		ptrSize = 4
+	sec, err := ehFrameSection(ef)
+	if err != nil || sec.data == nil {
+		return nil, err
 	}
-	bases := ehBases{}
+	return parseEHFrame(sec.data, ef.ByteOrder, sec.ptrSize, sec.bases)
+}
+
+// ehFrame is the contents of an .eh_frame section and what decoding it
+// needs.
+type ehFrame struct {
+	data    []byte
+	ptrSize int
+	bases   ehBases
+}
+
+// ehFrameSection reads ef's .eh_frame, found through the section header
+// or, without one, through PT_GNU_EH_FRAME. Its data is nil when the file
+// has none.
+func ehFrameSection(ef *elf.File) (ehFrame, error) {
+	sec := ehFrame{ptrSize: 8}
+	if ef.Class == elf.ELFCLASS32 {
+		sec.ptrSize = 4
+	}
 	if t := ef.Section(".text"); t != nil {
-		bases.text = t.Addr
+		sec.bases.text = t.Addr
 	}
 	if g := ef.Section(".got"); g != nil {
-		bases.data = g.Addr
+		sec.bases.data = g.Addr
 	}
 	if s := ef.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		data, err := s.Data()
 		if err != nil {
-			return nil, err
+			return ehFrame{}, err
 		}
-		bases.section = s.Addr
-		return parseEHFrame(data, ef.ByteOrder, ptrSize, bases)
+		sec.data = data
+		sec.bases.section = s.Addr
+		return sec, nil
 	}
 	for _, p := range ef.Progs {
 		if p.Type != elf.PT_GNU_EH_FRAME || p.Filesz > 1<<30 {
@@ -512,11 +534,11 @@ func ehFrameRanges(ef *elf.File) ([]fdeRange, error) {
 		}
 		hdr := make([]byte, min(p.Filesz, 64))
 		if _, err := p.ReadAt(hdr, 0); err != nil {
-			return nil, err
+			return ehFrame{}, err
 		}
-		addr, err := parseEHFrameHdr(hdr, ef.ByteOrder, ptrSize, p.Vaddr)
+		addr, err := parseEHFrameHdr(hdr, ef.ByteOrder, sec.ptrSize, p.Vaddr)
 		if err != nil {
-			return nil, err
+			return ehFrame{}, err
 		}
 		// .eh_frame runs to its terminator, at most to the end of the
 		// segment holding it.
@@ -526,17 +548,18 @@ func ehFrameRanges(ef *elf.File) ([]fdeRange, error) {
 			}
 			n := l.Vaddr + l.Filesz - addr
 			if n > 1<<30 {
-				return nil, errors.New("eh_frame segment too large")
+				return ehFrame{}, errors.New("eh_frame segment too large")
 			}
 			data := make([]byte, n)
 			if _, err := l.ReadAt(data, int64(addr-l.Vaddr)); err != nil {
-				return nil, err
+				return ehFrame{}, err
 			}
-			bases.section = addr
-			return parseEHFrame(data, ef.ByteOrder, ptrSize, bases)
+			sec.data = data
+			sec.bases.section = addr
+			return sec, nil
 		}
 	}
-	return nil, nil
+	return ehFrame{}, nil
 }
 
 // vaddr converts a file offset to the ELF virtual address it is loaded at.
