@@ -27,6 +27,7 @@ type PerfMap struct {
 	skipping bool   // inside an overlong line, dropping bytes to its newline
 	line     int64  // lines read so far, for errors
 	pending  error  // a malformed line seen by OpenPerfMap, for Update
+	buf      []byte // read buffer, kept: recorders call Update often
 
 	entries []perfMapEntry
 	spans   []span // flattened entries; rebuilt when dirty
@@ -76,7 +77,14 @@ func (m *PerfMap) Update() error {
 	defer m.mu.Unlock()
 	firstErr := m.pending
 	m.pending = nil
-	buf := make([]byte, 64<<10)
+	// Most calls find nothing new: answer those from fstat alone.
+	if st, err := m.f.Stat(); err == nil && st.Size() == m.off {
+		return firstErr
+	}
+	if m.buf == nil {
+		m.buf = make([]byte, 64<<10)
+	}
+	buf := m.buf
 	for {
 		n, err := m.f.ReadAt(buf, m.off)
 		m.off += int64(n)
