@@ -51,12 +51,13 @@ func main() {
 	perfData := filepath.Join(dir, "perf.data")
 	trace := filepath.Join(dir, "trueprof.trace")
 
-	var base, underPerf, underTP []time.Duration
+	var base, underPerf, underPerfB, underTP []time.Duration
 	var perfBytes, tpBytes []float64
 	for i := 0; i < *runs; i++ {
 		// Interleave the three so drift on a shared machine hits all alike.
 		base = append(base, timeCmd(target...))
 		underPerf = append(underPerf, timeCmd(append([]string{"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData, "--"}, target...)...))
+		underPerfB = append(underPerfB, timeCmd(append([]string{"perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData + ".B", "--"}, target...)...))
 		underTP = append(underTP, timeCmd(append([]string{trueprof, "record", "-F", "999", "-o", trace, "--"}, target...)...))
 		perfBytes = append(perfBytes, perSample(perfData, perfSamples(perfData)))
 		tpBytes = append(tpBytes, perSample(trace, trueprofSamples(trueprof, trace)))
@@ -68,13 +69,15 @@ func main() {
 		tpTree = append(tpTree, timeCmd(trueprof, "report", "-i", trace, "--view", "tree"))
 	}
 
-	mb, mp, mt := median(base), median(underPerf), median(underTP)
+	mb, mp, mpb, mt := median(base), median(underPerf), median(underPerfB), median(underTP)
 	fmt.Printf("hotspots %d rounds, %d runs each, medians\n\n", *rounds, *runs)
 	fmt.Printf("recording overhead (target wall time)\n")
 	fmt.Printf("  no profiler              %8.3f s\n", mb.Seconds())
 	fmt.Printf("  perf record -F 999 -g    %8.3f s  (%+.1f%%)\n", mp.Seconds(), 100*(mp.Seconds()/mb.Seconds()-1))
+	fmt.Printf("  perf record --no-buildid %8.3f s  (%+.1f%%; skips perf's exit-time build-id pass)\n", mpb.Seconds(), 100*(mpb.Seconds()/mb.Seconds()-1))
 	fmt.Printf("  trueprof record -F 999   %8.3f s  (%+.1f%%)\n", mt.Seconds(), 100*(mt.Seconds()/mb.Seconds()-1))
-	fmt.Printf("  ratio trueprof/perf      %8.3f   (goal <= 1.0)\n\n", mt.Seconds()/mp.Seconds())
+	fmt.Printf("  ratio trueprof/perf      %8.3f   (goal <= 1.0)\n", mt.Seconds()/mp.Seconds())
+	fmt.Printf("  ratio trueprof/perf -B   %8.3f\n\n", mt.Seconds()/mpb.Seconds())
 	pb, tb := medianF(perfBytes), medianF(tpBytes)
 	fmt.Printf("trace size per sample\n")
 	fmt.Printf("  perf.data                %8.1f bytes\n", pb)
