@@ -15,6 +15,9 @@ type chunkDecoder struct {
 	prevTime uint64
 	prev     Sample
 	hasPrev  bool
+	// prevEvent is the previous event, for thread elision.
+	prevEvent Event
+	hasEvent  bool
 
 	// slab hands out Samples allocated in blocks, which halves the cost
 	// of reading samples. A caller keeping one *Sample keeps its block
@@ -257,6 +260,42 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		e.ExitCode = int32(code)
 		e.Reason = p.u32()
 		return e
+	case MajorEvent:
+		e := &Event{Time: t, Kind: EventKind(minor & eventKindMask)}
+		if minor&eventSameThread != 0 {
+			if !d.hasEvent {
+				p.bad = true // elided thread with no previous event
+			}
+			e.PID, e.TID = d.prevEvent.PID, d.prevEvent.TID
+		} else {
+			e.PID = p.u32()
+			e.TID = p.u32()
+		}
+		e.Function = p.u32()
+		if e.Kind == 0 {
+			p.bad = true
+		}
+		d.prevEvent, d.hasEvent = *e, true
+		return e
+	case MajorSwitch:
+		s := &Switch{Time: t, Out: minor&1 != 0, Preempt: minor&2 != 0}
+		s.PID = p.u32()
+		s.TID = p.u32()
+		s.CPU = p.u32()
+		return s
+	case MajorProbe:
+		pr := &Probe{Time: t, Mech: ProbeMech(minor)}
+		pr.PID = p.u32()
+		pr.Function = p.u32()
+		pr.Address = p.uvarint()
+		return pr
+	case MajorAdjust:
+		a := &Adjust{Time: t}
+		a.PID = p.u32()
+		a.TID = p.u32()
+		a.Duration = p.uvarint()
+		a.Dropped = p.uvarint()
+		return a
 	}
 	return nil
 }
@@ -268,7 +307,7 @@ func majorTimed(m Major) (timed, known bool) {
 	case MajorString, MajorLocation, MajorStack:
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
-		MajorLost, MajorThrottle, MajorEnd:
+		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust:
 		return true, true
 	}
 	return false, false

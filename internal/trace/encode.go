@@ -16,7 +16,10 @@ type chunkBuilder struct {
 	prevTime uint64 // time of the previous timed record, 0 at chunk start
 	prev     Sample // previous sample, for field elision
 	hasPrev  bool
-	lastTime uint64 // time of the last sample, for Lost{LostWrap}
+	// prevEvent is the previous event, for thread elision.
+	prevEvent Event
+	hasEvent  bool
+	lastTime  uint64 // time of the last sample, for Lost{LostWrap}
 }
 
 func (c *chunkBuilder) reset() {
@@ -24,6 +27,7 @@ func (c *chunkBuilder) reset() {
 	c.records, c.samples = 0, 0
 	c.prevTime = 0
 	c.hasPrev = false
+	c.hasEvent = false
 }
 
 // appendTime appends t as a zig-zag varint delta from the previous timed
@@ -150,6 +154,45 @@ func (c *chunkBuilder) add(r Record) error {
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendVarint(b, int64(r.ExitCode))
 		b = binary.AppendUvarint(b, u(r.Reason))
+	case *Event:
+		// Events are the hot path of instrumented traces: like samples,
+		// the thread is elided when it repeats.
+		if r.Kind == 0 || r.Kind&^eventKindMask != 0 {
+			return fmt.Errorf("%w: event kind %d", ErrInvalidRecord, r.Kind)
+		}
+		minor = uint8(r.Kind)
+		b = c.appendTime(b, r.Time)
+		if c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
+			minor |= eventSameThread
+		} else {
+			b = binary.AppendUvarint(b, u(r.PID))
+			b = binary.AppendUvarint(b, u(r.TID))
+		}
+		b = binary.AppendUvarint(b, u(r.Function))
+		c.prevEvent, c.hasEvent = *r, true
+	case *Switch:
+		if r.Out {
+			minor |= 1
+		}
+		if r.Preempt {
+			minor |= 2
+		}
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, u(r.CPU))
+	case *Probe:
+		minor = uint8(r.Mech)
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.Function))
+		b = binary.AppendUvarint(b, r.Address)
+	case *Adjust:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, r.Duration)
+		b = binary.AppendUvarint(b, r.Dropped)
 	default:
 		return fmt.Errorf("%w: unsupported type %T", ErrInvalidRecord, r)
 	}
@@ -205,6 +248,14 @@ func isNil(r Record) bool {
 	case *Throttle:
 		return r == nil
 	case *End:
+		return r == nil
+	case *Event:
+		return r == nil
+	case *Switch:
+		return r == nil
+	case *Probe:
+		return r == nil
+	case *Adjust:
 		return r == nil
 	}
 	return false

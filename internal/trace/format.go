@@ -62,6 +62,13 @@ const (
 	sampleSamePeriod = 0x80 // Period equals the previous sample's
 )
 
+// Event minor code: the kind in the low bits, and a bit eliding the
+// thread when it equals the previous event's in the same chunk.
+const (
+	eventKindMask   = 0x0f
+	eventSameThread = 0x20
+)
+
 // castagnoli is the CRC-32C table: hardware-accelerated on amd64 and
 // arm64, and better at catching burst errors than IEEE CRC-32.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

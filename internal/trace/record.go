@@ -29,6 +29,39 @@ type Header struct {
 	SizeLimit int64     `json:"size_limit,omitempty"`
 	Command   []string  `json:"command,omitempty"` // launched command line, if launched
 	PIDs      []int     `json:"pids,omitempty"`    // attached processes, if attached
+
+	// Instrument names the probe mechanism of an instrumented recording:
+	// "hook" (compiled-in -finstrument-functions hooks) or "uprobe";
+	// empty when only sampling.
+	Instrument string `json:"instrument,omitempty"`
+	// Calibration is the probe cost measured on the recording machine,
+	// which reports subtract from instrumented times.
+	Calibration *Calibration `json:"calibration,omitempty"`
+}
+
+// Transition kinds: the pair of consecutive events on a thread that a
+// time interval lies between (seed 004 §4.1). Probe costs differ by kind.
+const (
+	EntryEntry = iota // entry, then the entry of a callee
+	EntryExit         // entry, then the exit of the same function (a leaf)
+	ExitEntry         // a callee's exit, then the next callee's entry
+	ExitExit          // a callee's exit, then the caller's exit
+	Transitions
+)
+
+// Calibration is the measured cost of a probe mechanism (seed 001): the
+// part of each probe's time that lands inside the measured interval
+// between two events of a thread, per transition kind, in nanoseconds.
+// docs/calibration.md explains the model.
+type Calibration struct {
+	Mechanism string               `json:"mechanism"`
+	Host      string               `json:"host"`
+	Kernel    string               `json:"kernel"`
+	Time      time.Time            `json:"time"`
+	Statistic string               `json:"statistic"` // how the per-kind value was chosen, e.g. "min" or "median"
+	Overhead  [Transitions]float64 `json:"overhead_ns"`
+	PerCall   float64              `json:"per_call_ns"` // total cost of one instrumented call (entry and exit)
+	Samples   int                  `json:"samples"`     // measurements behind each value
 }
 
 // Major is a record's major code: what kind of record it is (seed 004,
@@ -48,6 +81,10 @@ const (
 	MajorLost     Major = 9  // *Lost: records that were lost, counted
 	MajorThrottle Major = 10 // *Throttle: the kernel throttled or unthrottled sampling
 	MajorEnd      Major = 11 // *End: the recording ended normally
+	MajorEvent    Major = 12 // *Event: a function entry or exit
+	MajorSwitch   Major = 13 // *Switch: a target thread went on or off a CPU (PERF_RECORD_SWITCH)
+	MajorProbe    Major = 14 // *Probe: a probe was placed on a function
+	MajorAdjust   Major = 15 // *Adjust: time a thread lost to the profiler, or events it dropped
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -253,6 +290,90 @@ func (m Major) String() string {
 		return "Throttle"
 	case MajorEnd:
 		return "End"
+	case MajorEvent:
+		return "Event"
+	case MajorSwitch:
+		return "Switch"
+	case MajorProbe:
+		return "Probe"
+	case MajorAdjust:
+		return "Adjust"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
+
+// EventKind is an Event's minor code.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventEntry EventKind = 1
+	EventExit  EventKind = 2
+)
+
+// Event is a function entry or exit on thread TID, from a compiled-in
+// hook or a uprobe. Function is the Location of the function's first
+// instruction (also for exits, whatever instruction was probed).
+type Event struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	Kind     EventKind
+	Function uint32
+}
+
+// Switch records that thread TID was switched out of (Out) or into CPU;
+// Preempt tells an involuntary switch-out from a blocking one.
+type Switch struct {
+	Time    uint64
+	PID     uint32
+	TID     uint32
+	CPU     uint32
+	Out     bool
+	Preempt bool
+}
+
+// ProbeMech is how a function is probed: a Probe's minor code.
+type ProbeMech uint8
+
+// Probe mechanisms.
+const (
+	ProbeHook    ProbeMech = 1 // -finstrument-functions hooks
+	ProbeEntry   ProbeMech = 2 // uprobe at the function's entry
+	ProbeReturn  ProbeMech = 3 // uretprobe (return address hijack)
+	ProbeRetInsn ProbeMech = 4 // uprobe on a RET instruction (Go)
+	ProbeDynamic ProbeMech = 5 // entry uprobe placed lazily under --root
+)
+
+// Probe records that a probe of kind Mech was placed at Address of
+// process PID for Function (a Location id) at Time.
+type Probe struct {
+	Time     uint64
+	PID      uint32
+	Function uint32
+	Address  uint64
+	Mech     ProbeMech
+}
+
+// Adjust records time thread TID spent in the profiler rather than in its
+// own code (a full ring, attaching probes), to be removed from every open
+// call, and events it could not record (seed 001's adjust-time events).
+type Adjust struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	Duration uint64 // ns
+	Dropped  uint64 // events lost
+}
+
+// Major returns MajorEvent.
+func (*Event) Major() Major { return MajorEvent }
+
+// Major returns MajorSwitch.
+func (*Switch) Major() Major { return MajorSwitch }
+
+// Major returns MajorProbe.
+func (*Probe) Major() Major { return MajorProbe }
+
+// Major returns MajorAdjust.
+func (*Adjust) Major() Major { return MajorAdjust }

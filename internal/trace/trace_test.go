@@ -403,3 +403,53 @@ func TestIncompressibleChunk(t *testing.T) {
 		t.Errorf("read %v, %v", got, err)
 	}
 }
+
+// TestRoundTripInstrumentation round-trips the records and header fields
+// of instrumented recordings, including thread elision across events.
+func TestRoundTripInstrumentation(t *testing.T) {
+	want := []Record{
+		&Event{Time: 5, PID: 1, TID: 2, Kind: EventEntry, Function: 3},
+		&Event{Time: 6, PID: 1, TID: 2, Kind: EventExit, Function: 3},
+		&Sample{Time: 6, PID: 1, TID: 7, CPU: 1, Period: 1000, Stack: 1},
+		&Event{Time: 4, PID: 1, TID: 9, Kind: EventEntry, Function: math.MaxUint32},
+		&Event{Time: math.MaxUint64, PID: math.MaxUint32, TID: math.MaxUint32, Kind: EventExit},
+		&Switch{Time: 7, PID: 1, TID: 2, CPU: 1, Out: true, Preempt: true},
+		&Switch{Time: 8, PID: 1, TID: 2},
+		&Probe{Time: 9, PID: 1, Function: 3, Address: math.MaxUint64, Mech: ProbeRetInsn},
+		&Adjust{Time: 10, PID: 1, TID: 2, Duration: 1234, Dropped: math.MaxUint64},
+	}
+	h := testHeader()
+	h.Instrument = "hook"
+	h.Calibration = &Calibration{Mechanism: "hook", Host: "host", Statistic: "min",
+		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Overhead: [Transitions]float64{1.5, 2, 3, 4.25}, PerCall: 18, Samples: 1000}
+	for _, opt := range []Options{{}, {ChunkSize: 1}} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, h, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range want {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		gotH, got, err := readAll(t, buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gotH.Calibration, h.Calibration) || gotH.Instrument != "hook" {
+			t.Errorf("header calibration %+v", gotH.Calibration)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("chunk size %d:\ngot  %v\nwant %v", opt.ChunkSize, got, want)
+		}
+	}
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, testHeader(), Options{})
+	if err := w.Write(&Event{PID: 1, TID: 1}); !errors.Is(err, ErrInvalidRecord) {
+		t.Errorf("event without a kind: %v", err)
+	}
+}
