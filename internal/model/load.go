@@ -174,6 +174,21 @@ func (l *loader) add(rec trace.Record) error {
 		if !r.Unthrottle {
 			p.Throttled++
 		}
+	case *trace.Event:
+		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
+			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
+		}
+		p.Events = append(p.Events, Event{Time: r.Time, PID: r.PID, TID: r.TID, Entry: r.Kind == trace.EventEntry, Function: r.Function})
+		l.thread(r.PID, r.TID)
+	case *trace.Switch:
+		p.Switches = append(p.Switches, Switch{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Out: r.Out, Preempt: r.Preempt})
+	case *trace.Probe:
+		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
+			return fmt.Errorf("%w: probe for undefined location %d", errCorrupt, r.Function)
+		}
+		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech})
+	case *trace.Adjust:
+		p.Adjusts = append(p.Adjusts, Adjust{Time: r.Time, PID: r.PID, TID: r.TID, Duration: r.Duration, Dropped: r.Dropped})
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {
@@ -189,6 +204,10 @@ func (l *loader) add(rec trace.Record) error {
 func (l *loader) finish() {
 	p := l.p
 	sort.SliceStable(p.Samples, func(i, j int) bool { return p.Samples[i].Time < p.Samples[j].Time })
+	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].Time < p.Events[j].Time })
+	sort.SliceStable(p.Switches, func(i, j int) bool { return p.Switches[i].Time < p.Switches[j].Time })
+	sort.SliceStable(p.Probes, func(i, j int) bool { return p.Probes[i].Time < p.Probes[j].Time })
+	sort.SliceStable(p.Adjusts, func(i, j int) bool { return p.Adjusts[i].Time < p.Adjusts[j].Time })
 	procs := map[uint32]*Process{}
 	for _, t := range l.threads {
 		p.Threads = append(p.Threads, t)

@@ -14,7 +14,15 @@ type Profile struct {
 	// Stacks is indexed by trace stack node id; Stacks[0] is the root.
 	Stacks []StackNode
 
-	Samples   []Sample
+	Samples []Sample
+	// Events are the function entries and exits of an instrumented
+	// recording, Switches its target threads' context switches, Probes the
+	// probes placed and Adjusts the time threads lost to the profiler. All
+	// are sorted by time (stable: the file order of equal times is kept).
+	Events    []Event
+	Switches  []Switch
+	Probes    []Probe
+	Adjusts   []Adjust
 	Processes []*Process // sorted by PID
 	Threads   []*Thread  // sorted by PID, TID, Start
 
@@ -75,6 +83,46 @@ type Sample struct {
 	Stack     uint32 // leaf stack node; 0 if the sample has no stack
 	Truncated bool
 	Kernel    bool
+}
+
+// Event is a function entry (Entry) or exit on a thread. Function is the
+// Location of the function's first instruction.
+type Event struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	Entry    bool
+	Function uint32
+}
+
+// Switch is a context switch of a target thread: switched out of CPU
+// (Out; Preempt when involuntary) or back in.
+type Switch struct {
+	Time    uint64
+	PID     uint32
+	TID     uint32
+	CPU     uint32
+	Out     bool
+	Preempt bool
+}
+
+// Probe is a probe placed on Function (a Location) at Address of PID.
+type Probe struct {
+	Time     uint64
+	PID      uint32
+	Function uint32
+	Address  uint64
+	Mech     trace.ProbeMech
+}
+
+// Adjust is time a thread spent in the profiler rather than its own code,
+// and events it dropped.
+type Adjust struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	Duration uint64
+	Dropped  uint64
 }
 
 // Process is one process seen in the trace.
