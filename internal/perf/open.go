@@ -51,6 +51,10 @@ type SamplingOptions struct {
 	BuildID bool
 	// MaxStack bounds call chain length; 0 keeps the kernel default (127).
 	MaxStack uint16
+	// ContextSwitch adds a record each time a sampled thread goes on or
+	// off a CPU (PERF_RECORD_SWITCH): per-thread CPU time and dispatch
+	// counts without a system call per event.
+	ContextSwitch bool
 	// UserStack is how many bytes of the user stack (from the stack
 	// pointer up) each sample copies, with the user BP, SP and IP. They let
 	// the recorder find the caller of a function sampled before its frame
@@ -97,6 +101,9 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 	}
 	if o.BuildID {
 		a.Bits |= perfBitBuildID
+	}
+	if o.ContextSwitch {
+		a.Bits |= unix.PerfBitContextSwitch
 	}
 	a.Sample_max_stack = o.MaxStack
 	if o.UserStack > 0 {

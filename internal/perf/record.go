@@ -28,6 +28,7 @@ const (
 	RecordSample      = unix.PERF_RECORD_SAMPLE
 	RecordMmap2       = unix.PERF_RECORD_MMAP2
 	RecordLostSamples = unix.PERF_RECORD_LOST_SAMPLES
+	RecordSwitch      = unix.PERF_RECORD_SWITCH
 )
 
 // Callchain context markers: entries at or above ContextMax are not
@@ -82,6 +83,13 @@ type Record struct {
 
 // Exec reports whether a RecordComm was caused by exec.
 func (r *Record) Exec() bool { return r.Misc&unix.PERF_RECORD_MISC_COMM_EXEC != 0 }
+
+// SwitchOut reports whether a RecordSwitch is a switch out of the CPU,
+// and Preempted whether that was involuntary (the thread was runnable).
+func (r *Record) SwitchOut() bool { return r.Misc&unix.PERF_RECORD_MISC_SWITCH_OUT != 0 }
+
+// Preempted reports whether a switch-out was a preemption.
+func (r *Record) Preempted() bool { return r.Misc&unix.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 }
 
 // KernelIP reports whether a sample's IP is in the kernel.
 func (r *Record) KernelIP() bool {
@@ -245,6 +253,8 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 		d.sampleID(r)
 	case RecordLostSamples:
 		r.Lost = d.u64()
+		d.sampleID(r)
+	case RecordSwitch:
 		d.sampleID(r)
 	case RecordThrottle, RecordUnthrottle:
 		t := d.u64()

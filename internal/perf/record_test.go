@@ -74,6 +74,11 @@ func TestDecode(t *testing.T) {
 		t.Errorf("fork decoded as %+v, %v", r, err)
 	}
 
+	sw := (&recBuilder{}).sampleID(10, 12, 700, 1).record(RecordSwitch, unix.PERF_RECORD_MISC_SWITCH_OUT|unix.PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+	if err := Decode(sw, SampleType, &r); err != nil || r.TID != 12 || r.Time != 700 || !r.SwitchOut() || !r.Preempted() {
+		t.Errorf("switch decoded as %+v, %v", r, err)
+	}
+
 	lost := (&recBuilder{}).u64(1).u64(42).sampleID(0, 0, 600, 0).record(RecordLost, 0)
 	if err := Decode(lost, SampleType, &r); err != nil || r.Lost != 42 {
 		t.Errorf("lost decoded as %+v, %v", r, err)

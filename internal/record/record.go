@@ -236,15 +236,16 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		return err
 	}
 	attr := perf.SamplingAttr(s.cfg.Event, perf.SamplingOptions{
-		Freq:         s.cfg.Freq,
-		Period:       s.cfg.Period,
-		Kernel:       kernel,
-		SideRecords:  true,
-		EnableOnExec: launched,
-		Inherit:      true,
-		Watermark:    uint32(s.cfg.RingPages * os.Getpagesize() / 4),
-		BuildID:      true,
-		UserStack:    userStackBytes,
+		Freq:          s.cfg.Freq,
+		Period:        s.cfg.Period,
+		Kernel:        kernel,
+		SideRecords:   true,
+		EnableOnExec:  launched,
+		Inherit:       true,
+		Watermark:     uint32(s.cfg.RingPages * os.Getpagesize() / 4),
+		BuildID:       true,
+		UserStack:     userStackBytes,
+		ContextSwitch: true,
 	})
 	s.sampleType = attr.Sample_type
 	tids := []int{pid}
@@ -479,6 +480,8 @@ func (s *session) process(r *perf.Record) error {
 			s.res.exit(r.PID)
 		}
 		return w.Write(&trace.Exit{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
+	case perf.RecordSwitch:
+		return w.Write(&trace.Switch{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Out: r.SwitchOut(), Preempt: r.Preempted()})
 	case perf.RecordLost, perf.RecordLostSamples:
 		s.lost(trace.LostKernel, r.Lost, r.Time)
 	case perf.RecordThrottle, perf.RecordUnthrottle:

@@ -431,3 +431,27 @@ func top(m map[string]float64) string {
 	}
 	return b.String()
 }
+
+// TestContextSwitches: a thread that blocks is switched out voluntarily
+// each time, and the trace says so.
+func TestContextSwitches(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "sleeper", `
+#include <unistd.h>
+int main(void) { for (int i = 0; i < 200; i++) usleep(1000); return 0; }`)
+	_, p := recordCmd(t, Config{Command: []string{bin}})
+	var out, in, preempted int
+	for _, s := range p.Switches {
+		switch {
+		case s.Out && s.Preempt:
+			preempted++
+		case s.Out:
+			out++
+		default:
+			in++
+		}
+	}
+	if out < 200 || in < 200 {
+		t.Errorf("%d voluntary switch-outs, %d switch-ins (%d preempted) for 200 sleeps", out, in, preempted)
+	}
+}
