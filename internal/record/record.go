@@ -48,6 +48,7 @@ type Config struct {
 type Result struct {
 	ExitCode int    // the launched target's exit status (128+signal if killed); 0 when attached
 	Samples  uint64 // samples written
+	Events   uint64 // function entries and exits written
 	Lost     uint64 // samples lost in the kernel or dropped by a limit
 	Bytes    int64  // trace file size
 	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
@@ -69,8 +70,12 @@ type session struct {
 	w       *trace.Writer
 	res     *resolver
 	pending []perf.Record
-	result  Result
-	full    bool // the size limit was reached
+	// sources are the probe mechanisms of an instrumented recording, and
+	// pendingEvents their events not yet processed.
+	sources       []eventSource
+	pendingEvents []instrEvent
+	result        Result
+	full          bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
 }
@@ -407,12 +412,34 @@ func (s *session) drain(final bool) error {
 			return 1
 		})
 	}
-	for i := range s.pending[:n] {
-		if err := s.process(&s.pending[i]); err != nil {
+	// Merge the kernel's records with the probes' events by time, so
+	// every event is resolved against the mappings of its moment.
+	s.drainEvents()
+	m := len(s.pendingEvents)
+	if !final {
+		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
+			if e.time < t {
+				return -1
+			}
+			return 1
+		})
+	}
+	i, j := 0, 0
+	for i < n || j < m {
+		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
+			if err := s.process(&s.pending[i]); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		if err := s.processEvent(&s.pendingEvents[j]); err != nil {
 			return err
 		}
+		j++
 	}
 	s.pending = append(s.pending[:0], s.pending[n:]...)
+	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
 	return nil
 }
 

@@ -371,6 +371,33 @@ func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 	return r.newLocation(key, addr, modID, off, frames)
 }
 
+// functionLocation returns the Location of a function's first
+// instruction at addr in process pid (a hook's this_fn).
+func (r *resolver) functionLocation(pid uint32, addr, time uint64) (uint32, error) {
+	return r.location(pid, addr, false, time)
+}
+
+// fileLocation returns the Location of file offset off of the module at
+// path (a uprobe's function), whichever process hit it.
+func (r *resolver) fileLocation(pid uint32, path string, off uint64) (uint32, error) {
+	modID, err := r.w.Intern(path)
+	if err != nil {
+		return 0, err
+	}
+	key := locKey{module: modID, addr: off}
+	if id, ok := r.locs[key]; ok {
+		return id, nil
+	}
+	var frames []symbolize.Frame
+	if mf := r.file(pid, &mapping{path: path}); mf.err == nil {
+		frames, _ = mf.f.Resolve(off)
+	}
+	if len(frames) == 0 {
+		frames = []symbolize.Frame{{Function: fmt.Sprintf("%s+%#x", filepath.Base(path), off)}}
+	}
+	return r.newLocation(key, 0, modID, off, frames)
+}
+
 func (r *resolver) kernelLocation(addr uint64) (uint32, error) {
 	name, module, ok := "", moduleKernel, false
 	if k := r.kernelSymbols(); k != nil {
