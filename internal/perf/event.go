@@ -35,6 +35,9 @@ var events = map[string]Event{
 	"migrations":       {"cpu-migrations", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_MIGRATIONS},
 	"alignment-faults": {"alignment-faults", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_ALIGNMENT_FAULTS},
 	"emulation-faults": {"emulation-faults", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_EMULATION_FAULTS},
+	// dummy counts nothing: it carries side records (mmaps, threads,
+	// context switches) when only probes, not samples, are wanted.
+	"dummy": {"dummy", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_DUMMY},
 
 	"cycles":                  {"cycles", unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES},
 	"cpu-cycles":              {"cycles", unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES},
