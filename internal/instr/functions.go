@@ -1,0 +1,123 @@
+package instr
+
+import (
+	"cmp"
+	"slices"
+)
+
+// fnAcc accumulates one function over the trees.
+type fnAcc struct {
+	calls            uint64
+	self, total      Metrics
+	min, max         float64
+	timed            bool // min and max are set
+	callers, callees map[Func]*Arc
+}
+
+func (f *fnAcc) arc(m map[Func]*Arc, g Func) *Arc {
+	a := m[g]
+	if a == nil {
+		a = &Arc{Name: g.Name, Module: g.Module}
+		m[g] = a
+	}
+	return a
+}
+
+// functions aggregates the trees of every thread per function (seed 003):
+// self is the sum of the function's nodes' base, total the sum of the cum
+// of its outermost nodes (recursion 0), whose subtrees do not overlap.
+func functions(procs []Process) []Function {
+	accs := map[Func]*fnAcc{}
+	get := func(f Func) *fnAcc {
+		a := accs[f]
+		if a == nil {
+			a = &fnAcc{callers: map[Func]*Arc{}, callees: map[Func]*Arc{}}
+			accs[f] = a
+		}
+		return a
+	}
+	var walk func(n *Node, caller Func, callerAcc *fnAcc, callerOutermost bool)
+	walk = func(n *Node, caller Func, callerAcc *fnAcc, callerOutermost bool) {
+		f := n.Func()
+		a := get(f)
+		a.calls += n.Calls
+		a.self.Add(n.Base)
+		if n.Calls > 0 {
+			if !a.timed || n.MinSelfNS < a.min {
+				a.min = n.MinSelfNS
+			}
+			if !a.timed || n.MaxSelfNS > a.max {
+				a.max = n.MaxSelfNS
+			}
+			a.timed = true
+		}
+		cr := a.arc(a.callers, caller)
+		cr.Calls += n.Calls
+		cr.Base.Add(n.Base)
+		if n.Recursion == 0 {
+			a.total.Add(n.Cum)
+			cr.Cum.Add(n.Cum)
+		}
+		if callerAcc != nil {
+			ce := callerAcc.arc(callerAcc.callees, f)
+			ce.Calls += n.Calls
+			if callerOutermost {
+				ce.Cum.Add(n.Cum)
+				ce.Base.Add(n.Base)
+			}
+		}
+		for i := range n.Children {
+			walk(&n.Children[i], f, a, n.Recursion == 0)
+		}
+	}
+	for i := range procs {
+		for j := range procs[i].Threads {
+			root := &procs[i].Threads[j].Root
+			for k := range root.Children {
+				walk(&root.Children[k], Root, nil, false)
+			}
+		}
+	}
+
+	out := make([]Function, 0, len(accs))
+	for f, a := range accs {
+		fn := Function{
+			Name:    f.Name,
+			Module:  f.Module,
+			Calls:   a.calls,
+			Self:    a.self,
+			Total:   a.total,
+			Callers: sortedArcs(a.callers),
+			Callees: sortedArcs(a.callees),
+		}
+		if a.timed {
+			fn.MinSelfNS, fn.MaxSelfNS = a.min, a.max
+		}
+		out = append(out, fn)
+	}
+	slices.SortFunc(out, func(x, y Function) int {
+		return cmp.Or(
+			cmp.Compare(y.Self.WallNS, x.Self.WallNS),
+			cmp.Compare(y.Total.WallNS, x.Total.WallNS),
+			cmp.Compare(y.Self.Samples, x.Self.Samples),
+			cmp.Compare(x.Name, y.Name),
+			cmp.Compare(x.Module, y.Module))
+	})
+	return out
+}
+
+func sortedArcs(m map[Func]*Arc) []Arc {
+	rows := make([]Arc, 0, len(m))
+	for _, a := range m {
+		rows = append(rows, *a)
+	}
+	slices.SortFunc(rows, func(x, y Arc) int {
+		return cmp.Or(
+			cmp.Compare(y.Cum.WallNS, x.Cum.WallNS),
+			cmp.Compare(y.Calls, x.Calls),
+			cmp.Compare(y.Cum.Samples, x.Cum.Samples),
+			cmp.Compare(x.Name, y.Name),
+			cmp.Compare(x.Module, y.Module))
+	})
+	return rows
+}

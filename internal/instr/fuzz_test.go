@@ -1,0 +1,72 @@
+package instr_test
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
+)
+
+// fuzzProfile turns bytes into an instrumented profile: each 3-byte group
+// is one record of one of three threads, with any location id (valid or
+// not), so that exits rarely match and every repair path runs.
+func fuzzProfile(data []byte) *model.Profile {
+	b := instrtest.New().Thread(1, 1, "a").ThreadAt(1, 2, "b", 0).ThreadAt(1, 2, "b2", 500).Calibrate(3, 2.5, 1, 7)
+	for _, f := range []string{"f", "g", "h"} {
+		b.Function(f)
+	}
+	b.Run(1, 1, "0 s:f;g;x")
+	p := b.Profile()
+	var now uint64
+	for i := 0; i+2 < len(data); i += 3 {
+		op, arg, dt := data[i], uint32(data[i+1]), uint64(data[i+2])
+		now += dt
+		tid := uint32(1 + op%3)
+		switch op / 3 % 6 {
+		case 0, 1:
+			p.Events = append(p.Events, model.Event{Time: now, PID: 1, TID: tid, Entry: op/3%6 == 0, Function: arg % 6})
+		case 2:
+			p.Switches = append(p.Switches, model.Switch{Time: now, PID: 1, TID: tid, Out: arg%3 != 0, Preempt: arg%3 == 2})
+		case 3:
+			p.Adjusts = append(p.Adjusts, model.Adjust{Time: now, PID: 1, TID: tid, Duration: uint64(arg), Dropped: uint64(arg % 2)})
+		case 4:
+			p.Samples = append(p.Samples, model.Sample{Time: now, PID: 1, TID: tid, Stack: arg % 6})
+		case 5:
+			p.Events = append(p.Events, model.Event{Time: now, PID: 1, TID: tid, Entry: arg%2 == 0, Function: 1 + arg%3})
+		}
+	}
+	slices.SortStableFunc(p.Samples, func(x, y model.Sample) int { return cmp.Compare(x.Time, y.Time) })
+	return p
+}
+
+func FuzzBuild(f *testing.F) {
+	f.Add([]byte{0, 1, 5, 0, 2, 5, 3, 1, 5, 3, 2, 5})
+	f.Add([]byte{15, 1, 10, 15, 2, 3, 16, 0, 4, 9, 200, 1, 6, 1, 9, 12, 0, 1, 3, 3, 3})
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 2, 3, 1, 4, 4, 1, 5, 5, 1, 6, 6, 1, 7, 7, 1, 8, 8, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := fuzzProfile(data)
+		if len(p.Events) == 0 {
+			return
+		}
+		for _, raw := range []bool{false, true} {
+			r, err := instr.Build(p, instr.Options{Raw: raw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTree(t, "fuzz", p, r, raw)
+			checkFunctions(t, "fuzz", r)
+			checkCallflow(t, "fuzz", p, r, instr.Options{Raw: raw})
+			if _, err := json.Marshal(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := instr.Build(p, instr.Options{Root: "g"}); err != nil && !errors.Is(err, instr.ErrRootNotFound) {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,556 @@
+package instr_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
+)
+
+// build runs Build and fails the test on error.
+func build(t *testing.T, p *model.Profile, o instr.Options) *instr.Result {
+	t.Helper()
+	r, err := instr.Build(p, o)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	return r
+}
+
+// thread returns the tree of thread tid.
+func thread(t *testing.T, r *instr.Result, tid uint32) *instr.Thread {
+	t.Helper()
+	for i := range r.Processes {
+		for j := range r.Processes[i].Threads {
+			if th := &r.Processes[i].Threads[j]; th.TID == tid {
+				return th
+			}
+		}
+	}
+	t.Fatalf("no thread %d", tid)
+	return nil
+}
+
+// node returns the node at path ("main;f;g", names only) below root.
+func node(t *testing.T, root *instr.Node, path string) *instr.Node {
+	t.Helper()
+	n := root
+next:
+	for _, name := range strings.Split(path, ";") {
+		for i := range n.Children {
+			if n.Children[i].Name == name {
+				n = &n.Children[i]
+				continue next
+			}
+		}
+		t.Fatalf("no node %q below %q (children %v)", path, root.Name, names(n.Children))
+	}
+	return n
+}
+
+func names(ns []instr.Node) []string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, n.Name)
+	}
+	return s
+}
+
+// function returns the accumulator of function name.
+func function(t *testing.T, r *instr.Result, name string) *instr.Function {
+	t.Helper()
+	for i := range r.Functions {
+		if r.Functions[i].Name == name {
+			return &r.Functions[i]
+		}
+	}
+	t.Fatalf("no function %q", name)
+	return nil
+}
+
+func arc(t *testing.T, arcs []instr.Arc, name string) *instr.Arc {
+	t.Helper()
+	for i := range arcs {
+		if arcs[i].Name == name {
+			return &arcs[i]
+		}
+	}
+	t.Fatalf("no arc %q in %v", name, arcs)
+	return nil
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// want is the expected shape of a node: calls, callees, level,
+// recursion, base and cum raw wall time, base calibrated wall time.
+type want struct {
+	calls, callees    uint64
+	level, rl         int
+	baseRaw, cumRaw   uint64
+	baseWall, cumWall float64
+}
+
+func check(t *testing.T, n *instr.Node, w want) {
+	t.Helper()
+	got := want{n.Calls, n.Callees, n.Level, n.Recursion, n.Base.WallNSRaw, n.Cum.WallNSRaw, n.Base.WallNS, n.Cum.WallNS}
+	if got.calls != w.calls || got.callees != w.callees || got.level != w.level || got.rl != w.rl ||
+		got.baseRaw != w.baseRaw || got.cumRaw != w.cumRaw || !near(got.baseWall, w.baseWall) || !near(got.cumWall, w.cumWall) {
+		t.Errorf("%s: got %+v, want %+v", n.Name, got, w)
+	}
+}
+
+func TestNested(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 30 +g 35 -g 50 -f 60 -main").Profile()
+	r := build(t, p, instr.Options{})
+	th := thread(t, r, 1)
+	if th.Root.Name != "app_1" || th.FirstNS != 0 || th.LastNS != 60 || th.Events != 6 {
+		t.Errorf("thread: %+v", th)
+	}
+	check(t, &th.Root, want{0, 1, 0, 0, 0, 60, 0, 60})
+	check(t, node(t, &th.Root, "main"), want{1, 1, 1, 0, 20, 60, 20, 60})
+	check(t, node(t, &th.Root, "main;f"), want{1, 1, 2, 0, 35, 40, 35, 40})
+	check(t, node(t, &th.Root, "main;f;g"), want{1, 0, 3, 0, 5, 5, 5, 5})
+	if r.Total.WallNSRaw != 60 || r.Calls != 3 || r.Events != 6 {
+		t.Errorf("totals: %+v calls %d events %d", r.Total, r.Calls, r.Events)
+	}
+	f := function(t, r, "f")
+	if f.Calls != 1 || f.Self.WallNSRaw != 35 || f.Total.WallNSRaw != 40 || f.MinSelfNS != 35 || f.MaxSelfNS != 35 {
+		t.Errorf("function f: %+v", f)
+	}
+	if c := arc(t, f.Callers, "main"); c.Calls != 1 || c.Cum.WallNSRaw != 40 || c.Base.WallNSRaw != 35 {
+		t.Errorf("f's caller main: %+v", c)
+	}
+	if c := arc(t, f.Callees, "g"); c.Calls != 1 || c.Cum.WallNSRaw != 5 {
+		t.Errorf("f's callee g: %+v", c)
+	}
+	if c := arc(t, function(t, r, "main").Callers, "<root>"); c.Calls != 1 || c.Cum.WallNSRaw != 60 {
+		t.Errorf("main's caller: %+v", c)
+	}
+	// No switches, no calibration: both are said.
+	if r.CPUMeasured || r.Total.CPUNS != 0 || len(r.Warnings) != 2 {
+		t.Errorf("cpu measured %v, cpu %v, warnings %q", r.CPUMeasured, r.Total.CPUNS, r.Warnings)
+	}
+}
+
+func TestRecursion(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +f 10 +f 20 +f 25 -f 30 -f 40 -f").Profile()
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	check(t, node(t, root, "f"), want{1, 1, 1, 0, 20, 40, 20, 40})
+	check(t, node(t, root, "f;f"), want{1, 1, 2, 1, 15, 20, 15, 20})
+	check(t, node(t, root, "f;f;f"), want{1, 0, 3, 2, 5, 5, 5, 5})
+	f := function(t, r, "f")
+	// Total counts the recursion once: the outermost call's cum.
+	if f.Calls != 3 || f.Self.WallNSRaw != 40 || f.Total.WallNSRaw != 40 || f.MinSelfNS != 5 || f.MaxSelfNS != 20 {
+		t.Errorf("function f: %+v", f)
+	}
+	if c := arc(t, f.Callers, "<root>"); c.Calls != 1 || c.Base.WallNSRaw != 20 || c.Cum.WallNSRaw != 40 {
+		t.Errorf("caller <root>: %+v", c)
+	}
+	if c := arc(t, f.Callers, "f"); c.Calls != 2 || c.Base.WallNSRaw != 20 || c.Cum.WallNSRaw != 0 {
+		t.Errorf("caller f: %+v", c)
+	}
+	if c := arc(t, f.Callees, "f"); c.Calls != 2 || c.Base.WallNSRaw != 15 || c.Cum.WallNSRaw != 20 {
+		t.Errorf("callee f: %+v", c)
+	}
+}
+
+func TestMissingExit(t *testing.T) {
+	// g throws, f catches: g's exit never comes.
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 20 +g 30 -f 40 -main 50 +main 55 -main").Profile()
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	check(t, node(t, root, "main"), want{2, 1, 1, 0, 25, 45, 25, 45})
+	check(t, node(t, root, "main;f"), want{1, 1, 2, 0, 10, 20, 10, 20})
+	check(t, node(t, root, "main;f;g"), want{1, 0, 3, 0, 10, 10, 10, 10})
+	if r.Repairs != (instr.Repairs{Popped: 1}) {
+		t.Errorf("repairs %+v", r.Repairs)
+	}
+	if root.Base.WallNSRaw != 10 { // between the two calls of main
+		t.Errorf("root base %d", root.Base.WallNSRaw)
+	}
+	fl, err := instr.Callflow(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range fl[0].Events {
+		got = append(got, strings.Join([]string{string(e.Kind), e.Name, itoa(e.Level), itoa(int(e.Delta.WallNSRaw))}, " "))
+	}
+	wantFlow := "entry main 1 0|entry f 2 10|entry g 3 10|exit-missing g 3 0|exit f 2 10|exit main 1 10|entry main 1 10|exit main 1 5"
+	if strings.Join(got, "|") != wantFlow {
+		t.Errorf("callflow\n got %s\nwant %s", strings.Join(got, "|"), wantFlow)
+	}
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+func TestUnmatchedExit(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(0, 2, 0, 3).
+		Run(1, 1, "0 +main 10 -x 20 -main").Profile()
+	r := build(t, p, instr.Options{})
+	main := node(t, &thread(t, r, 1).Root, "main")
+	// The ignored exit still ends an interval: entry→exit, then exit→exit.
+	check(t, main, want{1, 0, 1, 0, 20, 20, 20 - 2 - 3, 20 - 2 - 3})
+	if r.Repairs != (instr.Repairs{Unmatched: 1}) {
+		t.Errorf("repairs %+v", r.Repairs)
+	}
+	if len(thread(t, r, 1).Root.Children) != 1 {
+		t.Errorf("the unmatched exit made a node: %v", names(thread(t, r, 1).Root.Children))
+	}
+}
+
+func TestUnclosed(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 25 +g").Profile()
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	check(t, node(t, root, "main;f;g"), want{1, 0, 3, 0, 0, 0, 0, 0})
+	check(t, node(t, root, "main"), want{1, 1, 1, 0, 10, 25, 10, 25})
+	if r.Repairs != (instr.Repairs{Unclosed: 3}) {
+		t.Errorf("repairs %+v", r.Repairs)
+	}
+}
+
+func TestThreadsInterleaved(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "worker").
+		Run(1, 1, "0 +main 10 +f 30 -f 40 -main").
+		Run(1, 2, "5 +main 15 +g 25 -g 50 -main").Profile()
+	r := build(t, p, instr.Options{})
+	if len(r.Processes) != 1 || len(r.Processes[0].Threads) != 2 || r.Processes[0].Name != "app" {
+		t.Fatalf("processes %+v", r.Processes)
+	}
+	check(t, node(t, &thread(t, r, 1).Root, "main"), want{1, 1, 1, 0, 20, 40, 20, 40})
+	check(t, node(t, &thread(t, r, 2).Root, "main"), want{1, 1, 1, 0, 35, 45, 35, 45})
+	check(t, node(t, &thread(t, r, 2).Root, "main;g"), want{1, 0, 2, 0, 10, 10, 10, 10})
+	if r.Total.WallNSRaw != 85 || r.Processes[0].Total.WallNSRaw != 85 {
+		t.Errorf("totals %d %d", r.Total.WallNSRaw, r.Processes[0].Total.WallNSRaw)
+	}
+	m := function(t, r, "main")
+	if m.Calls != 2 || m.Total.WallNSRaw != 85 || m.Self.WallNSRaw != 55 || m.MinSelfNS != 20 || m.MaxSelfNS != 35 {
+		t.Errorf("main: %+v", m)
+	}
+
+	// The TID filter keeps one thread, unchanged.
+	r2 := build(t, p, instr.Options{TID: 2, HasTID: true})
+	if len(r2.Processes) != 1 || len(r2.Processes[0].Threads) != 1 || r2.Total != thread(t, r, 2).Root.Cum {
+		t.Errorf("filtered: %+v", r2.Processes)
+	}
+}
+
+func TestThreadIncarnations(t *testing.T) {
+	p := instrtest.New().ThreadAt(1, 2, "old", 0).ThreadAt(1, 2, "new", 100).
+		Run(1, 2, "0 +a 10 +b 150 +c 160 -c").Profile()
+	r := build(t, p, instr.Options{})
+	th := r.Processes[0].Threads
+	if len(th) != 2 || th[0].Name != "old" || th[1].Name != "new" || th[1].Start != 100 {
+		t.Fatalf("threads %+v", th)
+	}
+	if th[0].Repairs.Unclosed != 2 || th[0].Root.Cum.WallNSRaw != 10 || th[1].Root.Cum.WallNSRaw != 10 {
+		t.Errorf("old %+v new %+v", th[0], th[1])
+	}
+}
+
+func TestSwitches(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "w").
+		Run(1, 1, "0 +main 10 +f 20 out 50 in 60 -f 65 preempt 68 in 70 -main").
+		Run(1, 2, "0 +main 10 preempt 15 in 20 out 30 in 40 -main").Profile()
+	r := build(t, p, instr.Options{})
+	if !r.CPUMeasured {
+		t.Fatal("cpu not measured")
+	}
+	f := node(t, &thread(t, r, 1).Root, "main;f")
+	if f.Base.WallNSRaw != 50 || f.Base.CPUNS != 20 || f.Base.Dispatches != 1 || f.Base.Involuntary != 0 {
+		t.Errorf("f: %+v", f.Base)
+	}
+	m := node(t, &thread(t, r, 1).Root, "main")
+	if m.Base.WallNSRaw != 20 || m.Base.CPUNS != 17 || m.Base.Dispatches != 1 || m.Base.Involuntary != 1 {
+		t.Errorf("main: %+v", m.Base)
+	}
+	if m.Cum.CPUNS != 37 || m.Cum.Dispatches != 2 {
+		t.Errorf("main cum: %+v", m.Cum)
+	}
+	w := node(t, &thread(t, r, 2).Root, "main")
+	if w.Base.WallNSRaw != 40 || w.Base.CPUNS != 25 || w.Base.Dispatches != 2 || w.Base.Involuntary != 1 {
+		t.Errorf("w main: %+v", w.Base)
+	}
+}
+
+func TestCalibration(t *testing.T) {
+	// main calls the leaf f three times: 7 intervals (EE, EX, XE, EX, XE,
+	// EX, XX), each longer than its overhead.
+	const script = "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main"
+	ee, ex, xe, xx := 3.0, 2.5, 4.0, 1.0
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).Run(1, 1, script).Profile()
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	main, f := node(t, root, "main"), node(t, root, "main;f")
+	check(t, main, want{1, 3, 1, 0, 22, 40, 22 - ee - 2*xe - xx, 40 - (ee + 3*ex + 2*xe + xx)})
+	check(t, f, want{3, 0, 2, 0, 18, 18, 18 - 3*ex, 18 - 3*ex})
+	if !near(main.Base.DeltaNS, ee+2*xe+xx) || !near(main.Cum.DeltaNS, ee+3*ex+2*xe+xx) {
+		t.Errorf("delta: base %v cum %v", main.Base.DeltaNS, main.Cum.DeltaNS)
+	}
+	if ff := function(t, r, "f"); !near(ff.MinSelfNS, 5-ex) || !near(ff.MaxSelfNS, 7-ex) {
+		t.Errorf("f min/max self %v %v", ff.MinSelfNS, ff.MaxSelfNS)
+	}
+	if r.Calibration == nil || len(r.Warnings) != 1 { // only: no switches
+		t.Errorf("calibration %v, warnings %q", r.Calibration, r.Warnings)
+	}
+
+	// Raw reports the unadjusted times.
+	raw := build(t, p, instr.Options{Raw: true})
+	check(t, node(t, &thread(t, raw, 1).Root, "main"), want{1, 3, 1, 0, 22, 40, 22, 40})
+	if raw.Calibration != nil || !raw.Raw || raw.Total.DeltaNS != 0 {
+		t.Errorf("raw: calibration %v, delta %v", raw.Calibration, raw.Total.DeltaNS)
+	}
+
+	// Leaves shorter than their overhead are clamped at zero, never
+	// negative: f's calls take 2, 3 and 1 ns against 2.5.
+	p = instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
+		Run(1, 1, "0 +main 10 +f 12 -f 20 +f 23 -f 30 +f 31 -f 40 -main").Profile()
+	r = build(t, p, instr.Options{})
+	f = node(t, &thread(t, r, 1).Root, "main;f")
+	if !near(f.Base.WallNS, 0.5) || f.MinSelfNS != 0 || !near(f.MaxSelfNS, 0.5) {
+		t.Errorf("clamped f: %+v min %v max %v", f.Base, f.MinSelfNS, f.MaxSelfNS)
+	}
+}
+
+// TestSeed001 checks the per-transition calibration against seed 001's
+// formula when the overheads come from its model: entry code x1 before
+// its timestamp and y1 after, exit code x2 and y2.
+func TestSeed001(t *testing.T) {
+	x1, y1, x2, y2 := 1.0, 2.0, 0.5, 1.5
+	tI, tO := y1+x2, x1+y2
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).
+		Run(1, 1, "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main").Profile()
+	r := build(t, p, instr.Options{})
+	main := node(t, &thread(t, r, 1).Root, "main")
+	// t_exact = t_rough − t_I − m·t_O, with t_rough main's self.
+	if m := 3.0; !near(main.Base.WallNS, float64(main.Base.WallNSRaw)-tI-m*tO) {
+		t.Errorf("main self %v, want %v", main.Base.WallNS, float64(main.Base.WallNSRaw)-tI-m*tO)
+	}
+	f := node(t, &thread(t, r, 1).Root, "main;f")
+	if !near(f.Base.WallNS, float64(f.Base.WallNSRaw)-3*tI) {
+		t.Errorf("f self %v, want %v", f.Base.WallNS, float64(f.Base.WallNSRaw)-3*tI)
+	}
+}
+
+func TestAdjust(t *testing.T) {
+	// f's interval [10, 50] has a 20ns pause ending at 40.
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 10 +f 40 adj:20:3 50 -f 60 -main").Profile()
+	r := build(t, p, instr.Options{})
+	f := node(t, &thread(t, r, 1).Root, "main;f")
+	if f.Base.WallNSRaw != 40 || !near(f.Base.WallNS, 40-20-1) || !near(f.Base.DeltaNS, 21) {
+		t.Errorf("f: %+v", f.Base)
+	}
+	if r.Dropped != 3 || !strings.Contains(strings.Join(r.Warnings, "\n"), "3 events were DROPPED") {
+		t.Errorf("dropped %d, warnings %q", r.Dropped, r.Warnings)
+	}
+	if raw := build(t, p, instr.Options{Raw: true}); node(t, &thread(t, raw, 1).Root, "main;f").Base.WallNS != 40 {
+		t.Error("Raw subtracted the adjustment")
+	}
+
+	// A pause partly off CPU: window [15, 40], off [20, 30]. Only its
+	// on-CPU part (15ns) leaves the CPU time; all of it leaves the wall.
+	p = instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 20 out 30 in 40 adj:25 50 -f 60 -main").Profile()
+	r = build(t, p, instr.Options{})
+	f = node(t, &thread(t, r, 1).Root, "main;f")
+	if f.Base.WallNSRaw != 40 || f.Base.WallNS != 15 || f.Base.CPUNS != 15 || f.Base.Dispatches != 1 {
+		t.Errorf("f: %+v", f.Base)
+	}
+
+	// A pause longer than the interval is clipped to it; two pauses
+	// never overlap.
+	p = instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 15 adj:100 20 adj:10 30 -f 40 -main").Profile()
+	r = build(t, p, instr.Options{})
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); f.Base.WallNSRaw != 20 || f.Base.WallNS != 10 {
+		t.Errorf("clipped: %+v", f.Base)
+	}
+}
+
+func TestRoot(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "idle").
+		Run(1, 1, "0 +main 10 +a 20 -a 25 s:main;a 30 +r 40 +a 45 s:main;r;a;u 50 -a 60 +r 65 -r 70 -r 80 +b 90 -b 100 -main").
+		Run(1, 2, "0 +main 10 -main").Profile()
+	r := build(t, p, instr.Options{Root: "r"})
+	if len(r.Processes[0].Threads) != 1 {
+		t.Fatalf("threads outside the root are kept: %+v", r.Processes[0].Threads)
+	}
+	root := &thread(t, r, 1).Root
+	if len(root.Children) != 1 || root.Base.WallNSRaw != 0 || root.Cum.WallNSRaw != 40 {
+		t.Fatalf("root: %v base %d cum %d", names(root.Children), root.Base.WallNSRaw, root.Cum.WallNSRaw)
+	}
+	check(t, node(t, root, "r"), want{1, 2, 1, 0, 25, 40, 25, 40})
+	check(t, node(t, root, "r;a"), want{1, 0, 2, 0, 10, 10, 10, 10})
+	check(t, node(t, root, "r;r"), want{1, 0, 2, 1, 5, 5, 5, 5})
+	if u := node(t, root, "r;a;u"); !u.Sampled || u.Base.Samples != 1 || r.Total.Samples != 1 {
+		t.Errorf("samples: u %+v, total %d", u, r.Total.Samples)
+	}
+	if r.Calls != 3 || r.Events != 6 {
+		t.Errorf("calls %d events %d", r.Calls, r.Events)
+	}
+	if _, err := instr.Build(p, instr.Options{Root: "nosuch"}); !errors.Is(err, instr.ErrRootNotFound) {
+		t.Errorf("unknown root: %v", err)
+	}
+}
+
+func TestSamples(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 20 s:_start;main;f;u1;u2 25 s:_start;main;f 30 s:_start;x;y 35 s:_start;main;f>inl 40 -f "+
+			"45 s:_start;main;z 47 s: 50 -main 60 s:_start;main").Profile()
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	f := node(t, root, "main;f")
+	if f.Sampled || f.Base.Samples != 1 || f.Cum.Samples != 4 {
+		t.Errorf("f: sampled %v base %d cum %d", f.Sampled, f.Base.Samples, f.Cum.Samples)
+	}
+	for _, path := range []string{"main;f;u1", "main;f;u1;u2", "main;f;y", "main;f;inl", "main;z", "main;[unknown]", "_start;main"} {
+		if n := node(t, root, path); !n.Sampled || n.Calls != 0 || n.Cum.Samples != 1 || n.Cum.WallNSRaw != 0 {
+			t.Errorf("%s: %+v", path, n)
+		}
+	}
+	if root.Cum.Samples != 7 || node(t, root, "main").Cum.Samples != 6 {
+		t.Errorf("samples: root %d main %d", root.Cum.Samples, node(t, root, "main").Cum.Samples)
+	}
+	if u := function(t, r, "u2"); u.Calls != 0 || u.Self.Samples != 1 || u.MinSelfNS != 0 {
+		t.Errorf("u2: %+v", u)
+	}
+}
+
+func TestCallflow(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
+		Run(1, 1, "100 +main 110 +f 115 preempt 117 in 120 -f 130 -main 131 -main").Profile()
+	fl, err := instr.Callflow(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fl) != 1 || fl[0].Name != "app" || len(fl[0].Events) != 5 {
+		t.Fatalf("callflow %+v", fl)
+	}
+	ev := fl[0].Events
+	wantKinds := []instr.FlowKind{instr.FlowEntry, instr.FlowEntry, instr.FlowExit, instr.FlowExit, instr.FlowUnmatched}
+	wantLevels := []int{1, 2, 2, 1, 1}
+	for i, e := range ev {
+		if e.Kind != wantKinds[i] || e.Level != wantLevels[i] {
+			t.Errorf("line %d: %+v", i, e)
+		}
+	}
+	if d := ev[2].Delta; d.WallNSRaw != 10 || d.WallNS != 8 || d.CPUNS != 6 || d.Dispatches != 1 || d.Involuntary != 1 {
+		t.Errorf("f's exit delta: %+v", d)
+	}
+	if d := ev[3].Delta; d.WallNSRaw != 10 || d.WallNS != 6 || d.CPUNS != 6 {
+		t.Errorf("main's exit delta: %+v", d)
+	}
+	if ev[0].Delta != (instr.Metrics{}) || ev[0].TimeNS != 100 {
+		t.Errorf("first line: %+v", ev[0])
+	}
+}
+
+func TestErrors(t *testing.T) {
+	if _, err := instr.Build(&model.Profile{}, instr.Options{}); !errors.Is(err, instr.ErrNoEvents) {
+		t.Errorf("empty profile: %v", err)
+	}
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
+	if _, err := instr.Build(p, instr.Options{}); !errors.Is(err, instr.ErrBadCalibration) {
+		t.Errorf("negative overhead: %v", err)
+	}
+	if _, err := instr.Build(p, instr.Options{Raw: true}); err != nil {
+		t.Errorf("Raw ignores the calibration: %v", err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 10 +f 20 s:main;f;u 30 -f 40 -main").Profile()
+	r := build(t, p, instr.Options{})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	total := m["total"].(map[string]any)
+	for _, k := range []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "involuntary", "samples"} {
+		if _, ok := total[k]; !ok {
+			t.Errorf("total has no %q: %v", k, total)
+		}
+	}
+	th := m["processes"].([]any)[0].(map[string]any)["threads"].([]any)[0].(map[string]any)
+	mainNode := th["root"].(map[string]any)["children"].([]any)[0].(map[string]any)
+	for _, k := range []string{"name", "module", "level", "recursion", "sampled", "calls", "callees", "base", "cum", "min_self_ns", "max_self_ns", "children"} {
+		if _, ok := mainNode[k]; !ok {
+			t.Errorf("node has no %q", k)
+		}
+	}
+	if !strings.Contains(string(b), `"children":[]`) || strings.Contains(string(b), `"children":null`) {
+		t.Errorf("leaf children are not []: %s", b)
+	}
+	var back instr.Result
+	if err := json.Unmarshal(b, &back); err != nil || back.Total != r.Total || len(back.Functions) != len(r.Functions) {
+		t.Errorf("round trip: %v %+v", err, back.Total)
+	}
+}
+
+// BenchmarkBuild analyses a million events: four threads whose main
+// calls f, which calls g, with switches and samples.
+func BenchmarkBuild(b *testing.B) {
+	ib := instrtest.New().Calibrate(10, 12, 9, 11)
+	for tid := uint32(1); tid <= 4; tid++ {
+		ib.Thread(1, tid, "t")
+		var sb strings.Builder
+		now := 0
+		step := func(tok string) {
+			now += 37
+			sb.WriteString(itoa(now) + " " + tok + " ")
+		}
+		step("+main")
+		for i := range 250_000 / 4 {
+			step("+f")
+			step("+g")
+			if i%16 == 0 {
+				step("preempt")
+				step("in")
+				step("s:_start;main;f;g;u")
+			}
+			step("-g")
+			step("-f")
+		}
+		step("-main")
+		ib.Run(1, tid, sb.String())
+	}
+	p := ib.Profile()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := instr.Build(p, instr.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(p.Events)), "events")
+}
+
+func TestCalibrationMechanismMismatch(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 10 -main").Profile()
+	p.Header.Instrument = "uprobe" // the calibration is of hooks
+	r := build(t, p, instr.Options{})
+	if r.Calibration != nil || r.Total.WallNS != 10 || !strings.Contains(strings.Join(r.Warnings, "\n"), "not applied") {
+		t.Errorf("calibration %v, wall %v, warnings %q", r.Calibration, r.Total.WallNS, r.Warnings)
+	}
+}
