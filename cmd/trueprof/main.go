@@ -14,14 +14,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"trueprof/internal/calibrate"
 	"trueprof/internal/demo"
 	"trueprof/internal/export"
+	"trueprof/internal/hook"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -56,7 +59,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), demoCmd())
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd())
 	return root
 }
 
@@ -66,6 +69,8 @@ func recordCmd() *cobra.Command {
 		freq, period           uint64
 		pid                    int
 		duration               time.Duration
+		patterns               []string
+		mech, root             string
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -98,15 +103,34 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if (len(args) > 0) == (pid != 0) {
 				return errors.New("give a command after -- or a process with -p, not both")
 			}
-			res, err := record.Run(cmd.Context(), record.Config{
+			cfg := record.Config{
 				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
-			})
+				Trace: patterns, Mech: mech, Root: root,
+			}
+			if mech != "" && mech != "hook" && mech != "uprobe" {
+				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
+			}
+			if len(args) > 0 && mech == "" && !cfg.Instrumented() {
+				// A -finstrument-functions build is traced by its hooks
+				// without being asked: that is what it was built for.
+				if path, err := exec.LookPath(args[0]); err == nil {
+					if ok, _ := hook.Instrumented(path); ok {
+						cfg.Mech = "hook"
+					}
+				}
+			}
+			if cfg.Instrumented() {
+				// Probes alone unless sampling was asked for too.
+				cfg.NoSampling = !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event")
+				cfg.Calibration = func(m string) (*trace.Calibration, error) { return calibration(cmd, m) }
+			}
+			res, err := record.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%d lost) written to %s (%s); stopped: %s\n",
-				res.Samples, res.Lost, out, formatBytes(res.Bytes), res.Reason)
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples, %d events (%d lost) written to %s (%s); stopped: %s\n",
+				res.Samples, res.Events, res.Lost, out, formatBytes(res.Bytes), res.Reason)
 			if res.ExitCode != 0 {
 				return exitError(res.ExitCode)
 			}
@@ -122,35 +146,96 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&size, "size", "256M", "size limit for normal and wrap modes (K, M, G suffixes)")
 	f.IntVarP(&pid, "pid", "p", 0, "attach to a running process")
 	f.DurationVarP(&duration, "duration", "d", 0, "stop after this long (e.g. 10s)")
+	f.StringArrayVar(&patterns, "trace", nil, "instrument functions matching this glob (\"name\" or \"module:name\"; repeatable)")
+	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
+	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
+	return c
+}
+
+// calibration returns this machine's stored calibration of mech,
+// measuring it first when missing: an instrumented profile is only as
+// good as its calibration.
+func calibration(cmd *cobra.Command, mech string) (*trace.Calibration, error) {
+	c, err := calibrate.Load(mech)
+	if errors.Is(err, calibrate.ErrNotCalibrated) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: no %s calibration for this machine; measuring it now (see trueprof calibrate)\n", mech)
+		if c, err = calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: mech}); err == nil {
+			err = calibrate.Save(c)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("calibrating %s: %w", mech, err)
+	}
+	return c, nil
+}
+
+func calibrateCmd() *cobra.Command {
+	var mechs []string
+	var batches int
+	c := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Measure the probe mechanisms' own cost on this machine, for calibrated reports",
+		Long: `Measure what each probe mechanism costs on this machine.
+
+calibrate records a bundled target of empty functions calling each other
+under each mechanism, in batches. It takes the minimum, median and mean of
+the intervals between consecutive events per transition kind (entry->entry,
+entry->exit, exit->entry, exit->exit). A validation run shows which statistic
+brings calibrated times closest to uninstrumented ones, and that one is kept.
+The result is stored per machine (see docs/calibration.md) and copied into
+every instrumented trace. record calibrates automatically when needed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, m := range mechs {
+				cal, err := calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: m, Batches: batches, Log: cmd.ErrOrStderr()})
+				if err != nil {
+					return fmt.Errorf("calibrating %s: %w", m, err)
+				}
+				if err := calibrate.Save(cal); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-7s statistic %-6s  entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns\n",
+					m, cal.Statistic, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stored in %s\n", calibrate.Path())
+			return nil
+		},
+	}
+	c.Flags().StringSliceVar(&mechs, "mech", []string{"hook", "uprobe"}, "mechanisms to calibrate")
+	c.Flags().IntVar(&batches, "batches", 5, "recordings whose intervals are pooled")
 	return c
 }
 
 func reportCmd() *cobra.Command {
 	var (
-		in, view, format string
-		pid, tid         int
-		min              float64
+		in, view, format, metric, root string
+		pid, tid                       int
+		min                            float64
+		raw                            bool
 	)
 	c := &cobra.Command{
 		Use:   "report",
-		Short: "Print a report of a trace: tprof, flat, tree or arcflow",
+		Short: "Print a report of a trace: tprof, flat, tree, arcflow or callflow",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := loadProfile(in, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid)}
+			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid), Raw: raw, Metric: metric, Root: root}
 			return report.Write(cmd.OutOrStdout(), p, o)
 		},
 	}
 	f := c.Flags()
 	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
-	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow")
+	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow | callflow (instrumented recordings)")
 	f.StringVar(&format, "format", "text", "text | json")
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
+	f.BoolVar(&raw, "raw", false, "instrumented recordings: times as recorded, probe cost included (default: calibrated)")
+	f.StringVar(&metric, "metric", "wall", "instrumented recordings: wall | cpu | dispatches")
+	f.StringVar(&root, "root", "", "instrumented recordings: only calls inside this function's subgraph")
 	return c
 }
 

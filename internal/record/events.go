@@ -15,32 +15,45 @@ type eventSource interface {
 	fds() []int
 	// drain passes every available event to fn.
 	drain(fn func(instrEvent))
+	// finish collects the last events once the target is done or
+	// recording stops.
+	finish()
 	// lost is the number of events the mechanism failed to deliver.
 	lost() uint64
 	// close removes the probes and releases the source.
 	close() error
 }
 
-// instrEvent is one event of an eventSource.
+// instrEvent is one event of an eventSource. It is small and holds no
+// pointers: hooks deliver tens of millions a second.
 type instrEvent struct {
 	time     uint64
 	pid, tid uint32
-	kind     trace.EventKind // 0 for an adjustment
-	// The function is known either by its address in the process
-	// (hooks), or by module path and file offset (uprobes).
+	// addr is the function: its address in the process (hooks, module
+	// 0) or its file offset in module (uprobes); for an adjustment, the
+	// time the thread lost in the profiler.
 	addr uint64
-	path string
-	off  uint64
-	// adjustments: time the thread lost in the profiler, events dropped.
-	duration, dropped uint64
+	// dropped counts the events an adjustment reports lost.
+	dropped uint64
+	module  uint32 // string id of a uprobe's module path, else 0
+	kind    trace.EventKind
 }
 
-// drainEvents collects the sources' events into s.pendingEvents.
-func (s *session) drainEvents() {
+// drainEvents collects the sources' events into s.pendingEvents; final
+// collects the last ones. Each source delivers a thread's events in
+// order and, with one busy thread, usually everything in order: the
+// stable sort runs only when threads interleave.
+func (s *session) drainEvents(final bool) {
 	for _, src := range s.sources {
+		if final {
+			src.finish()
+		}
 		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 	}
-	slices.SortStableFunc(s.pendingEvents, func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) })
+	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }
+	if !slices.IsSortedFunc(s.pendingEvents, byTime) {
+		slices.SortStableFunc(s.pendingEvents, byTime)
+	}
 }
 
 // processEvent writes the trace record of one event. The function is
@@ -48,12 +61,12 @@ func (s *session) drainEvents() {
 // time, which the merge with the kernel records guarantees.
 func (s *session) processEvent(e *instrEvent) error {
 	if e.kind == 0 {
-		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.duration, Dropped: e.dropped})
+		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.addr, Dropped: e.dropped})
 	}
 	var fn uint32
 	var err error
-	if e.path != "" {
-		fn, err = s.res.fileLocation(e.pid, e.path, e.off)
+	if e.module != 0 {
+		fn, err = s.res.fileLocation(e.pid, e.module, e.addr)
 	} else {
 		fn, err = s.res.functionLocation(e.pid, e.addr, e.time)
 	}

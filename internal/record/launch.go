@@ -3,8 +3,10 @@ package record
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -13,6 +15,19 @@ import (
 // wrapperEnv marks a trueprof process started as the exec wrapper of a
 // launched target. Its value is the target's absolute path.
 const wrapperEnv = "TRUEPROF_EXEC_WRAPPER"
+
+func init() {
+	// The exec wrapper must exec from the thread group leader. Per-process
+	// kernel state that trueprof sets up on the wrapper's pid, the perf
+	// events and the uprobe_multi pid filter, belongs to the leader's
+	// task; an exec from another of the Go runtime's threads makes that
+	// thread the new leader and leaves that state behind with the old
+	// one. Init functions run on the main thread, and locking it here
+	// keeps main, and so RunWrapper, there.
+	if _, ok := os.LookupEnv(wrapperEnv); ok {
+		runtime.LockOSThread()
+	}
+}
 
 // RunWrapper must be called first thing in main. In the exec wrapper (a
 // re-execution of trueprof itself) it waits until the recorder has opened
@@ -46,9 +61,16 @@ type target struct {
 	err  error // cmd.Wait's result, valid after done is closed
 }
 
+// launchOptions adjust how the target is started.
+type launchOptions struct {
+	stdout io.Writer  // the target's standard output; os.Stdout if nil
+	files  []*os.File // inherited by the target as descriptors 4, 5, ...
+	env    []string   // added to the target's environment
+}
+
 // launch starts the exec wrapper for argv. The process runs trueprof's
 // code until release is called.
-func launch(argv []string) (*target, error) {
+func launch(argv []string, o launchOptions) (*target, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to record")
 	}
@@ -68,9 +90,12 @@ func launch(argv []string) (*target, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, argv...)
-	cmd.Env = append(os.Environ(), wrapperEnv+"="+path)
+	cmd.Env = append(append(os.Environ(), o.env...), wrapperEnv+"="+path)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{r}
+	if o.stdout != nil {
+		cmd.Stdout = o.stdout
+	}
+	cmd.ExtraFiles = append([]*os.File{r}, o.files...)
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()

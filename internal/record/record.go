@@ -42,6 +42,31 @@ type Config struct {
 	// RingPages is the number of data pages per CPU ring (power of two);
 	// 0 means 128 (512 KiB).
 	RingPages int
+
+	// Trace lists glob patterns of functions to instrument ("name" or
+	// "module:name"); with hooks, an empty list means every instrumented
+	// function.
+	Trace []string
+	// Mech forces a probe mechanism: "hook" or "uprobe". Empty chooses
+	// hooks when the target was built with -finstrument-functions.
+	Mech string
+	// Root instruments only the subgraph of this function (Scheme B).
+	Root string
+	// NoSampling records probes and side records but no samples.
+	NoSampling bool
+	// Calibration returns this machine's calibration of a probe
+	// mechanism, measuring it if needed; it is called once the mechanism
+	// is chosen, and its result is copied into the trace header. Nil
+	// records without calibration (reports then show raw times).
+	Calibration func(mech string) (*trace.Calibration, error)
+	// Stdout receives the launched target's standard output; os.Stdout
+	// if nil.
+	Stdout io.Writer
+}
+
+// Instrumented reports whether the configuration asks for probes.
+func (c *Config) Instrumented() bool {
+	return len(c.Trace) > 0 || c.Mech != "" || c.Root != ""
 }
 
 // Result summarises a finished recording.
@@ -85,11 +110,14 @@ type session struct {
 // frame: enough for the return address of leaves with modest locals.
 const userStackBytes = 512
 
-// reorderSlack is how far behind the newest data the loop processes
-// records. Records from different CPU rings interleave in time; waiting
-// this long before processing lets a mapping be known before the samples
-// that need it, whichever ring either came from.
-const reorderSlack = 50 * time.Millisecond
+// reorderSlack is how far behind the present the loop processes records.
+// Records from different CPU rings and probe sources interleave in time,
+// and every pass reads all of them, so only records still being written
+// when a pass starts can be missing; waiting this long before processing
+// lets a mapping be known before the samples and events that need it.
+// It also bounds the backlog: at tens of millions of hook events per
+// second a longer wait means a backlog of millions.
+const reorderSlack = 5 * time.Millisecond
 
 // Run records until the target exits, the duration passes, the size limit
 // is reached in normal mode, or ctx is cancelled (SIGINT/SIGTERM). The
@@ -113,11 +141,33 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer s.closeEvents()
 
+	if cfg.NoSampling {
+		// Side records only: a dummy event never samples.
+		dummy, err := perf.ParseEvent("dummy")
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.Event, s.cfg.Freq, s.cfg.Period = dummy, 0, 1
+	}
+	var in *instrumentation
+	lo := launchOptions{stdout: cfg.Stdout}
+	if cfg.Instrumented() {
+		var err error
+		if in, lo, err = s.planInstrumentation(cfg.PID); err != nil {
+			return nil, err
+		}
+		lo.stdout = cfg.Stdout
+		defer s.closeSources()
+	}
+
 	var tgt *target
 	pid := cfg.PID
 	if len(cfg.Command) > 0 {
 		var err error
-		if tgt, err = launch(cfg.Command); err != nil {
+		if tgt, err = launch(cfg.Command, lo); err != nil {
+			if in != nil && in.region != nil {
+				in.region.Close()
+			}
 			return nil, fmt.Errorf("launching %s: %w", cfg.Command[0], err)
 		}
 		pid = tgt.pid()
@@ -148,11 +198,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer f.Close()
 	hdr := s.header(kernel)
+	if in != nil {
+		hdr.Instrument = in.mech
+		if cfg.Calibration != nil {
+			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
+				return fail(err)
+			}
+		}
+	}
 	s.w, err = trace.NewWriter(f, hdr, trace.Options{Mode: cfg.Mode, SizeLimit: cfg.SizeLimit})
 	if err != nil {
 		return fail(err)
 	}
 	s.res = newResolver(s.w, s.log)
+	if in != nil {
+		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
+			return fail(err)
+		}
+	}
 
 	if tgt != nil {
 		if err := tgt.release(); err != nil {
@@ -173,6 +236,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in != nil && s.result.Events == 0 {
+		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
+	}
+	// Probes come off as soon as recording stops: an attached process
+	// goes on unharmed. What they could not deliver is counted.
+	for _, src := range s.sources {
+		if n := src.lost(); n > 0 {
+			s.lost(trace.LostKernel, n, perf.Now())
+		}
+	}
+	s.closeSources()
 	if tgt != nil {
 		if s.result.Reason != "exited" {
 			stopTarget(tgt)
@@ -301,6 +375,14 @@ func (s *session) open(pid int, kernel, launched bool) error {
 	return nil
 }
 
+// closeSources removes every probe; the target goes on unharmed.
+func (s *session) closeSources() {
+	for _, src := range s.sources {
+		src.close()
+	}
+	s.sources = nil
+}
+
 func (s *session) closeEvents() {
 	for _, e := range s.events {
 		if e.ring != nil {
@@ -317,6 +399,16 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 	for _, e := range s.events {
 		if e.ring != nil {
 			fds = append(fds, e.fd)
+		}
+	}
+	timeout := 100
+	for _, src := range s.sources {
+		fds = append(fds, src.fds()...)
+		if len(src.fds()) == 0 {
+			// Sources without a descriptor are collected by goroutines
+			// of their own; process what they gathered often enough to
+			// keep the backlog small.
+			timeout = 20
 		}
 	}
 	poller, err := perf.NewPoller(fds)
@@ -337,7 +429,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 	lastFlush := time.Now()
 	reason := ""
 	for reason == "" {
-		if err := poller.Wait(100); err != nil {
+		if err := poller.Wait(timeout); err != nil {
 			return "", err
 		}
 		select {
@@ -414,7 +506,7 @@ func (s *session) drain(final bool) error {
 	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
-	s.drainEvents()
+	s.drainEvents(final)
 	m := len(s.pendingEvents)
 	if !final {
 		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
@@ -439,6 +531,8 @@ func (s *session) drain(final bool) error {
 		j++
 	}
 	s.pending = append(s.pending[:0], s.pending[n:]...)
+	// The backlog after the horizon is small; moving it keeps the buffer
+	// from growing.
 	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
 	return nil
 }

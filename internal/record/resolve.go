@@ -120,6 +120,10 @@ type resolver struct {
 	procRoot func(pid uint32) string
 
 	frames []frameAddr // scratch
+	// paths are module paths by string id, for fileLocation.
+	paths map[uint32]string
+	// funcs caches functionLocation; cleared when any mapping changes.
+	funcs map[[2]uint64]uint32
 }
 
 type frameAddr struct {
@@ -136,6 +140,8 @@ func newResolver(w *trace.Writer, log io.Writer) *resolver {
 		entry:  map[uint32]bool{},
 		stacks: map[[2]uint32]uint32{},
 		jit:    map[uint32]*jitInfo{},
+		paths:  map[uint32]string{},
+		funcs:  map[[2]uint64]uint32{},
 		log:    log,
 		warned: map[string]bool{},
 		procRoot: func(pid uint32) string {
@@ -180,6 +186,7 @@ func (r *resolver) space(pid uint32) *addrSpace {
 
 // mmap records an executable mapping.
 func (r *resolver) mmap(pid uint32, m mapping) {
+	clear(r.funcs)
 	r.space(pid).insert(m)
 	if jitDumpName.MatchString(filepath.Base(m.path)) {
 		// A JIT announces its jitdump file by mapping it (perf's protocol).
@@ -189,6 +196,7 @@ func (r *resolver) mmap(pid uint32, m mapping) {
 
 // exec forgets the process's old image.
 func (r *resolver) exec(pid uint32) {
+	clear(r.funcs)
 	r.spaces[pid] = &addrSpace{}
 	r.closeJit(pid)
 }
@@ -213,9 +221,11 @@ func (r *resolver) fork(pid, ppid uint32) {
 	}
 }
 
-// exit forgets a process that ended.
+// exit closes the JIT files of a process that ended. Its address space
+// stays: probe events can be processed after the process's exit record
+// (their source delivers them later than the kernel's rings), and must
+// still resolve. A reused pid gets a fresh one at its fork or exec.
 func (r *resolver) exit(pid uint32) {
-	delete(r.spaces, pid)
 	r.closeJit(pid)
 }
 
@@ -372,22 +382,30 @@ func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 }
 
 // functionLocation returns the Location of a function's first
-// instruction at addr in process pid (a hook's this_fn).
+// instruction at addr in process pid (a hook's this_fn). Hooks report
+// the same few addresses millions of times, so they are cached per
+// process until its mappings change.
 func (r *resolver) functionLocation(pid uint32, addr, time uint64) (uint32, error) {
-	return r.location(pid, addr, false, time)
+	key := [2]uint64{uint64(pid), addr}
+	if id, ok := r.funcs[key]; ok {
+		return id, nil
+	}
+	id, err := r.location(pid, addr, false, time)
+	if err == nil {
+		r.funcs[key] = id
+	}
+	return id, err
 }
 
-// fileLocation returns the Location of file offset off of the module at
-// path (a uprobe's function), whichever process hit it.
-func (r *resolver) fileLocation(pid uint32, path string, off uint64) (uint32, error) {
-	modID, err := r.w.Intern(path)
-	if err != nil {
-		return 0, err
-	}
-	key := locKey{module: modID, addr: off}
+// fileLocation returns the Location of file offset off of the module
+// whose path has string id module (a uprobe's function), whichever
+// process hit it.
+func (r *resolver) fileLocation(pid, module uint32, off uint64) (uint32, error) {
+	key := locKey{module: module, addr: off}
 	if id, ok := r.locs[key]; ok {
 		return id, nil
 	}
+	path := r.paths[module]
 	var frames []symbolize.Frame
 	if mf := r.file(pid, &mapping{path: path}); mf.err == nil {
 		frames, _ = mf.f.Resolve(off)
@@ -395,7 +413,16 @@ func (r *resolver) fileLocation(pid uint32, path string, off uint64) (uint32, er
 	if len(frames) == 0 {
 		frames = []symbolize.Frame{{Function: fmt.Sprintf("%s+%#x", filepath.Base(path), off)}}
 	}
-	return r.newLocation(key, 0, modID, off, frames)
+	return r.newLocation(key, 0, module, off, frames)
+}
+
+// intern returns the string id of a module path and remembers the path.
+func (r *resolver) intern(path string) (uint32, error) {
+	id, err := r.w.Intern(path)
+	if err == nil {
+		r.paths[id] = path
+	}
+	return id, err
 }
 
 func (r *resolver) kernelLocation(addr uint64) (uint32, error) {

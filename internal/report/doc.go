@@ -1,11 +1,19 @@
 // Package report renders the views of a recorded profile: tprof (process
 // → thread → module → symbol ticks), flat (self and total per function),
-// tree (each thread's call-stack tree) and arcflow (caller/callee stanzas),
-// as text or JSON.
+// tree (each thread's call-stack tree), arcflow (caller/callee stanzas)
+// and callflow (every entry and exit), as text or JSON.
+//
+// A sampling recording is shown by tprof, flat, tree and arcflow from its
+// samples. An instrumented recording (model.Profile.Events not empty) is
+// analysed by package instr, and flat, tree, arcflow and callflow show its
+// exact calls and calibrated times (seed 004's log-rt and log-gen);
+// Options.Raw, Metric and Root select how.
 //
 // Every report starts with a header that says what is missing from the
-// data (lost records, throttling, truncated call chains, a damaged trace)
-// so that no one reads a partial profile as a complete one.
+// data (lost records, throttling, truncated call chains, a damaged trace,
+// and for instrumented recordings the calibration applied, repairs and
+// dropped events) so that no one reads a partial profile as a complete
+// one.
 //
 // Usage:
 //
@@ -13,7 +21,8 @@
 //		View:   "flat",
 //		Format: "text",
 //		Filter: report.Filter{PID: 1234, HasPID: true},
-//		Min:    0.5, // hide functions below 0.5% self
+//		Min:    0.5,   // hide functions below 0.5% self
+//		Metric: "cpu", // instrumented recordings: columns of CPU time
 //	})
 //
 // docs/reports.md describes each view's columns and the JSON schema.

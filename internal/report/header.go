@@ -78,7 +78,20 @@ func NewHeader(p *model.Profile, f Filter) Header {
 	return prepare(p, f).header("")
 }
 
+// header returns the header of sampling view view. For an instrumented
+// recording it warns that the view counts only the samples.
 func (d *data) header(view string) Header {
+	h := d.baseHeader(view)
+	if len(d.p.Events) > 0 {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("this is an instrumented recording: this report counts only the %d samples taken alongside the traced calls, which the flat, tree, arcflow and callflow views show",
+			d.total.Samples))
+	}
+	return h
+}
+
+// baseHeader is the header of every report of p: what was recorded and
+// what is missing, about samples.
+func (d *data) baseHeader(view string) Header {
 	p, f := d.p, d.filter
 	h := Header{
 		View:       view,

@@ -18,7 +18,14 @@ import (
 var (
 	ErrUnknownView   = errors.New("unknown report view")
 	ErrUnknownFormat = errors.New("unknown report format")
+	ErrUnknownMetric = errors.New("unknown report metric")
 )
+
+// ErrNotInstrumented is returned by Write for an option that only an
+// instrumented recording (one with function entry/exit events) has data
+// for: the callflow view, Root, or a Metric other than wall. It is
+// wrapped with an explanation.
+var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
 // Filter restricts a report or an export to the samples of one process
 // and/or thread. The zero Filter keeps everything.
@@ -47,7 +54,11 @@ func (f Filter) String() string {
 
 // Options selects a report.
 type Options struct {
-	View   string // "tprof", "flat", "tree" or "arcflow"; see Views
+	// View is "tprof", "flat", "tree", "arcflow" or "callflow"; see
+	// Views. For an instrumented recording (Profile.Events not empty)
+	// flat, tree, arcflow and callflow show the traced calls, tprof the
+	// samples taken alongside them; callflow needs such a recording.
+	View   string
 	Format string // "text" or "json"; see Formats
 
 	// Filter restricts the report, header counts included, to one
@@ -58,8 +69,29 @@ type Options struct {
 	// which rows are hidden: tree prunes nodes (with their subtrees)
 	// whose cum% < Min; flat hides functions whose self% < Min; arcflow
 	// hides stanzas whose self cum% < Min; tprof hides rows whose
-	// ticks% < Min. Zero shows everything.
+	// ticks% < Min. Zero shows everything. For an instrumented
+	// recording the percentages are of the total of Metric, and Min
+	// does not apply to callflow (an error if set).
 	Min float64
+
+	// The options below apply to the views of an instrumented recording
+	// (docs/reports.md). On a sampling-only profile Raw is ignored (its
+	// counts are never calibrated); Root and a Metric other than wall
+	// are errors wrapping ErrNotInstrumented, as they are with tprof.
+
+	// Raw shows times as recorded: neither the calibrated probe cost nor
+	// the time lost to the profiler is subtracted (DELTA is zero).
+	Raw bool
+	// Metric is what the text columns BASE, CUM, SELF and TOTAL show,
+	// and what percentages, Min and the order of rows use: "wall"
+	// (calibrated elapsed time, the default when empty), "cpu"
+	// (calibrated on-CPU time) or "dispatches"; see MetricNames. JSON
+	// always holds every metric.
+	Metric string
+	// Root restricts the analysis to the calls made while the function
+	// of that name is on the thread's stack (seed 001's Scheme B; see
+	// instr.Options.Root). Empty analyses everything.
+	Root string
 }
 
 // A view renders the prepared samples; one function per view and format
@@ -74,6 +106,8 @@ var views = map[string]view{
 	"flat":    {text: flatText, json: func(d *data, o Options) any { return buildFlat(d, o) }},
 	"tree":    {text: treeText, json: func(d *data, o Options) any { return buildTree(d, o) }},
 	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
+	// callflow has no sampling form: it lists traced entries and exits.
+	"callflow": {},
 }
 
 // Views returns the names of the report views, sorted.
@@ -89,9 +123,11 @@ func Views() []string {
 // Formats returns the names of the output formats, sorted.
 func Formats() []string { return []string{"json", "text"} }
 
-// Write writes the report o.View of p to w in o.Format. An unknown view or
-// format is an error (wrapping ErrUnknownView or ErrUnknownFormat) that
-// lists the valid ones; nothing is written then.
+// Write writes the report o.View of p to w in o.Format. An unknown view,
+// format or metric is an error (wrapping ErrUnknownView, ErrUnknownFormat
+// or ErrUnknownMetric) that lists the valid ones; an option the profile
+// has no data for wraps ErrNotInstrumented; a failed analysis of an
+// instrumented recording wraps instr's error. Nothing is written then.
 func Write(w io.Writer, p *model.Profile, o Options) error {
 	v, ok := views[o.View]
 	if !ok {
@@ -103,8 +139,31 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if math.IsNaN(o.Min) || o.Min < 0 {
 		return fmt.Errorf("report: invalid minimum percentage %v", o.Min)
 	}
+	mt, ok := metricByName(o.Metric)
+	if !ok {
+		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownMetric, o.Metric, strings.Join(MetricNames(), ", "))
+	}
 	if p == nil {
 		return errors.New("report: nil profile")
+	}
+	if len(p.Events) > 0 {
+		if iv, ok := instrViews[o.View]; ok {
+			return writeInstr(w, p, o, mt, iv)
+		}
+	}
+	if v.text == nil {
+		return fmt.Errorf("report: %s %w (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use %s",
+			o.View, ErrNotInstrumented, strings.Join(slices.DeleteFunc(Views(), func(s string) bool { return views[s].text == nil }), ", "))
+	}
+	what := "this profile has only samples"
+	if len(p.Events) > 0 {
+		what = "the " + o.View + " view counts samples"
+	}
+	if o.Root != "" {
+		return fmt.Errorf("report: a root function %w: %s, which a root cannot restrict", ErrNotInstrumented, what)
+	}
+	if mt.name != "wall" {
+		return fmt.Errorf("report: metric %s %w: %s", mt.name, ErrNotInstrumented, what)
 	}
 	d := prepare(p, o.Filter)
 	bw := bufio.NewWriter(w)

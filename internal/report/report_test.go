@@ -37,6 +37,9 @@ func goldenName(o report.Options) string {
 func TestGolden(t *testing.T) {
 	var opts []report.Options
 	for _, view := range report.Views() {
+		if view == "callflow" {
+			continue // instrumented recordings only: TestInstrGolden
+		}
 		for _, format := range report.Formats() {
 			opts = append(opts,
 				report.Options{View: view, Format: format},
@@ -69,10 +72,16 @@ func TestWriteErrors(t *testing.T) {
 		is   error  // wrapped sentinel, if any
 		want string // substring of the message
 	}{
-		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, flat, tprof, tree"},
-		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, flat, tprof, tree"},
+		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
+		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
 		{"unknown format", report.Options{View: "flat", Format: "xml"}, report.ErrUnknownFormat, "valid: json, text"},
 		{"negative min", report.Options{View: "flat", Format: "text", Min: -1}, nil, "invalid minimum"},
+		{"unknown metric", report.Options{View: "flat", Format: "text", Metric: "cycles"}, report.ErrUnknownMetric, "valid: wall, cpu, dispatches"},
+		{"callflow of samples", report.Options{View: "callflow", Format: "text"}, report.ErrNotInstrumented,
+			"callflow needs an instrumented recording (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use arcflow, flat, tprof, tree"},
+		{"callflow of samples, json", report.Options{View: "callflow", Format: "json"}, report.ErrNotInstrumented, "callflow needs an instrumented recording"},
+		{"root of samples", report.Options{View: "tree", Format: "text", Root: "main"}, report.ErrNotInstrumented, "a root function needs an instrumented recording: this profile has only samples"},
+		{"cpu metric of samples", report.Options{View: "flat", Format: "text", Metric: "cpu"}, report.ErrNotInstrumented, "metric cpu needs an instrumented recording: this profile has only samples"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -357,7 +366,14 @@ func TestEmpty(t *testing.T) {
 	for _, view := range report.Views() {
 		for _, format := range report.Formats() {
 			var buf bytes.Buffer
-			if err := report.Write(&buf, p, report.Options{View: view, Format: format}); err != nil {
+			err := report.Write(&buf, p, report.Options{View: view, Format: format})
+			if view == "callflow" {
+				if !errors.Is(err, report.ErrNotInstrumented) || buf.Len() != 0 {
+					t.Errorf("callflow %s of samples: %v, %d bytes", format, err, buf.Len())
+				}
+				continue
+			}
+			if err != nil {
 				t.Errorf("%s %s: %v", view, format, err)
 			}
 			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" {

@@ -358,6 +358,7 @@ type Probe struct {
 // Adjust records time thread TID spent in the profiler rather than in its
 // own code (a full ring, attaching probes), to be removed from every open
 // call, and events it could not record (seed 001's adjust-time events).
+// Time is when the pause ended: it lasted from Time-Duration to Time.
 type Adjust struct {
 	Time     uint64
 	PID      uint32

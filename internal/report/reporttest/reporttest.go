@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
@@ -213,4 +214,48 @@ func Random(r *rand.Rand) *model.Profile {
 		}
 	}
 	return b.Profile()
+}
+
+// InstrFixture returns the instrumented recording the golden files of
+// the instrumented views are made of (hook probes, calibrated, with
+// context switches and samples alongside). Process app (pid 1) has thread
+// app (tid 1), whose main recurses through parse, then calls compute,
+// which blocks for 200µs and calls write in libc and helper, whose exit
+// is missing (a repair); a last exit of main matches no call (another
+// repair); a sample under helper adds the untraced memcpy. Its thread
+// worker (tid 2) calls compute twice, once losing 20µs to the profiler,
+// then hash in libcrypto. Process db (pid 3) has one thread with direct
+// recursion in another module.
+func InstrFixture() *model.Profile {
+	b := instrtest.New().Calibrate(300, 250, 400, 100).
+		Thread(1, 1, "app").
+		Thread(1, 2, "worker").
+		Thread(3, 3, "db")
+	// Times are in µs.
+	b.Run(1, 1, micro(`1000 +main 1010 +parse 1020 +parse 1030 +parse 1045 -parse 1060 -parse 1070 -parse
+		1080 +compute 1100 out 1300 in 1400 +write@/lib/libc.so.6 1500 -write@/lib/libc.so.6
+		1510 +helper 1515 s:_start;main;compute;helper;memcpy@/lib/libc.so.6 1600 -compute
+		1700 preempt 1750 in 2800 -main 2805 -main`))
+	b.Run(1, 2, micro(`1005 +worker_loop 1020 +compute 1050 -compute 1060 +compute 1100 adj:20000 1120 -compute
+		1130 +hash@/lib/libcrypto.so.3 1150 s:start_thread;worker_loop;hash@/lib/libcrypto.so.3
+		1200 -hash@/lib/libcrypto.so.3 1250 -worker_loop`))
+	b.Run(3, 3, micro(`1100 +query@/usr/bin/db 1150 +sort@/usr/bin/db 1160 +sort@/usr/bin/db 1170 -sort@/usr/bin/db
+		1180 -sort@/usr/bin/db 1300 -query@/usr/bin/db`))
+	p := b.Profile()
+	p.Header.Event, p.Header.Freq = "cpu-clock", 999
+	for i := range p.Samples {
+		p.Samples[i].Period = 1_001_001 // 1s / 999 Hz
+	}
+	return p
+}
+
+// micro multiplies the times of an instrtest script by 1000.
+func micro(script string) string {
+	f := strings.Fields(script)
+	for i, tok := range f {
+		if tok[0] >= '0' && tok[0] <= '9' {
+			f[i] = tok + "000"
+		}
+	}
+	return strings.Join(f, " ")
 }

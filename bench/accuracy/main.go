@@ -1,0 +1,255 @@
+// Command accuracy measures how close trueprof's calibrated instrumented
+// times come to the uninstrumented program, as the issue's quality bars
+// ask, and prints the numbers beside callgrind's and uftrace's:
+//
+//   - hooks: a -finstrument-functions program dominated by ~1e6 calls of
+//     tiny functions. The calibrated cum of the loop is compared with the
+//     loop's time in an uninstrumented build (goal: within 10%), and the
+//     tiny functions' self shares with callgrind's instruction shares
+//     (goal: within 5 points). uftrace's raw figure for the loop is shown
+//     beside.
+//   - uprobes: a function of about 60 µs per call, probed in a plain
+//     build, against its uninstrumented time (goal: within 5%).
+//
+// Usage (root, from the repository root; run `trueprof calibrate` first or
+// let record calibrate):
+//
+//	go run ./bench/accuracy [-runs 5]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/model"
+)
+
+//go:embed fixture.c.txt
+var fixture string
+
+var (
+	runs     = flag.Int("runs", 5, "repetitions (medians are reported)")
+	tinyN    = flag.Int("tiny", 500000, "iterations of the tiny loop (two calls each)")
+	coarseN  = flag.Int("coarse", 200, "calls of the coarse function")
+	coarseIt = flag.Int("iters", 40000, "work iterations per coarse call (about 60 µs)")
+)
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	dir, err := os.MkdirTemp("", "trueprof-accuracy-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	trueprof := filepath.Join(dir, "trueprof")
+	run("go", "build", "-o", trueprof, "./cmd/trueprof")
+	src := filepath.Join(dir, "fixture.c")
+	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	hooked := filepath.Join(dir, "hooked")
+	run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", plain, src)
+	run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
+	tinyArgs := []string{"tiny", strconv.Itoa(*tinyN)}
+	coarseArgs := []string{"coarse", strconv.Itoa(*coarseN), strconv.Itoa(*coarseIt)}
+
+	// Hooks on tiny functions.
+	var ref, cal, raw, progUnder, uft []float64
+	var shares []map[string]float64
+	for i := 0; i < *runs; i++ {
+		ref = append(ref, programTime(append([]string{plain}, tinyArgs...)))
+		tr := filepath.Join(dir, "tiny.trace")
+		out := runOut(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, tinyArgs...)...)...)
+		progUnder = append(progUnder, parseNS(out))
+		res := analyse(tr)
+		f := function(res, "tiny_loop")
+		cal = append(cal, f.Total.WallNS)
+		raw = append(raw, float64(f.Total.WallNSRaw))
+		shares = append(shares, selfShares(res, "tiny_loop", "tiny_a", "tiny_b"))
+		if u, ok := uftraceLoop(dir, hooked, tinyArgs); ok {
+			uft = append(uft, u)
+		}
+	}
+	cg := callgrindShares(dir, plain, tinyArgs, "tiny_loop", "tiny_a", "tiny_b")
+	fmt.Printf("hooks: tiny functions, %d iterations (%d calls), %d runs, medians\n", *tinyN, 2**tinyN+1, *runs)
+	fmt.Printf("  uninstrumented loop              %10.3f ms\n", median(ref)/1e6)
+	fmt.Printf("  instrumented program (its clock) %10.3f ms  (%.1fx)\n", median(progUnder)/1e6, median(progUnder)/median(ref))
+	fmt.Printf("  trueprof raw cum of tiny_loop    %10.3f ms  (%+.1f%%)\n", median(raw)/1e6, pct(median(raw), median(ref)))
+	fmt.Printf("  trueprof calibrated cum          %10.3f ms  (%+.1f%%; goal within 10%%)\n", median(cal)/1e6, pct(median(cal), median(ref)))
+	if len(uft) > 0 {
+		fmt.Printf("  uftrace total of tiny_loop       %10.3f ms  (%+.1f%%, uncompensated)\n", median(uft)/1e6, pct(median(uft), median(ref)))
+	} else {
+		fmt.Printf("  uftrace                          not installed (apt-get install uftrace)\n")
+	}
+	fmt.Printf("  self shares          trueprof  callgrind (instructions)\n")
+	for _, fn := range []string{"tiny_loop", "tiny_a", "tiny_b"} {
+		var v []float64
+		for _, s := range shares {
+			v = append(v, s[fn])
+		}
+		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 5)\n", fn, median(v), cg[fn], median(v)-cg[fn])
+	}
+
+	// Uprobes on a coarse function.
+	var cref, ccal, craw []float64
+	for i := 0; i < *runs; i++ {
+		cref = append(cref, programTime(append([]string{plain}, coarseArgs...))/float64(*coarseN))
+		tr := filepath.Join(dir, "coarse.trace")
+		runOut(append([]string{trueprof, "record", "-o", tr, "--trace", "coarse", "--"}, append([]string{plain}, coarseArgs...)...)...)
+		f := function(analyse(tr), "coarse")
+		ccal = append(ccal, f.Total.WallNS/float64(f.Calls))
+		craw = append(craw, float64(f.Total.WallNSRaw)/float64(f.Calls))
+	}
+	fmt.Printf("\nuprobes: coarse function, %d calls, %d runs, medians\n", *coarseN, *runs)
+	fmt.Printf("  uninstrumented per call          %10.2f µs\n", median(cref)/1e3)
+	fmt.Printf("  trueprof raw per call            %10.2f µs  (%+.1f%%)\n", median(craw)/1e3, pct(median(craw), median(cref)))
+	fmt.Printf("  trueprof calibrated per call     %10.2f µs  (%+.1f%%; goal within 5%%)\n", median(ccal)/1e3, pct(median(ccal), median(cref)))
+}
+
+func pct(a, b float64) float64 { return 100 * (a - b) / b }
+
+func run(args ...string) {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("%s: %v", strings.Join(args, " "), err)
+	}
+}
+
+func runOut(args ...string) string {
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return string(out)
+}
+
+func parseNS(out string) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		log.Fatalf("fixture printed %q", out)
+	}
+	return v
+}
+
+func programTime(argv []string) float64 { return parseNS(runOut(argv...)) }
+
+func analyse(path string) *instr.Result {
+	p, err := model.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if p.Err != nil {
+		log.Fatalf("%s: %v", path, p.Err)
+	}
+	res, err := instr.Build(p, instr.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return res
+}
+
+func function(res *instr.Result, name string) instr.Function {
+	for _, f := range res.Functions {
+		if f.Name == name {
+			return f
+		}
+	}
+	log.Fatalf("no function %s in the profile", name)
+	return instr.Function{}
+}
+
+// selfShares are the functions' calibrated self times as shares of the
+// loop's calibrated cum.
+func selfShares(res *instr.Result, root string, fns ...string) map[string]float64 {
+	total := function(res, root).Total.WallNS
+	out := map[string]float64{}
+	for _, fn := range fns {
+		out[fn] = 100 * function(res, fn).Self.WallNS / total
+	}
+	return out
+}
+
+var annotateLine = regexp.MustCompile(`^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+\S*:(\S+)`)
+
+// callgrindShares are the functions' self instruction counts as shares of
+// the loop's inclusive count, from callgrind on the plain build.
+func callgrindShares(dir, bin string, args []string, root string, fns ...string) map[string]float64 {
+	out := filepath.Join(dir, "callgrind.out")
+	run(append([]string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, bin}, args...)...)
+	self := annotate(out, false)
+	incl := annotate(out, true)
+	shares := map[string]float64{}
+	for _, fn := range fns {
+		shares[fn] = 100 * self[fn] / incl[root]
+	}
+	return shares
+}
+
+func annotate(out string, inclusive bool) map[string]float64 {
+	text := runOut("callgrind_annotate", "--inclusive="+map[bool]string{true: "yes", false: "no"}[inclusive], out)
+	m := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if g := annotateLine.FindStringSubmatch(sc.Text()); g != nil {
+			v, _ := strconv.ParseFloat(strings.ReplaceAll(g[1], ",", ""), 64)
+			name := strings.TrimSuffix(g[2], "'2")
+			m[name] += v
+		}
+	}
+	return m
+}
+
+var uftraceTotal = regexp.MustCompile(`^\s*([\d.]+)\s+(ns|us|ms|s)\s+[\d.]+\s+(?:ns|us|ms|s)\s+\d+\s+tiny_loop\s*$`)
+
+// uftraceLoop records the hooked build with uftrace and returns its total
+// time of tiny_loop (uftrace reports raw, uncompensated times).
+func uftraceLoop(dir, bin string, args []string) (float64, bool) {
+	if _, err := exec.LookPath("uftrace"); err != nil {
+		return 0, false
+	}
+	d := filepath.Join(dir, "uftrace.data")
+	os.RemoveAll(d)
+	if err := exec.Command("uftrace", append([]string{"record", "-d", d, bin}, args...)...).Run(); err != nil {
+		return 0, false
+	}
+	out, err := exec.Command("uftrace", "report", "-d", d, "-f", "total,self,call").Output()
+	if err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if g := uftraceTotal.FindStringSubmatch(sc.Text()); g != nil {
+			v, _ := strconv.ParseFloat(g[1], 64)
+			return v * map[string]float64{"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[g[2]], true
+		}
+	}
+	return 0, false
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}

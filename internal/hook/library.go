@@ -1,0 +1,152 @@
+package hook
+
+import (
+	"crypto/sha256"
+	"debug/elf"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// source is the hook library's C source, compiled on the recording
+// machine so that the trueprof binary stays pure Go and the library
+// matches the local C library.
+//
+//go:embed lib/hook.c
+var source []byte
+
+// cflags build the library. It must not be instrumented itself; the hooks
+// use initial-exec TLS, which a preloaded library may.
+var cflags = []string{"-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ftls-model=initial-exec", "-pthread", "-Wall"}
+
+// compilers are tried in order.
+var compilers = []string{"cc", "gcc", "clang"}
+
+// ErrNoCompiler is returned by Library when no C compiler is installed.
+var ErrNoCompiler = errors.New("no C compiler (cc, gcc or clang) to build the hook library; install gcc")
+
+var libOnce struct {
+	sync.Mutex
+	path string
+}
+
+// Library returns the path of the hook shared object, building it on
+// first use from the embedded C source with the system C compiler into
+// the per-user cache directory ($XDG_CACHE_HOME/trueprof or
+// ~/.cache/trueprof), under a name keyed by a hash of the source, flags
+// and compiler. The file is written to a temporary name and renamed, so
+// recorders racing to build it are safe. It fails with ErrNoCompiler when
+// there is no compiler.
+func Library() (string, error) {
+	libOnce.Lock()
+	defer libOnce.Unlock()
+	if libOnce.path != "" {
+		return libOnce.path, nil
+	}
+	cc := ""
+	for _, name := range compilers {
+		if p, err := exec.LookPath(name); err == nil {
+			cc = p
+			break
+		}
+	}
+	if cc == "" {
+		return "", ErrNoCompiler
+	}
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(source)
+	fmt.Fprintf(h, "\x00%s\x00%s", strings.Join(cflags, " "), cc)
+	path := filepath.Join(dir, "hook-"+hex.EncodeToString(h.Sum(nil)[:8])+".so")
+	if checkLibrary(path) != nil {
+		if err := build(cc, dir, path); err != nil {
+			return "", err
+		}
+	}
+	libOnce.path = path
+	return path, nil
+}
+
+// cacheDir returns (creating it) the directory for built libraries. It
+// must be the user's own and not writable by others: whatever lies there
+// is preloaded into the targets.
+func cacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("trueprof-cache-%d", os.Geteuid()))
+	}
+	dir := filepath.Join(base, "trueprof")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("hook library cache: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("hook library cache: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("hook library cache %s: not a directory owned by this user and writable only by it", dir)
+	}
+	return dir, nil
+}
+
+// build compiles the library to a temporary file in dir and renames it
+// to path.
+func build(cc, dir, path string) error {
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return fmt.Errorf("building the hook library: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "hook.c")
+	if err := os.WriteFile(src, source, 0o644); err != nil {
+		return fmt.Errorf("building the hook library: %w", err)
+	}
+	out := filepath.Join(tmp, "hook.so")
+	args := append(append([]string{}, cflags...), "-o", out, src)
+	cmd := exec.Command(cc, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the hook library: %s %s: %w\n%s", cc, strings.Join(args, " "), err, msg)
+	}
+	if err := checkLibrary(out); err != nil {
+		return fmt.Errorf("building the hook library: %w", err)
+	}
+	if err := os.Chmod(out, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(out, path)
+}
+
+// checkLibrary verifies that path is a shared object exporting both hooks.
+func checkLibrary(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, s := range syms {
+		if (s.Name == hookEnter || s.Name == hookExit) && s.Section != elf.SHN_UNDEF {
+			found++
+		}
+	}
+	if found != 2 {
+		return fmt.Errorf("%s does not export %s and %s", path, hookEnter, hookExit)
+	}
+	return nil
+}

@@ -1,0 +1,476 @@
+package hook
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Environment variables the hook library reads in the target.
+const (
+	EnvFD = "TRUEPROF_HOOK_FD" // decimal descriptor of the region in the target
+	EnvID = "TRUEPROF_HOOK_ID" // hexadecimal id the region's header must carry
+)
+
+// Layout constants shared with hook.c.
+const (
+	magic      = 0x314b4f4f48505254 // "TRPHOOK1"
+	version    = 1
+	headerSize = int(unsafe.Sizeof(header{}))
+	slotSize   = int(unsafe.Sizeof(slot{}))
+	recSize    = int(unsafe.Sizeof(rec{}))
+	pageSize   = 4096
+)
+
+// Clocks a region's records can be timed with (header.Clock).
+const (
+	clockMonotonic = 0 // clock_gettime(CLOCK_MONOTONIC) nanoseconds
+	clockTSC       = 1 // rdtsc ticks, converted by the recorder
+)
+
+// Slot states (slot.State). A thread moves a slot from free to owned; the
+// thread's exit marks it dead; the recorder frees a dead slot, or an owned
+// one whose thread no longer exists, once it has drained it.
+const (
+	stateFree  = 0
+	stateOwned = 1
+	stateDead  = 2
+)
+
+// Event.Kind values, also the record kinds in the rings (rec.Kind).
+const (
+	KindEntry  uint8 = 1 // a function was entered
+	KindExit   uint8 = 2 // a function returned
+	KindAdjust uint8 = 3 // the thread waited for ring space, or dropped events
+)
+
+// header mirrors struct tp_header in hook.c: the region's first bytes,
+// written by the recorder before the target starts, except NoSlotDropped.
+type header struct {
+	Magic         uint64
+	Version       uint32
+	Clock         uint32
+	ID            uint64
+	Slots         uint32
+	Events        uint32 // records per ring, a power of two
+	SlotOff       uint64
+	RingOff       uint64
+	Size          uint64
+	MaxWait       uint64 // clock units a thread waits for space before dropping
+	NoSlotDropped uint64 // events dropped by threads that found no slot (atomic)
+}
+
+// slot mirrors struct tp_slot in hook.c: one thread's ring state. Head is
+// written only by the thread, Tail only by the recorder; they sit on
+// separate cache lines.
+type slot struct {
+	State, PID, TID, _ uint32
+	PendDropped        uint64 // dropped events not yet reported in the ring
+	PendWait           uint64 // clock units waited before those drops
+	PendSince          uint64 // clock value of the first of them
+	Nested             uint64 // events dropped because they interrupted a hook (atomic)
+	_                  [2]uint64
+	Head               uint64
+	_                  [7]uint64
+	Tail               uint64
+	_                  [7]uint64
+}
+
+// rec mirrors struct tp_rec in hook.c: one ring record. For an adjust, A
+// is the wait in clock units and B the number of dropped events.
+type rec struct {
+	Time, A, B, Kind uint64
+}
+
+// Event is one record drained from a region.
+type Event struct {
+	Time     uint64 // CLOCK_MONOTONIC ns
+	PID, TID uint32 // 0, 0 for drops of threads that found no free slot
+	Kind     uint8  // KindEntry, KindExit or KindAdjust
+	Addr     uint64 // entry, exit: the function's address in the process (this_fn)
+	CallSite uint64 // entry, exit: the return address in the caller (call_site)
+	Duration uint64 // adjust: ns the thread waited for ring space
+	Dropped  uint64 // adjust: events dropped
+}
+
+// Options sizes a region. The zero value selects the defaults.
+type Options struct {
+	// Threads is the number of thread rings (default 128): threads alive
+	// (or exited but not yet drained) at once, across all processes of
+	// the target. Further threads wait, then drop and count.
+	Threads int
+	// Events is the number of records per ring, rounded up to a power of
+	// two (default 1<<18, 8 MiB). A call is two records. A ring that has
+	// been filled once stays resident (shared memory), so the region
+	// uses up to Threads × Events × 32 bytes of memory.
+	// At 25 ns per call a thread fills the default ring in about 3 ms
+	// when nobody drains it.
+	Events int
+	// MaxWait bounds how long a thread waits for ring space before it
+	// drops events (default 1s).
+	MaxWait time.Duration
+	// Monotonic times records with clock_gettime(CLOCK_MONOTONIC) even
+	// where the TSC is usable (slower; for tests and comparisons).
+	Monotonic bool
+}
+
+// Region is the shared memory between the hook library in the target
+// (and its children) and the recorder. Its methods must not be called
+// concurrently.
+type Region struct {
+	f     *os.File
+	mem   []byte
+	hdr   *header
+	slots []slot
+	rings []rec
+	mask  uint64
+	lib   string
+	clock *clock // nil: records carry CLOCK_MONOTONIC ns
+
+	last      []uint64 // per slot: the last time delivered, to keep each thread's times monotonic
+	idle      []uint64 // per slot: Head at the last liveness check
+	noSlot    uint64   // NoSlotDropped already reported
+	lastCheck time.Time
+}
+
+// liveEvery is how often Drain looks for owned slots of threads that
+// ended without their exit hook (exit, exec, signals).
+const liveEvery = 100 * time.Millisecond
+
+// NewRegion creates the shared memory for a recording: a sealed memfd
+// holding opts.Threads rings. It builds the hook library (Library) if
+// needed, so it fails when there is no C compiler.
+func NewRegion(opts Options) (*Region, error) {
+	lib, err := Library()
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(lib, ": ") {
+		return nil, fmt.Errorf("hook library path %q contains a space or colon, which LD_PRELOAD cannot express; set XDG_CACHE_HOME", lib)
+	}
+	threads, events, maxWait := opts.Threads, opts.Events, opts.MaxWait
+	if threads <= 0 {
+		threads = 128
+	}
+	if events <= 0 {
+		events = 1 << 18
+	}
+	if maxWait <= 0 {
+		maxWait = time.Second
+	}
+	if threads > 1<<16 || events > 1<<28 {
+		return nil, fmt.Errorf("hook region too large: %d threads of %d events", threads, events)
+	}
+	n := 4
+	for n < events {
+		n <<= 1
+	}
+	events = n
+	slotOff := pageSize
+	ringOff := roundUp(slotOff+threads*slotSize, pageSize)
+	size := ringOff + threads*events*recSize
+
+	fd, err := unix.MemfdCreate("trueprof-hook", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, os.NewSyscallError("memfd_create", err)
+	}
+	f := os.NewFile(uintptr(fd), "trueprof-hook")
+	fail := func(err error) (*Region, error) {
+		f.Close()
+		return nil, err
+	}
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		return fail(os.NewSyscallError("ftruncate", err))
+	}
+	// The target cannot shrink the file under the recorder's mapping
+	// (which would fault it) or grow it.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail(os.NewSyscallError("fcntl F_ADD_SEALS", err))
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail(os.NewSyscallError("mmap", err))
+	}
+	r := newRegion(f, mem, lib)
+	var id [8]byte
+	rand.Read(id[:])
+	*r.hdr = header{
+		Magic:   magic,
+		Version: version,
+		ID:      binary.LittleEndian.Uint64(id[:]) | 1,
+		Slots:   uint32(threads),
+		Events:  uint32(events),
+		SlotOff: uint64(slotOff),
+		RingOff: uint64(ringOff),
+		Size:    uint64(size),
+		MaxWait: uint64(maxWait),
+	}
+	if !opts.Monotonic && tscUsable() {
+		c, err := newClock()
+		if err == nil {
+			r.clock = c
+			r.hdr.Clock = clockTSC
+			r.hdr.MaxWait = c.ticks(maxWait)
+		}
+	}
+	if err := r.layout(); err != nil {
+		unix.Munmap(mem)
+		return fail(err)
+	}
+	return r, nil
+}
+
+func roundUp(n, to int) int { return (n + to - 1) / to * to }
+
+// newRegion wraps mapped memory whose header is (or will be) filled in.
+func newRegion(f *os.File, mem []byte, lib string) *Region {
+	return &Region{f: f, mem: mem, hdr: (*header)(unsafe.Pointer(&mem[0])), lib: lib, lastCheck: time.Now()}
+}
+
+// layout checks the header against the mapping and sets up the slot and
+// ring views.
+func (r *Region) layout() error {
+	h := r.hdr
+	n, ev := uint64(h.Slots), uint64(h.Events)
+	switch {
+	case h.Magic != magic || h.Version != version:
+		return errors.New("hook region: bad magic or version")
+	case n == 0 || ev < 4 || ev&(ev-1) != 0:
+		return errors.New("hook region: bad ring geometry")
+	case h.SlotOff < uint64(headerSize) || h.SlotOff%64 != 0 || h.SlotOff+n*uint64(slotSize) > h.RingOff ||
+		h.RingOff%uint64(recSize) != 0 || h.RingOff+n*ev*uint64(recSize) > h.Size || h.Size > uint64(len(r.mem)):
+		return errors.New("hook region: layout does not fit")
+	}
+	r.slots = unsafe.Slice((*slot)(unsafe.Pointer(&r.mem[h.SlotOff])), n)
+	r.rings = unsafe.Slice((*rec)(unsafe.Pointer(&r.mem[h.RingOff])), n*ev)
+	r.mask = ev - 1
+	r.last = make([]uint64, n)
+	r.idle = make([]uint64, n)
+	return nil
+}
+
+// File returns the region's memfd, to pass to the target (in
+// exec.Cmd.ExtraFiles; exec.Cmd clears close-on-exec on the copy it
+// passes down). It stays owned by the Region.
+func (r *Region) File() *os.File { return r.f }
+
+// Library returns the path of the hook library the region's Env preloads.
+func (r *Region) Library() string { return r.lib }
+
+// Env returns the environment entries that make a target record into r:
+// LD_PRELOAD with the hook library (after this process's own LD_PRELOAD,
+// if any), and the descriptor number fd that File has in the target
+// (3+i for ExtraFiles[i]) with the region's id. Append them to the
+// target's environment; exec.Cmd keeps the last of duplicate keys.
+func (r *Region) Env(fd int) []string {
+	preload := r.lib
+	if old := os.Getenv("LD_PRELOAD"); old != "" {
+		preload = old + ":" + r.lib
+	}
+	return []string{
+		"LD_PRELOAD=" + preload,
+		EnvFD + "=" + strconv.Itoa(fd),
+		EnvID + "=" + strconv.FormatUint(r.hdr.ID, 16),
+	}
+}
+
+// Drain calls fn for every record available in every ring, oldest first
+// per thread, and returns how many it delivered. Call it often (every few
+// milliseconds) from the recorder's loop: a thread whose ring is full
+// waits, and after Options.MaxWait drops events. fn must not retain the
+// region. It also frees the rings of threads that have ended.
+func (r *Region) Drain(fn func(Event)) int {
+	check := time.Since(r.lastCheck) >= liveEvery
+	return r.drain(fn, check, false)
+}
+
+// Flush is the final Drain, after the target and its children have
+// exited: it also reports the drops and waits of threads that ended
+// without writing them to their ring (by exit, exec or a signal).
+func (r *Region) Flush(fn func(Event)) int {
+	return r.drain(fn, true, true)
+}
+
+func (r *Region) drain(fn func(Event), check, final bool) int {
+	if r.mem == nil {
+		return 0
+	}
+	if check {
+		r.lastCheck = time.Now()
+	}
+	if r.clock != nil {
+		r.clock.update()
+	}
+	n := 0
+	for i := range r.slots {
+		s := &r.slots[i]
+		st := atomic.LoadUint32(&s.State)
+		if st == stateFree {
+			continue
+		}
+		n += r.drainSlot(i, fn)
+		if st == stateOwned {
+			// Between checks, only threads idle since the last Drain are
+			// worth a system call; the final check looks at all.
+			head := atomic.LoadUint64(&s.Head)
+			busy := head != r.idle[i]
+			r.idle[i] = head
+			if !check || (busy && !final) {
+				continue
+			}
+			if alive(atomic.LoadUint32(&s.PID), atomic.LoadUint32(&s.TID)) {
+				continue
+			}
+			// Gone: whatever it wrote before it ended is there now.
+			n += r.drainSlot(i, fn)
+		}
+		n += r.free(i, fn)
+	}
+	if d := atomic.LoadUint64(&r.hdr.NoSlotDropped); d != r.noSlot {
+		fn(Event{Time: r.now(), Kind: KindAdjust, Dropped: d - r.noSlot})
+		r.noSlot = d
+		n++
+	}
+	return n
+}
+
+// drainSlot delivers slot i's published records and hands their space
+// back to the thread.
+func (r *Region) drainSlot(i int, fn func(Event)) int {
+	s := &r.slots[i]
+	head := atomic.LoadUint64(&s.Head)
+	tail := s.Tail
+	if head == tail {
+		return 0
+	}
+	ev := Event{PID: atomic.LoadUint32(&s.PID), TID: atomic.LoadUint32(&s.TID)}
+	n := 0
+	size := r.mask + 1
+	if head-tail > size {
+		// Not something the library writes: a corrupted head. Count
+		// what cannot be read rather than read it.
+		lost := head - tail - size
+		fn(Event{Time: r.last[i], PID: ev.PID, TID: ev.TID, Kind: KindAdjust, Dropped: lost})
+		n++
+		tail = head - size
+	}
+	ring := r.rings[uint64(i)*size : uint64(i+1)*size]
+	mask := r.mask
+	c := r.clock
+	// clock.mono, inlined by hand: its cached segment in registers.
+	var lo, span, base uint64
+	var slope float64
+	if c != nil {
+		c.mono(ring[(head-1)&mask].Time) // look up the newest record's segment
+		lo, span, base, slope = c.lo, c.span, c.base, c.slope
+	}
+	last := r.last[i]
+	for ; tail != head; tail++ {
+		rc := &ring[tail&mask]
+		t, kind, a, b := rc.Time, rc.Kind, rc.A, rc.B
+		if c != nil {
+			if d := t - lo; d < span {
+				t = base + uint64(float64(int64(d))*slope)
+			} else {
+				t = c.monoSeg(t)
+				lo, span, base, slope = c.lo, c.span, c.base, c.slope
+			}
+		}
+		t = max(t, last)
+		last = t
+		ev.Time = t
+		if kind == uint64(KindEntry) || kind == uint64(KindExit) {
+			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = uint8(kind), a, b, 0, 0
+		} else if kind == uint64(KindAdjust) {
+			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, r.duration(rc.Time, a), b
+		} else {
+			// Corrupted record: counted as a drop, never passed on.
+			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, 0, 1
+		}
+		fn(ev)
+		n++
+		if n&4095 == 0 {
+			// Hand space back as we go: a thread waiting on a full
+			// ring need not wait for the whole batch.
+			atomic.StoreUint64(&s.Tail, tail+1)
+		}
+	}
+	r.last[i] = last
+	atomic.StoreUint64(&s.Tail, head)
+	return n
+}
+
+// free reports what slot i's ended thread still owed (its pending drops
+// and waits) and makes the slot available to new threads.
+func (r *Region) free(i int, fn func(Event)) int {
+	s := &r.slots[i]
+	n := 0
+	dropped := s.PendDropped + atomic.LoadUint64(&s.Nested)
+	if dropped != 0 || s.PendWait != 0 {
+		t := r.conv(s.PendSince)
+		if t < r.last[i] {
+			t = r.last[i]
+		}
+		fn(Event{Time: t, PID: s.PID, TID: s.TID, Kind: KindAdjust,
+			Duration: r.duration(s.PendSince, s.PendWait), Dropped: dropped})
+		n++
+	}
+	s.PendDropped, s.PendWait, s.PendSince = 0, 0, 0
+	atomic.StoreUint64(&s.Nested, 0)
+	atomic.StoreUint32(&s.PID, 0)
+	atomic.StoreUint32(&s.TID, 0)
+	r.last[i], r.idle[i] = 0, 0
+	atomic.StoreUint32(&s.State, stateFree)
+	return n
+}
+
+// alive reports whether thread tid of process pid may still exist. A
+// slot without ids is being claimed right now.
+func alive(pid, tid uint32) bool {
+	if pid == 0 || tid == 0 {
+		return true
+	}
+	return unix.Tgkill(int(pid), int(tid), 0) != unix.ESRCH
+}
+
+// conv converts a record's clock value to CLOCK_MONOTONIC ns.
+func (r *Region) conv(t uint64) uint64 {
+	if r.clock == nil {
+		return t
+	}
+	return r.clock.mono(t)
+}
+
+// duration converts d clock units starting at t to ns.
+func (r *Region) duration(t, d uint64) uint64 {
+	if r.clock == nil || d == 0 {
+		return d
+	}
+	return r.clock.mono(t+d) - r.clock.mono(t)
+}
+
+// now is the current CLOCK_MONOTONIC time.
+func (r *Region) now() uint64 { return uint64(nanotime()) }
+
+// Close unmaps the region and closes its memfd. Drain and Flush deliver
+// nothing afterwards.
+func (r *Region) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(r.mem)
+	r.mem, r.slots, r.rings = nil, nil, nil
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package record
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"trueprof/internal/model"
+	"trueprof/internal/testutil"
+)
+
+// countsFixture has functions with known call counts, recursion, and a
+// call through a function pointer.
+const countsFixture = `
+#include <stdio.h>
+#include <stdlib.h>
+static volatile long sink;
+__attribute__((noinline)) void leaf(long i) { sink += i; }
+__attribute__((noinline)) long fib(int n) { leaf(n); return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+__attribute__((noinline)) void indirect(void (*f)(long), long n) { for (long i = 0; i < n; i++) f(i); }
+__attribute__((noinline)) void work(long n) { for (long i = 0; i < n; i++) leaf(i); }
+int main(int argc, char **argv) {
+	long n = argc > 1 ? atol(argv[1]) : 1000;
+	for (int r = 0; r < 10; r++) work(n);
+	indirect(leaf, 77);
+	printf("%ld %ld\n", fib(15), sink);
+	return 0;
+}
+`
+
+// entries counts function entries per name in an instrumented trace.
+func entries(p *model.Profile) map[string]int {
+	n := map[string]int{}
+	for _, e := range p.Events {
+		if e.Entry {
+			f := p.Locations[e.Function].Frames
+			n[f[len(f)-1].Function]++
+		}
+	}
+	return n
+}
+
+// checkCounts compares trueprof's exact counts with callgrind's for fns,
+// and checks that every entry has its exit.
+func checkCounts(t *testing.T, p *model.Profile, want map[string]int, fns ...string) {
+	t.Helper()
+	got := entries(p)
+	for _, fn := range fns {
+		if got[fn] != want[fn] || want[fn] == 0 {
+			t.Errorf("%s: trueprof counted %d calls, callgrind %d", fn, got[fn], want[fn])
+		}
+	}
+	exits := 0
+	for _, e := range p.Events {
+		if !e.Entry {
+			exits++
+		}
+	}
+	if 2*exits != len(p.Events) {
+		t.Errorf("%d exits for %d events", exits, len(p.Events))
+	}
+}
+
+func TestHookCountsMatchCallgrind(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "counts", countsFixture, "-finstrument-functions")
+	_, p := recordCmd(t, Config{Command: []string{bin, "5000"}, Mech: "hook", NoSampling: true})
+	if p.Header.Instrument != "hook" {
+		t.Fatalf("instrument %q", p.Header.Instrument)
+	}
+	want := testutil.Callgrind(t, nil, bin, "5000")
+	checkCounts(t, p, want, "leaf", "fib", "work", "indirect")
+}
+
+func TestUprobeCountsMatchCallgrind(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "counts", countsFixture)
+	_, p := recordCmd(t, Config{Command: []string{bin, "500"}, Trace: []string{"leaf", "fib", "work", "indirect"}, NoSampling: true})
+	if p.Header.Instrument != "uprobe" || len(p.Probes) != 4 {
+		t.Fatalf("instrument %q, %d probes", p.Header.Instrument, len(p.Probes))
+	}
+	want := testutil.Callgrind(t, nil, bin, "500")
+	checkCounts(t, p, want, "leaf", "fib", "work", "indirect")
+}
+
+// TestUprobeGoCounts probes a Go binary (exits on RET instructions: a
+// return probe would corrupt moving goroutine stacks) and checks exact
+// counts and that the program's output is unharmed, panics included.
+func TestUprobeGoCounts(t *testing.T) {
+	goBin := testutil.RequireCommand(t, "go")
+	dir := t.TempDir()
+	src := `package main
+
+import "fmt"
+
+//go:noinline
+func leaf(x int) int { return x*3 + 1 }
+
+//go:noinline
+func deep(n int) int {
+	var buf [256]byte
+	buf[n%256] = byte(n)
+	if n == 0 {
+		return int(buf[0])
+	}
+	return deep(n-1) + int(buf[n%256])
+}
+
+//go:noinline
+func risky(i int) (r int) {
+	defer func() {
+		if recover() != nil {
+			r = -1
+		}
+	}()
+	if i%10 == 0 {
+		panic("boom")
+	}
+	return leaf(i)
+}
+
+func main() {
+	s := 0
+	for i := 0; i < 1000; i++ {
+		s += leaf(i)
+	}
+	done := make(chan int)
+	go func() { done <- deep(2000) }()
+	s += <-done
+	for i := 0; i < 100; i++ {
+		s += risky(i)
+	}
+	fmt.Println(s)
+}
+`
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module gocounts\n\ngo 1.21\n"), 0o644)
+	bin := filepath.Join(dir, "gocounts")
+	build := exec.Command(goBin, "build", "-o", bin, ".")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	want, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.txt")
+	f, _ := os.Create(out)
+	_, p := recordCmd(t, Config{Command: []string{bin}, Trace: []string{"main.leaf", "main.deep", "main.risky"}, NoSampling: true, Stdout: f})
+	f.Close()
+	got, _ := os.ReadFile(out)
+	if string(got) != string(want) {
+		t.Errorf("probed Go program printed %q, want %q", got, want)
+	}
+	n := entries(p)
+	// leaf: 1000 direct + 90 from risky; deep: 2001; risky: 100.
+	if n["main.leaf"] != 1090 || n["main.deep"] != 2001 || n["main.risky"] != 100 {
+		t.Errorf("Go entries %v, want leaf 1090, deep 2001, risky 100", n)
+	}
+}

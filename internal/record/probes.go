@@ -1,0 +1,284 @@
+package record
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"trueprof/internal/hook"
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
+)
+
+// instrumentation is how a recording probes functions, decided before the
+// target starts.
+type instrumentation struct {
+	mech   string // "hook" or "uprobe"
+	path   string // the executable
+	region *hook.Region
+	sites  []uprobe.Site
+}
+
+// planInstrumentation chooses the mechanism and prepares it: hooks when
+// the target was built with -finstrument-functions (and --mech allows),
+// uprobes otherwise and always when attaching.
+func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions, error) {
+	cfg := s.cfg
+	in := &instrumentation{mech: cfg.Mech}
+	var lo launchOptions
+	if len(cfg.Command) > 0 {
+		p, err := exec.LookPath(cfg.Command[0])
+		if err != nil {
+			return nil, lo, err
+		}
+		in.path = p
+	} else {
+		p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil {
+			return nil, lo, fmt.Errorf("attaching to %d: %w", pid, err)
+		}
+		in.path = p
+		if in.mech == "hook" {
+			return nil, lo, errors.New("--mech hook needs a launched command: hooks are loaded at exec; attach with uprobes")
+		}
+		in.mech = "uprobe"
+	}
+	if in.mech == "" || in.mech == "hook" {
+		ok, err := hook.Instrumented(in.path)
+		switch {
+		case err != nil && in.mech == "hook":
+			return nil, lo, err
+		case ok:
+			in.mech = "hook"
+		case in.mech == "hook":
+			return nil, lo, fmt.Errorf("--mech hook: %s was not built with -finstrument-functions", in.path)
+		default:
+			in.mech = "uprobe"
+		}
+	}
+	switch in.mech {
+	case "hook":
+		r, err := hook.NewRegion(hook.Options{})
+		if err != nil {
+			return nil, lo, err
+		}
+		in.region = r
+		lo.files = []*os.File{r.File()}
+		// The wrapper has the gate on descriptor 3; extra files follow.
+		lo.env = r.Env(4)
+	case "uprobe":
+		patterns := cfg.Trace
+		if cfg.Root != "" {
+			patterns = append(patterns, cfg.Root)
+		}
+		if len(patterns) == 0 {
+			return nil, lo, errors.New("uprobes need --trace patterns (or --root): probing every function of an unmodified binary is what sampling is for")
+		}
+		sites, err := uprobe.Plan(in.path, patterns)
+		if err != nil {
+			return nil, lo, err
+		}
+		if len(sites) == 0 {
+			return nil, lo, fmt.Errorf("no function of %s matches %q", in.path, patterns)
+		}
+		in.sites = sites
+	}
+	return in, lo, nil
+}
+
+// startInstrumentation places the probes once the target process exists
+// (launched: stopped before exec) and records which functions were probed.
+func (s *session) startInstrumentation(in *instrumentation, pid int, launched bool) error {
+	now := perf.Now()
+	switch in.mech {
+	case "hook":
+		s.sources = append(s.sources, newHookSource(in.region))
+	case "uprobe":
+		set, err := uprobe.Attach(pid, in.path, in.sites, launched)
+		if err != nil {
+			return err
+		}
+		starts, err := fileOffsets(in.path, in.sites)
+		if err != nil {
+			return err
+		}
+		module, err := s.res.intern(in.path)
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, &uprobeSource{set: set, starts: starts, module: module})
+		for i, site := range in.sites {
+			fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
+			if err != nil {
+				return err
+			}
+			mech := trace.ProbeEntry
+			if len(site.Exits) > 0 {
+				mech = trace.ProbeRetInsn
+			}
+			if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hookSource drains the hook library's shared-memory rings. A thread
+// fills its ring in a few milliseconds at full speed and then waits for
+// space, so the rings are copied out by a goroutine of their own, which
+// does nothing else; processing the events may lag behind without
+// stalling the target.
+type hookSource struct {
+	r     *hook.Region
+	mu    sync.Mutex
+	buf   []instrEvent
+	spare []instrEvent // the buffer drain handed out last, for reuse
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newHookSource(r *hook.Region) *hookSource {
+	h := &hookSource{r: r, stop: make(chan struct{}), done: make(chan struct{})}
+	go h.run()
+	return h
+}
+
+func (h *hookSource) run() {
+	defer close(h.done)
+	// The drainer must run as soon as it wakes, or threads wait for ring
+	// space: on a machine with few CPUs it shares one with the event
+	// processing, whose time slices are longer than a ring lasts. Its own
+	// thread, at a higher priority where permitted, gets the CPU first.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), -10)
+	var batch []instrEvent
+	for {
+		batch = batch[:0]
+		h.r.Drain(func(e hook.Event) { batch = append(batch, convertHook(e)) })
+		if len(batch) > 0 {
+			h.mu.Lock()
+			h.buf = append(h.buf, batch...)
+			h.mu.Unlock()
+			continue
+		}
+		select {
+		case <-h.stop:
+			return
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+}
+
+func convertHook(e hook.Event) instrEvent {
+	ev := instrEvent{time: e.Time, pid: e.PID, tid: e.TID, addr: e.Addr}
+	switch e.Kind {
+	case hook.KindEntry:
+		ev.kind = trace.EventEntry
+	case hook.KindExit:
+		ev.kind = trace.EventExit
+	case hook.KindAdjust:
+		// The hook stamps a wait with its start (the event it delayed);
+		// an Adjust record is stamped with the end of the pause.
+		ev.time += e.Duration
+		ev.addr, ev.dropped = e.Duration, e.Dropped
+	}
+	return ev
+}
+
+func (h *hookSource) push(e hook.Event) {
+	h.mu.Lock()
+	h.buf = append(h.buf, convertHook(e))
+	h.mu.Unlock()
+}
+
+func (h *hookSource) fds() []int { return nil }
+
+func (h *hookSource) drain(fn func(instrEvent)) {
+	h.mu.Lock()
+	buf := h.buf
+	h.buf, h.spare = h.spare[:0], nil
+	h.mu.Unlock()
+	for _, e := range buf {
+		fn(e)
+	}
+	h.mu.Lock()
+	h.spare = buf
+	h.mu.Unlock()
+}
+
+// finish stops the drainer once the target is done and collects what
+// the rings still hold, including what threads that ended without their
+// exit hook (exit, exec, a fatal signal) still owed.
+func (h *hookSource) finish() {
+	select {
+	case <-h.stop:
+		return
+	default:
+	}
+	close(h.stop)
+	<-h.done
+	h.r.Drain(h.push)
+	h.r.Flush(h.push)
+}
+
+func (h *hookSource) lost() uint64 { return 0 }
+
+func (h *hookSource) close() error {
+	h.finish()
+	return h.r.Close()
+}
+
+// uprobeSource reads the events of a set of uprobes.
+type uprobeSource struct {
+	set    *uprobe.Set
+	starts []uint64 // file offset of each site's function start
+	module uint32   // string id of the probed file's path
+}
+
+func (u *uprobeSource) fds() []int { return u.set.Fds() }
+
+func (u *uprobeSource) drain(fn func(instrEvent)) {
+	u.set.Read(func(e uprobe.Event) {
+		kind := trace.EventExit
+		if e.Entry {
+			kind = trace.EventEntry
+		}
+		fn(instrEvent{time: e.Time, pid: e.PID, tid: e.TID, kind: kind, module: u.module, addr: u.starts[e.Site]})
+	})
+}
+
+func (u *uprobeSource) finish() {}
+
+func (u *uprobeSource) lost() uint64 { return u.set.Lost() }
+func (u *uprobeSource) close() error { return u.set.Close() }
+
+// fileOffsets converts the sites' function start addresses (ELF virtual
+// addresses) to file offsets, which is how the resolver names code: an
+// event names the function's first instruction, wherever its probe sits.
+func fileOffsets(path string, sites []uprobe.Site) ([]uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := make([]uint64, len(sites))
+	for i, s := range sites {
+		out[i] = s.Entry
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && s.Start >= p.Vaddr && s.Start < p.Vaddr+p.Filesz {
+				out[i] = s.Start - p.Vaddr + p.Off
+				break
+			}
+		}
+	}
+	return out, nil
+}

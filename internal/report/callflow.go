@@ -1,0 +1,115 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"trueprof/internal/instr"
+)
+
+// CallflowEvent is one line of the callflow view: an entry or exit
+// (instr.FlowEvent, whose delta is the interval since the thread's
+// previous event) and its time since BaseNS.
+type CallflowEvent struct {
+	OffsetNS uint64 `json:"offset_ns"`
+	instr.FlowEvent
+}
+
+// CallflowThread is the callflow of one thread incarnation.
+type CallflowThread struct {
+	PID    uint32          `json:"pid"`
+	TID    uint32          `json:"tid"`
+	Start  uint64          `json:"start_ns"` // creation time; 0 if before recording
+	Name   string          `json:"name"`     // "name_tid"
+	Events []CallflowEvent `json:"events"`   // in time order; never null
+}
+
+// CallflowReport is the JSON form of the callflow view (seed 004's
+// log-gen): every entry and exit of every analysed thread.
+type CallflowReport struct {
+	InstrHeader
+	// BaseNS is the time the offsets count from (trace clock): the
+	// recording's start when the header has it, else the first event
+	// shown.
+	BaseNS  uint64           `json:"base_ns"`
+	Threads []CallflowThread `json:"threads"` // by pid, tid and start; never null
+}
+
+func buildCallflow(in *instrData) (CallflowReport, error) {
+	flows, err := instr.Callflow(in.p, in.opts)
+	if err != nil {
+		return CallflowReport{}, fmt.Errorf("report: %w", err)
+	}
+	rep := CallflowReport{InstrHeader: in.header, Threads: []CallflowThread{}}
+	first, seen := uint64(0), false
+	for _, ft := range flows {
+		for _, e := range ft.Events {
+			if !seen || e.TimeNS < first {
+				first, seen = e.TimeNS, true
+			}
+		}
+	}
+	rep.BaseNS = first
+	if s := in.p.Header.StartNS; s != 0 && s <= first {
+		rep.BaseNS = s
+	}
+	for _, ft := range flows {
+		ct := CallflowThread{PID: ft.PID, TID: ft.TID, Start: ft.Start, Name: fmt.Sprintf("%s_%d", ft.Name, ft.TID),
+			Events: make([]CallflowEvent, len(ft.Events))}
+		for i, e := range ft.Events {
+			ct.Events[i] = CallflowEvent{OffsetNS: e.TimeNS - min(e.TimeNS, rep.BaseNS), FlowEvent: e}
+		}
+		rep.Threads = append(rep.Threads, ct)
+	}
+	return rep, nil
+}
+
+// flowNotes say what a repaired line is.
+var flowNotes = map[instr.FlowKind]string{
+	instr.FlowPopped:    "  [exit missing: closed by a caller's exit]",
+	instr.FlowUnmatched: "  [unmatched exit: ignored]",
+	instr.FlowUnclosed:  "  [no exit: still open at the end]",
+}
+
+func callflowView(in *instrData) (func(io.Writer), any, error) {
+	rep, err := buildCallflow(in)
+	if err != nil {
+		return nil, nil, err
+	}
+	text := func(w io.Writer) {
+		h := &rep.InstrHeader
+		samples := h.Total.Samples > 0
+		since := "the recording's start"
+		if rep.BaseNS != in.p.Header.StartNS || rep.BaseNS == 0 {
+			since = "the first event"
+		}
+		fmt.Fprintf(w, "TIME is since %s; WALL (calibrated), RAW, CPU and DS (dispatches) are\n", since)
+		fmt.Fprintln(w, "what the interval since the thread's previous event measured. > entry, < exit.")
+		for _, th := range rep.Threads {
+			fmt.Fprintf(w, "\nThread %s (pid %d, tid %d): %d lines\n\n", th.Name, th.PID, th.TID, len(th.Events))
+			fmt.Fprintf(w, "%12s %10s %10s %10s %6s", "TIME", "WALL", "RAW", "CPU", "DS")
+			if samples {
+				fmt.Fprintf(w, " %6s", "SMP")
+			}
+			fmt.Fprintf(w, "  %s\n", "EVENT")
+			for _, e := range th.Events {
+				d := &e.Delta
+				cpu, ds := formatNS(d.CPUNS), fmt.Sprint(d.Dispatches)
+				if !h.CPUMeasured {
+					cpu, ds = "-", "-"
+				}
+				fmt.Fprintf(w, "%12s %10s %10s %10s %6s", formatNS(float64(e.OffsetNS)), formatNS(d.WallNS), formatNS(float64(d.WallNSRaw)), cpu, ds)
+				if samples {
+					fmt.Fprintf(w, " %6d", d.Samples)
+				}
+				mark := "<"
+				if e.Kind == instr.FlowEntry {
+					mark = ">"
+				}
+				fmt.Fprintf(w, "  %s%s %s%s\n", strings.Repeat("  ", max(0, e.Level-1)), mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])
+			}
+		}
+	}
+	return text, rep, nil
+}

@@ -1,0 +1,401 @@
+package report
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/model"
+	"trueprof/internal/trace"
+)
+
+// The views of an instrumented recording (Profile.Events not empty) are
+// computed by package instr; this file holds what they share: the metric
+// selection, the header and the number formats.
+
+// instrView renders an analysed instrumented recording; as for the
+// sampling views one function computes what text and JSON both show.
+type instrView func(in *instrData) (text func(w io.Writer), report any, err error)
+
+var instrViews = map[string]instrView{
+	"flat":     instrFlatView,
+	"tree":     instrTreeView,
+	"arcflow":  instrArcflowView,
+	"callflow": callflowView,
+}
+
+// metric is a column metric of the instrumented views.
+type metric struct {
+	name string
+	of   func(m *instr.Metrics) float64
+	// count: the metric is a number of events, not nanoseconds.
+	count bool
+}
+
+var metrics = []metric{
+	{name: "wall", of: func(m *instr.Metrics) float64 { return m.WallNS }},
+	{name: "cpu", of: func(m *instr.Metrics) float64 { return m.CPUNS }},
+	{name: "dispatches", of: func(m *instr.Metrics) float64 { return float64(m.Dispatches) }, count: true},
+}
+
+// MetricNames returns the names of the metrics Options.Metric selects
+// from, the default ("wall") first.
+func MetricNames() []string {
+	names := make([]string, len(metrics))
+	for i, m := range metrics {
+		names[i] = m.name
+	}
+	return names
+}
+
+// metricByName returns the metric of Options.Metric; "" is wall.
+func metricByName(name string) (metric, bool) {
+	if name == "" {
+		return metrics[0], true
+	}
+	for _, m := range metrics {
+		if m.name == name {
+			return m, true
+		}
+	}
+	return metric{}, false
+}
+
+// format formats a value of the metric for text: a duration or a count.
+func (mt metric) format(v float64) string {
+	if mt.count {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return formatNS(v)
+}
+
+// formatNS formats nanoseconds for text reports with four significant
+// digits and a unit: "812ns", "2.5ns", "56.7µs", "1.234ms", "2.5s"; "0"
+// for zero. JSON reports carry the nanoseconds as numbers.
+func formatNS(ns float64) string {
+	switch {
+	case ns == 0:
+		return "0"
+	case ns < 0:
+		return "-" + formatNS(-ns)
+	case math.IsInf(ns, 0) || math.IsNaN(ns):
+		return fmt.Sprint(ns)
+	}
+	units := []struct {
+		name  string
+		scale float64
+	}{{"ns", 1}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}}
+	for i, u := range units {
+		v := ns / u.scale
+		// Four significant digits, at most three decimals.
+		dec := max(0, min(3, 3-int(math.Floor(math.Log10(v)))))
+		s := strconv.FormatFloat(v, 'f', dec, 64)
+		if r, _ := strconv.ParseFloat(s, 64); r >= 1000 && i < len(units)-1 {
+			continue // rounds up to the next unit
+		}
+		if strings.Contains(s, ".") {
+			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		}
+		if s == "0" {
+			return "0"
+		}
+		return s + u.name
+	}
+	panic("unreachable")
+}
+
+// percentF is percent for the metrics of instrumented recordings.
+func percentF(v, total float64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return math.Round(v*10000/total) / 100
+}
+
+// hiddenF is hidden for the metrics of instrumented recordings.
+func hiddenF(v, total float64, o Options) bool {
+	if o.Min <= 0 {
+		return false
+	}
+	if total == 0 {
+		return true
+	}
+	return v*100/total < o.Min
+}
+
+// instrData is an instrumented recording analysed for a report.
+type instrData struct {
+	p      *model.Profile
+	o      Options
+	opts   instr.Options
+	mt     metric
+	r      *instr.Result
+	header InstrHeader
+	total  float64 // r.Total of the selected metric
+}
+
+// InstrHeader is the header of the reports of an instrumented recording
+// (JSON: the top-level fields of its flat, tree, arcflow and callflow
+// views). Times are calibrated unless Raw.
+type InstrHeader struct {
+	View string `json:"view"`
+	// Instrument is the probe mechanism: "hook" or "uprobe".
+	Instrument string `json:"instrument"`
+	// Metric is what the text columns showed and what percentages, Min
+	// and the order of rows use: "wall", "cpu" or "dispatches".
+	Metric string `json:"metric"`
+	// Event, Freq, Period and PeriodUnit describe the sampling recorded
+	// alongside the probes; Event is "dummy" when there was none.
+	Event      string      `json:"event"`
+	Freq       uint64      `json:"freq,omitempty"`
+	Period     uint64      `json:"period,omitempty"`
+	PeriodUnit string      `json:"period_unit"`
+	StartTime  time.Time   `json:"start_time"`
+	Filter     *FilterJSON `json:"filter,omitempty"`
+	Root       string      `json:"root,omitempty"` // Options.Root
+
+	// Total is the sum over the analysed threads (samples: those merged
+	// into the trees).
+	Total  instr.Metrics `json:"total"`
+	Calls  uint64        `json:"calls"`  // function entries analysed
+	Events uint64        `json:"events"` // entries and exits analysed
+	// FirstNS and LastNS are the first and last analysed event's times
+	// (trace clock); SpanNS their difference.
+	FirstNS   uint64 `json:"first_ns"`
+	LastNS    uint64 `json:"last_ns"`
+	SpanNS    uint64 `json:"span_ns"`
+	Processes int    `json:"processes"` // processes analysed
+	Threads   int    `json:"threads"`   // thread incarnations analysed
+
+	// Raw is Options.Raw. Calibration is the probe cost that was
+	// subtracted, null when none was (Raw, none in the trace, or one
+	// measured for another mechanism); Calibrated says whether it was.
+	Raw         bool               `json:"raw"`
+	Calibrated  bool               `json:"calibrated"`
+	Calibration *trace.Calibration `json:"calibration"`
+	// CPUMeasured tells whether the recording has context switches:
+	// without them cpu_ns and dispatches are zero, not measured.
+	CPUMeasured bool `json:"cpu_measured"`
+	// Repairs counts what the shadow stacks repaired (missing and
+	// unmatched exits, calls open at the end); Dropped the events the
+	// recorder reported lost.
+	Repairs instr.Repairs `json:"repairs"`
+	Dropped uint64        `json:"dropped"`
+
+	// As in Header, for the whole trace even when filtered.
+	Lost       uint64   `json:"lost"`
+	LostByKind LostJSON `json:"lost_by_kind"`
+	Throttled  uint64   `json:"throttled"`
+	// Truncated counts the filtered samples whose call chain was cut
+	// short, TruncatedPercent their share of the filtered samples.
+	Truncated        uint64  `json:"truncated"`
+	TruncatedPercent float64 `json:"truncated_percent"`
+
+	Complete    bool   `json:"complete"`
+	EndReason   string `json:"end_reason,omitempty"`
+	Error       string `json:"error,omitempty"`
+	ErrorOffset *int64 `json:"error_offset,omitempty"`
+
+	// Warnings are the trace's (as in Header) and the analysis's
+	// (instr.Result.Warnings: missing calibration or context switches,
+	// dropped events, repairs). Never null.
+	Warnings []string `json:"warnings"`
+}
+
+// analyseInstr runs instr.Build on p as o selects and makes the header.
+func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
+	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID}
+	r, err := instr.Build(p, opts)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if mt.name != "wall" && !r.CPUMeasured {
+		return nil, fmt.Errorf("report: metric %s: the recording has no context switches, so CPU time and dispatches were not measured", mt.name)
+	}
+	in := &instrData{p: p, o: o, opts: opts, mt: mt, r: r, total: mt.of(&r.Total)}
+	d := prepare(p, o.Filter)
+	sh := d.baseHeader(o.View)
+	h := InstrHeader{
+		View:             o.View,
+		Instrument:       p.Header.Instrument,
+		Metric:           mt.name,
+		Event:            sh.Event,
+		Freq:             sh.Freq,
+		Period:           sh.Period,
+		PeriodUnit:       sh.PeriodUnit,
+		StartTime:        sh.StartTime,
+		Filter:           sh.Filter,
+		Root:             o.Root,
+		Total:            r.Total,
+		Calls:            r.Calls,
+		Events:           r.Events,
+		Raw:              r.Raw,
+		Calibrated:       r.Calibration != nil,
+		Calibration:      r.Calibration,
+		CPUMeasured:      r.CPUMeasured,
+		Repairs:          r.Repairs,
+		Dropped:          r.Dropped,
+		Lost:             sh.Lost,
+		LostByKind:       sh.LostByKind,
+		Throttled:        sh.Throttled,
+		Truncated:        sh.Truncated,
+		TruncatedPercent: sh.TruncatedPercent,
+		Complete:         sh.Complete,
+		EndReason:        sh.EndReason,
+		Error:            sh.Error,
+		ErrorOffset:      sh.ErrorOffset,
+		Warnings:         append(sh.Warnings, r.Warnings...),
+	}
+	first := true
+	for _, pr := range r.Processes {
+		h.Processes++
+		for _, th := range pr.Threads {
+			h.Threads++
+			if th.Events == 0 {
+				continue
+			}
+			if first || th.FirstNS < h.FirstNS {
+				h.FirstNS = th.FirstNS
+			}
+			h.LastNS = max(h.LastNS, th.LastNS)
+			first = false
+		}
+	}
+	h.SpanNS = h.LastNS - h.FirstNS
+	in.header = h
+	return in, nil
+}
+
+// writeInstr writes view iv of the instrumented recording p.
+func writeInstr(w io.Writer, p *model.Profile, o Options, mt metric, iv instrView) error {
+	if o.View == "callflow" && o.Min > 0 {
+		return fmt.Errorf("report: --min does not apply to callflow, which lists every event")
+	}
+	in, err := analyseInstr(p, o, mt)
+	if err != nil {
+		return err
+	}
+	text, rep, err := iv(in)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	if o.Format == "json" {
+		enc := json.NewEncoder(bw)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writeInstrHeaderText(bw, &in.header)
+		text(bw)
+	}
+	return bw.Flush()
+}
+
+func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
+	fmt.Fprintf(w, "Instrument: %s probes: %d events (%d calls) over %s\n", cmp.Or(h.Instrument, "unknown"), h.Events, h.Calls, formatNS(float64(h.SpanNS)))
+	if h.Event == "" || h.Event == "dummy" {
+		fmt.Fprintf(w, "Sampling:   none\n")
+	} else {
+		event := h.Event
+		switch {
+		case h.Freq != 0:
+			event += fmt.Sprintf(", %d Hz", h.Freq)
+		case h.Period != 0:
+			event += fmt.Sprintf(", every %d %s", h.Period, h.PeriodUnit)
+		}
+		fmt.Fprintf(w, "Sampling:   %s: %s merged into the trees\n", event, plural(h.Total.Samples, "sample", "samples"))
+	}
+	if !h.StartTime.IsZero() {
+		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))
+	}
+	if h.Filter != nil {
+		var f Filter
+		if h.Filter.PID != nil {
+			f.PID, f.HasPID = *h.Filter.PID, true
+		}
+		if h.Filter.TID != nil {
+			f.TID, f.HasTID = *h.Filter.TID, true
+		}
+		fmt.Fprintf(w, "Filter:     %s\n", f)
+	}
+	if h.Root != "" {
+		fmt.Fprintf(w, "Root:       %s (only the calls made while it is on the stack)\n", h.Root)
+	}
+	t := &h.Total
+	fmt.Fprintf(w, "Wall:       %s (raw %s, DELTA %s removed)\n", formatNS(t.WallNS), formatNS(float64(t.WallNSRaw)), formatNS(t.DeltaNS))
+	if h.CPUMeasured {
+		fmt.Fprintf(w, "CPU:        %s, %s (%d involuntary)\n", formatNS(t.CPUNS), plural(t.Dispatches, "dispatch", "dispatches"), t.Involuntary)
+	} else {
+		fmt.Fprintf(w, "CPU:        not measured (no context switches)\n")
+	}
+	switch c := h.Calibration; {
+	case c != nil:
+		var parts []string
+		for k, v := range c.Overhead {
+			parts = append(parts, fmt.Sprintf("%s %s", instr.TransitionName(k), formatNS(v)))
+		}
+		fmt.Fprintf(w, "Calibration: %s of %d (%s): %s; %s per call\n",
+			cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
+		fmt.Fprintf(w, "Times:      calibrated (probe cost and profiler pauses removed); --raw for unadjusted\n")
+	case h.Raw:
+		fmt.Fprintf(w, "Calibration: not applied (--raw)\n")
+		fmt.Fprintf(w, "Times:      raw: as recorded, probe cost and profiler pauses included\n")
+	default:
+		fmt.Fprintf(w, "Calibration: none: times are raw, probe cost included\n")
+		fmt.Fprintf(w, "Times:      profiler pauses removed, probe cost included; --raw for unadjusted\n")
+	}
+	rp := h.Repairs
+	if n := rp.Popped + rp.Unmatched + rp.Unclosed; n > 0 {
+		fmt.Fprintf(w, "Repairs:    the tree is never corrupted; %s (%s, %s, %s): times around them are approximate\n",
+			plural(n, "repair", "repairs"), plural(rp.Popped, "missing exit", "missing exits"),
+			plural(rp.Unmatched, "unmatched exit", "unmatched exits"), plural(rp.Unclosed, "call open at the end", "calls open at the end"))
+	} else {
+		fmt.Fprintf(w, "Repairs:    0\n")
+	}
+	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
+	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
+	scope := ""
+	if h.Filter != nil {
+		scope = " (whole trace)"
+	}
+	fmt.Fprintf(w, "Lost:       %d records%s\n", h.Lost, scope)
+	fmt.Fprintf(w, "Throttled:  %d%s\n", h.Throttled, scope)
+	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", h.Truncated, h.TruncatedPercent)
+	for _, msg := range h.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", msg)
+	}
+	fmt.Fprintln(w)
+}
+
+// plural returns "1 call" or "2 calls": n with the singular or plural
+// noun.
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// instrProcessName names a process as the sampling views do: "name_pid".
+func instrProcessName(pr *instr.Process) string { return fmt.Sprintf("%s_%d", pr.Name, pr.PID) }
+
+// sampledLabel is funcLabel with the mark of a function known only from
+// samples.
+func sampledLabel(f Func, sampled bool) string {
+	if sampled {
+		return "~" + funcLabel(f)
+	}
+	return funcLabel(f)
+}
+
+// sampledLegend explains the mark of sampledLabel.
+const sampledLegend = "~ marks functions seen only in samples (not traced): no calls, no time."

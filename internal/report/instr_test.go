@@ -1,0 +1,638 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+	"trueprof/internal/report/reporttest"
+	"trueprof/internal/testutil"
+)
+
+// instrGoldenName names a golden file of an instrumented view by the
+// options that produce it: testdata/instr-tree-raw-metric=cpu.text.golden.
+func instrGoldenName(o report.Options) string {
+	name := "instr-" + o.View
+	if o.HasPID {
+		name += fmt.Sprintf("-pid=%d", o.PID)
+	}
+	if o.HasTID {
+		name += fmt.Sprintf("-tid=%d", o.TID)
+	}
+	if o.Min != 0 {
+		name += fmt.Sprintf("-min=%g", o.Min)
+	}
+	if o.Raw {
+		name += "-raw"
+	}
+	if o.Metric != "" {
+		name += "-metric=" + o.Metric
+	}
+	if o.Root != "" {
+		name += "-root=" + o.Root
+	}
+	return filepath.Join("testdata", name+"."+o.Format+".golden")
+}
+
+func TestInstrGolden(t *testing.T) {
+	var opts []report.Options
+	for _, view := range []string{"flat", "tree", "arcflow", "callflow"} {
+		for _, format := range report.Formats() {
+			opts = append(opts, report.Options{View: view, Format: format})
+		}
+		opts = append(opts,
+			report.Options{View: view, Format: "text", Raw: true},
+			report.Options{View: view, Format: "text", Filter: report.Filter{PID: 1, HasPID: true}})
+		if view != "callflow" {
+			opts = append(opts,
+				report.Options{View: view, Format: "text", Metric: "cpu"},
+				report.Options{View: view, Format: "text", Min: 5})
+		}
+	}
+	opts = append(opts,
+		report.Options{View: "tree", Format: "text", Metric: "dispatches"},
+		report.Options{View: "tree", Format: "text", Root: "compute"},
+		report.Options{View: "callflow", Format: "text", Filter: report.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
+		report.Options{View: "tprof", Format: "text"},
+	)
+	for _, o := range opts {
+		file := instrGoldenName(o)
+		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := report.Write(&buf, reporttest.InstrFixture(), o); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Golden(t, file, buf.Bytes(), *update)
+			if o.Format == "json" && !json.Valid(buf.Bytes()) {
+				t.Errorf("invalid JSON")
+			}
+		})
+	}
+}
+
+// instrJSON runs a JSON report of an instrumented recording into a
+// generic map, so that the keys are checked by name.
+func instrJSON(t *testing.T, p *model.Profile, o report.Options) map[string]any {
+	t.Helper()
+	o.Format = "json"
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, o); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatalf("unmarshal: %v\n%s", err, buf.Bytes())
+	}
+	return m
+}
+
+var metricKeys = []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "involuntary", "samples"}
+
+func hasMetrics(t *testing.T, where string, v any) {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Errorf("%s = %v, want a metrics object", where, v)
+		return
+	}
+	for _, k := range metricKeys {
+		if _, ok := m[k].(float64); !ok {
+			t.Errorf("%s.%s = %v, want a number", where, k, m[k])
+		}
+	}
+}
+
+// TestInstrJSONSchema checks, by name, the fields consumers of the JSON
+// of instrumented views rely on.
+func TestInstrJSONSchema(t *testing.T) {
+	p := reporttest.InstrFixture()
+	for _, view := range []string{"flat", "tree", "arcflow", "callflow"} {
+		t.Run(view, func(t *testing.T) {
+			r := instrJSON(t, p, report.Options{View: view})
+			for _, k := range []string{"view", "instrument", "metric", "event", "start_time", "total", "calls", "events",
+				"first_ns", "last_ns", "span_ns", "processes", "threads", "raw", "calibrated", "calibration", "cpu_measured",
+				"repairs", "dropped", "lost", "lost_by_kind", "throttled", "truncated", "complete", "warnings"} {
+				if _, ok := r[k]; !ok {
+					t.Errorf("header field %q missing", k)
+				}
+			}
+			hasMetrics(t, "total", r["total"])
+			if r["view"] != view || r["instrument"] != "hook" || r["metric"] != "wall" || r["lost"] != 0.0 ||
+				r["events"] != 28.0 || r["calls"] != 14.0 || r["calibrated"] != true {
+				t.Errorf("header: view %v instrument %v metric %v lost %v events %v calls %v calibrated %v",
+					r["view"], r["instrument"], r["metric"], r["lost"], r["events"], r["calls"], r["calibrated"])
+			}
+			cal, _ := r["calibration"].(map[string]any)
+			if cal["statistic"] != "min" || fmt.Sprint(cal["overhead_ns"]) != "[300 250 400 100]" {
+				t.Errorf("calibration = %v", r["calibration"])
+			}
+			rp, _ := r["repairs"].(map[string]any)
+			if rp["popped"] != 1.0 || rp["unmatched"] != 1.0 || rp["unclosed"] != 0.0 {
+				t.Errorf("repairs = %v", r["repairs"])
+			}
+			if w, _ := r["warnings"].([]any); len(w) != 2 {
+				t.Errorf("warnings = %v, want the two repairs", r["warnings"])
+			}
+
+			switch view {
+			case "flat":
+				for _, f := range r["functions"].([]any) {
+					f := f.(map[string]any)
+					where := fmt.Sprint("function ", f["name"])
+					if _, ok := f["calls"].(float64); !ok {
+						t.Errorf("%s: calls = %v, want a number", where, f["calls"])
+					}
+					hasMetrics(t, where+" self", f["self"])
+					hasMetrics(t, where+" total", f["total"])
+					for _, k := range []string{"name", "module", "sampled", "self_percent", "total_percent", "min_self_ns", "max_self_ns"} {
+						if _, ok := f[k]; !ok {
+							t.Errorf("%s: %q missing", where, k)
+						}
+					}
+				}
+			case "tree":
+				var walk func(n map[string]any)
+				walk = func(n map[string]any) {
+					where := fmt.Sprint("node ", n["name"])
+					for _, k := range []string{"level", "recursion", "sampled", "calls", "callees", "cum_percent", "min_self_ns", "max_self_ns"} {
+						if _, ok := n[k].(float64); !ok && k != "sampled" {
+							t.Errorf("%s: %s = %v, want a number", where, k, n[k])
+						}
+					}
+					hasMetrics(t, where+" base", n["base"])
+					hasMetrics(t, where+" cum", n["cum"])
+					children, ok := n["children"].([]any)
+					if !ok {
+						t.Errorf("%s: children = %v, want an array", where, n["children"])
+					}
+					for _, c := range children {
+						walk(c.(map[string]any))
+					}
+				}
+				for _, pr := range r["processes"].([]any) {
+					pr := pr.(map[string]any)
+					hasMetrics(t, "process total", pr["total"])
+					for _, th := range pr["threads"].([]any) {
+						th := th.(map[string]any)
+						for _, k := range []string{"tid", "start_ns", "name", "first_ns", "last_ns", "events", "repairs"} {
+							if _, ok := th[k]; !ok {
+								t.Errorf("thread %v: %q missing", th["name"], k)
+							}
+						}
+						walk(th["root"].(map[string]any))
+					}
+				}
+			case "arcflow":
+				for _, s := range r["functions"].([]any) {
+					s := s.(map[string]any)
+					hasMetrics(t, fmt.Sprint(s["name"], " base"), s["base"])
+					hasMetrics(t, fmt.Sprint(s["name"], " cum"), s["cum"])
+					for _, side := range []string{"parents", "children"} {
+						rows, ok := s[side].([]any)
+						if !ok {
+							t.Errorf("%v: %s = %v", s["name"], side, s[side])
+						}
+						for _, row := range rows {
+							row := row.(map[string]any)
+							if _, ok := row["calls"].(float64); !ok {
+								t.Errorf("%v %s %v: calls = %v", s["name"], side, row["name"], row["calls"])
+							}
+							if _, ok := row["share_percent"].(float64); !ok {
+								t.Errorf("%v %s %v: share_percent missing", s["name"], side, row["name"])
+							}
+							hasMetrics(t, "row cum", row["cum"])
+						}
+					}
+				}
+			case "callflow":
+				if _, ok := r["base_ns"].(float64); !ok {
+					t.Errorf("base_ns = %v", r["base_ns"])
+				}
+				threads := r["threads"].([]any)
+				if len(threads) != 3 {
+					t.Fatalf("%d threads, want 3", len(threads))
+				}
+				for _, th := range threads {
+					for _, e := range th.(map[string]any)["events"].([]any) {
+						e := e.(map[string]any)
+						for _, k := range []string{"offset_ns", "time_ns", "kind", "level", "name", "module"} {
+							if _, ok := e[k]; !ok {
+								t.Errorf("event %v: %q missing", e, k)
+							}
+						}
+						hasMetrics(t, "event delta", e["delta"])
+					}
+				}
+			}
+		})
+	}
+}
+
+// textRows returns the rows of a text tree or callflow as maps from column to value,
+// the NAME column trimmed.
+func textRows(t *testing.T, out string) []map[string]string {
+	t.Helper()
+	var cols []string
+	var rows []map[string]string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == "Thread" || f[0] == "Process") {
+			continue
+		}
+		if len(f) > 2 && (f[0] == "LV" || f[0] == "CALLS" || f[0] == "TIME") {
+			cols = f
+			continue
+		}
+		if cols == nil || len(f) < len(cols) {
+			continue
+		}
+		row := map[string]string{}
+		for i, c := range cols[:len(cols)-1] {
+			row[c] = f[i]
+		}
+		row[cols[len(cols)-1]] = strings.Join(f[len(cols)-1:], " ")
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func writeText(t *testing.T, p *model.Profile, o report.Options) string {
+	t.Helper()
+	o.Format = "text"
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, o); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func TestInstrRaw(t *testing.T) {
+	p := reporttest.InstrFixture()
+	var cal, raw report.InstrTreeReport
+	writeJSON(t, p, report.Options{View: "tree"}, &cal)
+	writeJSON(t, p, report.Options{View: "tree", Raw: true}, &raw)
+	if !raw.Raw || raw.Calibrated || raw.Calibration != nil {
+		t.Errorf("raw header: raw %v calibrated %v calibration %v", raw.Raw, raw.Calibrated, raw.Calibration)
+	}
+	if raw.Total.WallNS != float64(raw.Total.WallNSRaw) || raw.Total.DeltaNS != 0 || raw.Total.WallNSRaw != 2_250_000 {
+		t.Errorf("raw total %+v, want wall = raw = 2.25ms, delta 0", raw.Total)
+	}
+	if cal.Total.WallNSRaw != raw.Total.WallNSRaw || cal.Total.WallNS >= raw.Total.WallNS || cal.Total.DeltaNS == 0 {
+		t.Errorf("calibrated total %+v vs raw %+v", cal.Total, raw.Total)
+	}
+	var walk func(n *report.InstrTreeNode)
+	walk = func(n *report.InstrTreeNode) {
+		if n.Base.DeltaNS != 0 || n.Cum.DeltaNS != 0 || n.Base.WallNS != float64(n.Base.WallNSRaw) {
+			t.Errorf("raw node %s: base %+v cum %+v", n.Name, n.Base, n.Cum)
+		}
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	for _, pr := range raw.Processes {
+		for i := range pr.Threads {
+			walk(&pr.Threads[i].Root)
+		}
+	}
+
+	out := writeText(t, p, report.Options{View: "tree", Raw: true})
+	for _, want := range []string{"Calibration: not applied (--raw)", "Times:      raw: as recorded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("raw header lacks %q:\n%s", want, out)
+		}
+	}
+	rows := textRows(t, out)
+	if len(rows) == 0 {
+		t.Fatalf("no rows:\n%s", out)
+	}
+	for _, r := range rows {
+		if r["DELTA"] != "0" {
+			t.Errorf("raw row %s: DELTA %q, want 0", r["NAME"], r["DELTA"])
+		}
+	}
+	// main's raw base: 10+10+10 before parse and compute's calls... read
+	// from the calibrated text instead: its DELTA is not zero.
+	calRows := textRows(t, writeText(t, p, report.Options{View: "tree"}))
+	for _, r := range calRows {
+		if r["NAME"] == "main (app)" && (r["DELTA"] != "800ns" || r["BASE"] != "1.219ms") {
+			t.Errorf("calibrated main: %v", r)
+		}
+	}
+	for _, r := range rows {
+		if r["NAME"] == "main (app)" && r["BASE"] != "1.22ms" {
+			t.Errorf("raw main: %v, want BASE 1.22ms", r)
+		}
+	}
+
+	// Callflow: the raw WALL column is the RAW column.
+	for _, r := range textRows(t, writeText(t, p, report.Options{View: "callflow", Raw: true})) {
+		if r["WALL"] != r["RAW"] {
+			t.Errorf("raw callflow line %v: WALL != RAW", r)
+		}
+	}
+}
+
+func TestInstrMetric(t *testing.T) {
+	p := reporttest.InstrFixture()
+	tests := []struct {
+		metric string
+		// main's row in the tree, and flat's first function
+		base, cum, first string
+	}{
+		{"", "1.219ms", "1.797ms", "main"},
+		{"wall", "1.219ms", "1.797ms", "main"},
+		// main's 1ms after compute: preempted 50µs; compute blocked 200µs.
+		{"cpu", "1.169ms", "1.547ms", "main"},
+		// main and compute were switched out once each; main's total
+		// has both.
+		{"dispatches", "1", "2", "main"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.metric, func(t *testing.T) {
+			o := report.Options{View: "tree", Metric: tt.metric}
+			found := false
+			for _, r := range textRows(t, writeText(t, p, o)) {
+				if r["NAME"] == "main (app)" {
+					found = true
+					if r["BASE"] != tt.base || r["CUM"] != tt.cum {
+						t.Errorf("main: BASE %s CUM %s, want %s %s", r["BASE"], r["CUM"], tt.base, tt.cum)
+					}
+				}
+			}
+			if !found {
+				t.Error("no main row")
+			}
+			var flat report.InstrFlatReport
+			o.View = "flat"
+			writeJSON(t, p, o, &flat)
+			if want := tt.metric; flat.Metric != want && !(want == "" && flat.Metric == "wall") {
+				t.Errorf("header metric %q", flat.Metric)
+			}
+			if flat.Functions[0].Name != tt.first {
+				t.Errorf("flat's first function %s, want %s", flat.Functions[0].Name, tt.first)
+			}
+			// JSON always has every metric.
+			if f := flat.Functions[0]; f.Self.WallNS == 0 || f.Self.CPUNS == 0 || f.Self.Dispatches == 0 {
+				t.Errorf("flat's first function self %+v", f.Self)
+			}
+		})
+	}
+
+	// Without context switches CPU time is not measured: cpu is an error.
+	q := instrtest.New().Thread(1, 1, "a").Run(1, 1, "0 +main 10 -main").Profile()
+	var buf bytes.Buffer
+	err := report.Write(&buf, q, report.Options{View: "flat", Format: "text", Metric: "cpu"})
+	if err == nil || !strings.Contains(err.Error(), "no context switches") || buf.Len() != 0 {
+		t.Errorf("cpu without switches: %v, %d bytes", err, buf.Len())
+	}
+	out := writeText(t, q, report.Options{View: "tree"})
+	if !strings.Contains(out, "CPU:        not measured") {
+		t.Errorf("no 'not measured' CPU line:\n%s", out)
+	}
+	for _, r := range textRows(t, out) {
+		if r["DS"] != "-" {
+			t.Errorf("DS %q without switches, want -", r["DS"])
+		}
+	}
+}
+
+func TestInstrMin(t *testing.T) {
+	p := reporttest.InstrFixture() // total wall 2.224ms
+	tests := []struct {
+		name                         string
+		min                          float64
+		flat, arcflow, tree, threads int
+	}{
+		{"zero keeps all", 0, 10, 10, 17, 3},
+		// 1% is 22.24µs: the innermost parse, db's inner sort and memcpy go.
+		{"1%", 1, 9, 9, 14, 3},
+		// 5% is 111.2µs.
+		{"5%", 5, 3, 4, 7, 3},
+		{"above everything", 101, 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var flat report.InstrFlatReport
+			writeJSON(t, p, report.Options{View: "flat", Min: tt.min}, &flat)
+			if len(flat.Functions) != tt.flat {
+				t.Errorf("flat: %d functions, want %d", len(flat.Functions), tt.flat)
+			}
+			for _, f := range flat.Functions {
+				if f.SelfPercent < tt.min-0.005 {
+					t.Errorf("flat: %s self %.2f%% < min", f.Name, f.SelfPercent)
+				}
+			}
+			var arc report.InstrArcflowReport
+			writeJSON(t, p, report.Options{View: "arcflow", Min: tt.min}, &arc)
+			if len(arc.Functions) != tt.arcflow {
+				t.Errorf("arcflow: %d stanzas, want %d", len(arc.Functions), tt.arcflow)
+			}
+			var tree report.InstrTreeReport
+			writeJSON(t, p, report.Options{View: "tree", Min: tt.min}, &tree)
+			nodes, threads := 0, 0
+			var count func(n *report.InstrTreeNode)
+			count = func(n *report.InstrTreeNode) {
+				nodes++
+				if n.CumPercent < tt.min-0.005 {
+					t.Errorf("tree: %s cum %.2f%% < min", n.Name, n.CumPercent)
+				}
+				for i := range n.Children {
+					count(&n.Children[i])
+				}
+			}
+			for _, pr := range tree.Processes {
+				for i := range pr.Threads {
+					threads++
+					count(&pr.Threads[i].Root)
+				}
+			}
+			if nodes != tt.tree || threads != tt.threads {
+				t.Errorf("tree: %d nodes in %d threads, want %d in %d", nodes, threads, tt.tree, tt.threads)
+			}
+		})
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, report.Options{View: "callflow", Format: "text", Min: 1}); err == nil || buf.Len() != 0 {
+		t.Errorf("callflow with min: %v", err)
+	}
+}
+
+func TestInstrFilter(t *testing.T) {
+	p := reporttest.InstrFixture()
+	tests := []struct {
+		name               string
+		f                  report.Filter
+		processes, threads int
+		events             uint64
+		flows              []string // callflow threads
+	}{
+		{"none", report.Filter{}, 2, 3, 28, []string{"app_1", "worker_2", "db_3"}},
+		{"pid 1", report.Filter{PID: 1, HasPID: true}, 1, 2, 22, []string{"app_1", "worker_2"}},
+		{"tid 2", report.Filter{TID: 2, HasTID: true}, 1, 1, 8, []string{"worker_2"}},
+		{"pid 3 tid 3", report.Filter{PID: 3, TID: 3, HasPID: true, HasTID: true}, 1, 1, 6, []string{"db_3"}},
+		{"no such pid", report.Filter{PID: 7, HasPID: true}, 0, 0, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// In the tree's JSON "processes" is the tree; flat's has the count.
+			var flat report.InstrFlatReport
+			writeJSON(t, p, report.Options{View: "flat", Filter: tt.f}, &flat)
+			h := flat.InstrHeader
+			if h.Processes != tt.processes || h.Threads != tt.threads || h.Events != tt.events {
+				t.Errorf("header: %d processes %d threads %d events, want %d %d %d",
+					h.Processes, h.Threads, h.Events, tt.processes, tt.threads, tt.events)
+			}
+			var tree report.InstrTreeReport
+			writeJSON(t, p, report.Options{View: "tree", Filter: tt.f}, &tree)
+			var sum float64
+			for _, pr := range tree.Processes {
+				sum += pr.Percent
+			}
+			if tt.processes > 0 && (sum < 99.98 || sum > 100.02) {
+				t.Errorf("process percentages add up to %v", sum)
+			}
+			var flow report.CallflowReport
+			writeJSON(t, p, report.Options{View: "callflow", Filter: tt.f}, &flow)
+			var names []string
+			var events uint64
+			for _, th := range flow.Threads {
+				names = append(names, th.Name)
+				for _, e := range th.Events {
+					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed {
+						events++
+					}
+				}
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tt.flows) || events != tt.events {
+				t.Errorf("callflow threads %v with %d events, want %v %d", names, events, tt.flows, tt.events)
+			}
+		})
+	}
+}
+
+func TestInstrRoot(t *testing.T) {
+	p := reporttest.InstrFixture()
+	var flat report.InstrFlatReport
+	writeJSON(t, p, report.Options{View: "flat", Root: "compute"}, &flat)
+	var names []string
+	for _, f := range flat.Functions {
+		names = append(names, f.Name)
+	}
+	if want := "[compute write helper memcpy]"; fmt.Sprint(names) != want || flat.Root != "compute" {
+		t.Errorf("functions under compute %v, want %s (root %q)", names, want, flat.Root)
+	}
+	var buf bytes.Buffer
+	err := report.Write(&buf, p, report.Options{View: "tree", Format: "text", Root: "nosuch"})
+	if !errors.Is(err, instr.ErrRootNotFound) || buf.Len() != 0 {
+		t.Errorf("unknown root: %v", err)
+	}
+	// tprof counts samples: a root cannot restrict it.
+	err = report.Write(&buf, p, report.Options{View: "tprof", Format: "text", Root: "compute"})
+	if !errors.Is(err, report.ErrNotInstrumented) || buf.Len() != 0 {
+		t.Errorf("tprof with a root: %v", err)
+	}
+}
+
+// TestInstrTprof checks that tprof of an instrumented recording counts
+// its samples and says so.
+func TestInstrTprof(t *testing.T) {
+	out := writeText(t, reporttest.InstrFixture(), report.Options{View: "tprof"})
+	if !strings.Contains(out, "WARNING: this is an instrumented recording: this report counts only the 2 samples") {
+		t.Errorf("tprof:\n%s", out)
+	}
+}
+
+// TestInstrArcflow checks the stanza relationships that hold for exact
+// calls and times on random recordings: the callers' calls, base and cum
+// add up to the function's calls, self and total, and flat agrees.
+func TestInstrArcflow(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := range 300 {
+		p := instrtest.Random(r, iter%2 == 0)
+		if len(p.Events) == 0 {
+			continue // a sampling profile
+		}
+		var arc report.InstrArcflowReport
+		writeJSON(t, p, report.Options{View: "arcflow"}, &arc)
+		var flat report.InstrFlatReport
+		writeJSON(t, p, report.Options{View: "flat"}, &flat)
+		if len(arc.Functions) != len(flat.Functions) {
+			t.Fatalf("profile %d: %d stanzas, %d flat functions", iter, len(arc.Functions), len(flat.Functions))
+		}
+		self := map[string]report.InstrFlatFunction{}
+		for _, f := range flat.Functions {
+			self[f.Name+"@"+f.Module] = f
+		}
+		for _, s := range arc.Functions {
+			where := fmt.Sprintf("profile %d, stanza %s", iter, s.Name)
+			var calls, raw uint64
+			var base, cum, share float64
+			for _, row := range s.Parents {
+				calls += row.Calls
+				base += row.Base.WallNS
+				cum += row.Cum.WallNS
+				raw += row.Cum.WallNSRaw
+				share += row.SharePercent
+			}
+			if calls != s.Calls || !near(base, s.Base.WallNS) || !near(cum, s.Cum.WallNS) || raw != s.Cum.WallNSRaw {
+				t.Errorf("%s: parents' calls %d base %v cum %v raw %d, self %d %v %v %d", where, calls, base, cum, raw,
+					s.Calls, s.Base.WallNS, s.Cum.WallNS, s.Cum.WallNSRaw)
+			}
+			if s.Cum.WallNS > 0 && (share < 99.9 || share > 100.1) {
+				t.Errorf("%s: parents' shares add up to %v%%", where, share)
+			}
+			f := self[s.Name+"@"+s.Module]
+			if f.Calls != s.Calls || f.Self != s.Base || f.Total != s.Cum {
+				t.Errorf("%s: flat %+v disagrees", where, f)
+			}
+		}
+		// The other views render any recording, with every option.
+		for _, view := range []string{"tree", "callflow"} {
+			for _, format := range report.Formats() {
+				o := report.Options{View: view, Format: format, Raw: iter%3 == 0}
+				if view == "tree" {
+					o.Min = float64(iter % 7)
+					if len(p.Switches) > 0 {
+						o.Metric = report.MetricNames()[iter%3]
+					}
+				}
+				var buf bytes.Buffer
+				if err := report.Write(&buf, p, o); err != nil {
+					t.Fatalf("profile %d: %+v: %v", iter, o, err)
+				}
+				if format == "json" && !json.Valid(buf.Bytes()) {
+					t.Fatalf("profile %d: %+v: invalid JSON", iter, o)
+				}
+			}
+		}
+	}
+}
+
+func near(a, b float64) bool { d := a - b; return d < 1e-6*(1+b) && d > -1e-6*(1+b) }
+
+// TestInstrTextDurations checks that text reports print human-readable
+// durations and JSON plain nanoseconds.
+func TestInstrTextDurations(t *testing.T) {
+	p := reporttest.InstrFixture()
+	out := writeText(t, p, report.Options{View: "flat"})
+	if !regexp.MustCompile(`\b1\.219ms\b`).MatchString(out) || !strings.Contains(out, "99.75µs") {
+		t.Errorf("flat text lacks durations 1.219ms and 99.75µs:\n%s", out)
+	}
+	var flat report.InstrFlatReport
+	writeJSON(t, p, report.Options{View: "flat"}, &flat)
+	for _, f := range flat.Functions {
+		if f.Name == "main" && f.Self.WallNS != 1_219_200 {
+			t.Errorf("main self wall_ns %v, want 1219200", f.Self.WallNS)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"trueprof/internal/instr"
+)
+
+// InstrFlatFunction is one row of the flat view of an instrumented
+// recording: a function over every analysed thread (seed 003).
+type InstrFlatFunction struct {
+	Name   string `json:"name"`
+	Module string `json:"module"`
+	// Calls is the exact number of calls. Sampled marks a function known
+	// only from samples (not traced): no calls, no time.
+	Calls   uint64 `json:"calls"`
+	Sampled bool   `json:"sampled"`
+	// Self is measured while the function was the current call, Total
+	// while it was anywhere on the stack (a recursive function once).
+	Self  instr.Metrics `json:"self"`
+	Total instr.Metrics `json:"total"`
+	// SelfPercent and TotalPercent are shares of the total in the
+	// header's metric.
+	SelfPercent  float64 `json:"self_percent"`
+	TotalPercent float64 `json:"total_percent"`
+	// MinSelfNS and MaxSelfNS are the smallest and largest self wall
+	// time of one call.
+	MinSelfNS float64 `json:"min_self_ns"`
+	MaxSelfNS float64 `json:"max_self_ns"`
+}
+
+// InstrFlatReport is the JSON form of the flat view of an instrumented
+// recording.
+type InstrFlatReport struct {
+	InstrHeader
+	// Functions are sorted by self, then total, in the header's metric
+	// (largest first), then as instr sorts them (self and total wall
+	// time, samples, name, module).
+	Functions []InstrFlatFunction `json:"functions"`
+}
+
+// instrFunctions returns the analysed functions sorted by the two values
+// of key, largest first; instr's order breaks ties.
+func instrFunctions(in *instrData, key func(f *instr.Function) []float64) []*instr.Function {
+	fs := make([]*instr.Function, len(in.r.Functions))
+	for i := range in.r.Functions {
+		fs[i] = &in.r.Functions[i]
+	}
+	slices.SortStableFunc(fs, func(a, b *instr.Function) int {
+		ka, kb := key(a), key(b)
+		return cmp.Or(cmp.Compare(kb[0], ka[0]), cmp.Compare(kb[1], ka[1]))
+	})
+	return fs
+}
+
+func buildInstrFlat(in *instrData) InstrFlatReport {
+	mt := in.mt
+	rep := InstrFlatReport{InstrHeader: in.header, Functions: []InstrFlatFunction{}}
+	fs := instrFunctions(in, func(f *instr.Function) []float64 { return []float64{mt.of(&f.Self), mt.of(&f.Total)} })
+	for _, f := range fs {
+		if hiddenF(mt.of(&f.Self), in.total, in.o) {
+			continue
+		}
+		rep.Functions = append(rep.Functions, InstrFlatFunction{
+			Name: f.Name, Module: f.Module, Calls: f.Calls, Sampled: f.Calls == 0,
+			Self: f.Self, Total: f.Total,
+			SelfPercent:  percentF(mt.of(&f.Self), in.total),
+			TotalPercent: percentF(mt.of(&f.Total), in.total),
+			MinSelfNS:    f.MinSelfNS, MaxSelfNS: f.MaxSelfNS,
+		})
+	}
+	return rep
+}
+
+func instrFlatView(in *instrData) (func(io.Writer), any, error) {
+	rep := buildInstrFlat(in)
+	text := func(w io.Writer) {
+		mt := in.mt
+		fmt.Fprintf(w, "SELF and TOTAL are %s; MIN/CALL and MAX/CALL are the self wall time of one call.\n", metricTitle(mt))
+		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.Sampled }) {
+			fmt.Fprintln(w, sampledLegend)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "%8s %10s %7s %10s %7s %10s %10s  %s\n", "CALLS", "SELF", "SELF%", "TOTAL", "TOTAL%", "MIN/CALL", "MAX/CALL", "FUNCTION (MODULE)")
+		for _, f := range rep.Functions {
+			calls, lo, hi := fmt.Sprint(f.Calls), formatNS(f.MinSelfNS), formatNS(f.MaxSelfNS)
+			if f.Sampled {
+				calls, lo, hi = "-", "-", "-"
+			}
+			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s\n", calls,
+				mt.format(mt.of(&f.Self)), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
+				lo, hi, sampledLabel(Func{f.Name, f.Module}, f.Sampled))
+		}
+	}
+	return text, rep, nil
+}
+
+// InstrArcRow is a caller or callee row of an arcflow stanza of an
+// instrumented recording (instr.Arc).
+type InstrArcRow struct {
+	Name   string `json:"name"`
+	Module string `json:"module"`
+	// Calls is the exact number of calls between the two functions.
+	Calls uint64 `json:"calls"`
+	// For a caller, Base is the part of the function's self, and Cum
+	// the part of its total, measured in the calls this caller made; for
+	// a callee, Cum is the part of the function's total spent in calls
+	// to it and Base the callee's self within them.
+	Base instr.Metrics `json:"base"`
+	Cum  instr.Metrics `json:"cum"`
+	// SharePercent is Cum as a share of the stanza function's total cum,
+	// in the header's metric: for a caller, the part of the function's
+	// time it is responsible for (seed 003).
+	SharePercent float64 `json:"share_percent"`
+}
+
+// InstrArcStanza is the stanza of one function: its callers, itself and
+// its callees, with exact calls and times.
+type InstrArcStanza struct {
+	Name    string        `json:"name"`
+	Module  string        `json:"module"`
+	Calls   uint64        `json:"calls"`
+	Sampled bool          `json:"sampled"` // known only from samples
+	Base    instr.Metrics `json:"base"`    // the function's self
+	Cum     instr.Metrics `json:"cum"`     // the function's total
+	// CumPercent is Cum's share of the report's total, in the header's
+	// metric.
+	CumPercent float64 `json:"cum_percent"`
+	// Parents (callers; <root> for a thread's outermost calls) and
+	// Children (callees) are sorted by cum in the header's metric,
+	// largest first, then as instr sorts them. Never null.
+	Parents  []InstrArcRow `json:"parents"`
+	Children []InstrArcRow `json:"children"`
+}
+
+// InstrArcflowReport is the JSON form of the arcflow view of an
+// instrumented recording.
+type InstrArcflowReport struct {
+	InstrHeader
+	// Functions are sorted by cum, then base, in the header's metric
+	// (largest first), then as instr sorts them.
+	Functions []InstrArcStanza `json:"functions"`
+}
+
+func buildInstrArcflow(in *instrData) InstrArcflowReport {
+	mt := in.mt
+	rep := InstrArcflowReport{InstrHeader: in.header, Functions: []InstrArcStanza{}}
+	fs := instrFunctions(in, func(f *instr.Function) []float64 { return []float64{mt.of(&f.Total), mt.of(&f.Self)} })
+	for _, f := range fs {
+		cum := mt.of(&f.Total)
+		if hiddenF(cum, in.total, in.o) {
+			continue
+		}
+		rows := func(arcs []instr.Arc) []InstrArcRow {
+			out := make([]InstrArcRow, 0, len(arcs))
+			for _, a := range arcs {
+				out = append(out, InstrArcRow{Name: a.Name, Module: a.Module, Calls: a.Calls, Base: a.Base, Cum: a.Cum,
+					SharePercent: percentF(mt.of(&a.Cum), cum)})
+			}
+			slices.SortStableFunc(out, func(a, b InstrArcRow) int { return cmp.Compare(mt.of(&b.Cum), mt.of(&a.Cum)) })
+			return out
+		}
+		rep.Functions = append(rep.Functions, InstrArcStanza{
+			Name: f.Name, Module: f.Module, Calls: f.Calls, Sampled: f.Calls == 0,
+			Base: f.Self, Cum: f.Total, CumPercent: percentF(cum, in.total),
+			Parents: rows(f.Callers), Children: rows(f.Callees),
+		})
+	}
+	return rep
+}
+
+func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
+	rep := buildInstrArcflow(in)
+	text := func(w io.Writer) {
+		mt := in.mt
+		fmt.Fprintln(w, "Each stanza: the function's parents (callers), the function itself")
+		fmt.Fprintln(w, "(not indented, with its CUM%), then its children (callees).")
+		fmt.Fprintf(w, "BASE and CUM are %s. SHARE is the part of the function's CUM\n", metricTitle(mt))
+		fmt.Fprintln(w, "that a caller's calls account for, or that was spent in a callee.")
+		if slices.ContainsFunc(rep.Functions, func(s InstrArcStanza) bool { return s.Sampled }) {
+			fmt.Fprintln(w, sampledLegend)
+		}
+		sep := strings.Repeat("-", 70)
+		row := func(calls uint64, sampled bool, base, cum instr.Metrics, pct, share, name string) {
+			c := fmt.Sprint(calls)
+			if sampled {
+				c = "-"
+			}
+			fmt.Fprintf(w, "%8s %10s %10s %7s %7s  %s\n", c, mt.format(mt.of(&base)), mt.format(mt.of(&cum)), pct, share, name)
+		}
+		for _, s := range rep.Functions {
+			fmt.Fprintln(w, sep)
+			fmt.Fprintf(w, "%8s %10s %10s %7s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "SHARE", "NAME")
+			for _, p := range s.Parents {
+				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(Func{p.Name, p.Module}))
+			}
+			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(Func{s.Name, s.Module}, s.Sampled))
+			for _, c := range s.Children {
+				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(Func{c.Name, c.Module}, c.Calls == 0))
+			}
+		}
+		if len(rep.Functions) > 0 {
+			fmt.Fprintln(w, sep)
+		}
+	}
+	return text, rep, nil
+}

@@ -1,0 +1,208 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"trueprof/internal/instr"
+)
+
+// InstrTreeNode is a node of a thread's call-stack tree in an
+// instrumented recording (seed 004's log-rt): instr.Node with its share
+// of the total.
+type InstrTreeNode struct {
+	Name   string `json:"name"`
+	Module string `json:"module"`
+	Level  int    `json:"level"` // depth from the thread's root, which is 0
+	// Recursion is how many times this node's function occurs among its
+	// ancestors.
+	Recursion int `json:"recursion"`
+	// Sampled marks a function known only from samples (not traced): it
+	// has no calls and no time, only samples.
+	Sampled bool `json:"sampled"`
+	// Calls counts the entries into this node, Callees the calls it made
+	// to its children; both exact.
+	Calls   uint64 `json:"calls"`
+	Callees uint64 `json:"callees"`
+	// Base is measured while this node was the current call (its self),
+	// Cum adds its descendants.
+	Base instr.Metrics `json:"base"`
+	Cum  instr.Metrics `json:"cum"`
+	// CumPercent is Cum's share of the total, in the header's metric.
+	CumPercent float64 `json:"cum_percent"`
+	// MinSelfNS and MaxSelfNS are the smallest and largest self wall
+	// time of one call; zero when Calls is zero.
+	MinSelfNS float64 `json:"min_self_ns"`
+	MaxSelfNS float64 `json:"max_self_ns"`
+	// Children are sorted by cum of the header's metric, largest first,
+	// then by cum wall time, cum samples, name and module. Never null.
+	Children []InstrTreeNode `json:"children"`
+}
+
+// InstrTreeThread is the call-stack tree of one thread incarnation.
+type InstrTreeThread struct {
+	TID     uint32        `json:"tid"`
+	Start   uint64        `json:"start_ns"` // creation time; 0 if before recording
+	Name    string        `json:"name"`     // "name_tid"
+	FirstNS uint64        `json:"first_ns"` // first analysed event
+	LastNS  uint64        `json:"last_ns"`  // last analysed event
+	Events  uint64        `json:"events"`
+	Repairs instr.Repairs `json:"repairs"`
+	// Root is the thread itself (level 0): its base is the time outside
+	// its outermost calls, its cum the thread's total.
+	Root InstrTreeNode `json:"root"`
+}
+
+// InstrTreeProcess groups the trees of a process's threads.
+type InstrTreeProcess struct {
+	PID     uint32            `json:"pid"`
+	Name    string            `json:"name"` // "name_pid"
+	Total   instr.Metrics     `json:"total"`
+	Percent float64           `json:"percent"` // of the total, in the header's metric
+	Threads []InstrTreeThread `json:"threads"` // by cum, largest first, then tid and start
+}
+
+// InstrTreeReport is the JSON form of the tree view of an instrumented
+// recording.
+type InstrTreeReport struct {
+	InstrHeader
+	Processes []InstrTreeProcess `json:"processes"` // by total, largest first, then pid
+}
+
+func buildInstrTree(in *instrData) InstrTreeReport {
+	rep := InstrTreeReport{InstrHeader: in.header, Processes: []InstrTreeProcess{}}
+	mt, o, total := in.mt, in.o, in.total
+	for i := range in.r.Processes {
+		pr := &in.r.Processes[i]
+		if hiddenF(mt.of(&pr.Total), total, o) {
+			continue
+		}
+		tp := InstrTreeProcess{PID: pr.PID, Name: instrProcessName(pr), Total: pr.Total,
+			Percent: percentF(mt.of(&pr.Total), total), Threads: []InstrTreeThread{}}
+		for j := range pr.Threads {
+			th := &pr.Threads[j]
+			root, ok := instrTreeNode(&th.Root, in)
+			if !ok {
+				continue
+			}
+			tp.Threads = append(tp.Threads, InstrTreeThread{TID: th.TID, Start: th.Start, Name: th.Root.Name,
+				FirstNS: th.FirstNS, LastNS: th.LastNS, Events: th.Events, Repairs: th.Repairs, Root: root})
+		}
+		slices.SortStableFunc(tp.Threads, func(a, b InstrTreeThread) int {
+			return cmp.Or(cmp.Compare(mt.of(&b.Root.Cum), mt.of(&a.Root.Cum)), cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
+		})
+		rep.Processes = append(rep.Processes, tp)
+	}
+	slices.SortStableFunc(rep.Processes, func(a, b InstrTreeProcess) int {
+		return cmp.Or(cmp.Compare(mt.of(&b.Total), mt.of(&a.Total)), cmp.Compare(a.PID, b.PID))
+	})
+	return rep
+}
+
+// instrTreeNode converts n and its descendants, pruning those below
+// Options.Min, and reports whether n itself is kept.
+func instrTreeNode(n *instr.Node, in *instrData) (InstrTreeNode, bool) {
+	mt := in.mt
+	if hiddenF(mt.of(&n.Cum), in.total, in.o) {
+		return InstrTreeNode{}, false
+	}
+	t := InstrTreeNode{
+		Name: n.Name, Module: n.Module, Level: n.Level, Recursion: n.Recursion, Sampled: n.Sampled,
+		Calls: n.Calls, Callees: n.Callees, Base: n.Base, Cum: n.Cum,
+		CumPercent: percentF(mt.of(&n.Cum), in.total),
+		MinSelfNS:  n.MinSelfNS, MaxSelfNS: n.MaxSelfNS,
+		Children: make([]InstrTreeNode, 0, len(n.Children)),
+	}
+	for i := range n.Children {
+		if c, ok := instrTreeNode(&n.Children[i], in); ok {
+			t.Children = append(t.Children, c)
+		}
+	}
+	// instr sorts by cum wall time, then samples, name and module: a
+	// stable sort by the metric keeps that order among equals.
+	slices.SortStableFunc(t.Children, func(a, b InstrTreeNode) int {
+		return cmp.Compare(mt.of(&b.Cum), mt.of(&a.Cum))
+	})
+	return t, true
+}
+
+func instrTreeView(in *instrData) (func(io.Writer), any, error) {
+	rep := buildInstrTree(in)
+	text := func(w io.Writer) {
+		mt, h := in.mt, &rep.InstrHeader
+		samples := h.Total.Samples > 0
+		fmt.Fprintf(w, "BASE, CUM and CUM%% are %s; DELTA is the wall time calibration removed from BASE; DS counts dispatches.\n", metricTitle(mt))
+		if anySampled(rep.Processes) {
+			fmt.Fprintln(w, sampledLegend)
+		}
+		fmt.Fprintln(w)
+		for _, pr := range rep.Processes {
+			fmt.Fprintf(w, "Process %s: %s %s (%.2f%%)\n", pr.Name, mt.name, mt.format(mt.of(&pr.Total)), pr.Percent)
+			for _, th := range pr.Threads {
+				fmt.Fprintf(w, "\n%4s %4s %8s %8s %10s %10s %6s", "LV", "RL", "CALLS", "CEE", "BASE", "DELTA", "DS")
+				if samples {
+					fmt.Fprintf(w, " %6s", "SMP")
+				}
+				fmt.Fprintf(w, " %10s %7s  %s\n", "CUM", "CUM%", "NAME")
+				var print func(n *InstrTreeNode)
+				print = func(n *InstrTreeNode) {
+					calls, cee := fmt.Sprint(n.Calls), fmt.Sprint(n.Callees)
+					if n.Sampled {
+						calls, cee = "-", "-"
+					} else if n.Level == 0 {
+						calls = "-" // a thread is not called
+					}
+					ds := fmt.Sprint(n.Base.Dispatches)
+					if !h.CPUMeasured {
+						ds = "-"
+					}
+					fmt.Fprintf(w, "%4d %4d %8s %8s %10s %10s %6s", n.Level, n.Recursion, calls, cee,
+						mt.format(mt.of(&n.Base)), formatNS(n.Base.DeltaNS), ds)
+					if samples {
+						fmt.Fprintf(w, " %6d", n.Base.Samples)
+					}
+					fmt.Fprintf(w, " %10s %6.2f%%  %s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
+						strings.Repeat("  ", n.Level), sampledLabel(Func{n.Name, n.Module}, n.Sampled))
+					for i := range n.Children {
+						print(&n.Children[i])
+					}
+				}
+				print(&th.Root)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return text, rep, nil
+}
+
+// metricTitle describes a metric in the sentence above a view's columns.
+func metricTitle(mt metric) string {
+	switch mt.name {
+	case "cpu":
+		return "CPU time (cpu_ns)"
+	case "dispatches":
+		return "dispatches"
+	}
+	return "wall time (wall_ns)"
+}
+
+func anySampled(procs []InstrTreeProcess) bool {
+	var walk func(n *InstrTreeNode) bool
+	walk = func(n *InstrTreeNode) bool {
+		if n.Sampled {
+			return true
+		}
+		return slices.ContainsFunc(n.Children, func(c InstrTreeNode) bool { return walk(&c) })
+	}
+	for _, pr := range procs {
+		for i := range pr.Threads {
+			if walk(&pr.Threads[i].Root) {
+				return true
+			}
+		}
+	}
+	return false
+}

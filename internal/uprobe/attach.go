@@ -1,0 +1,298 @@
+package uprobe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Event is one probe hit.
+type Event struct {
+	Time     uint64 // CLOCK_MONOTONIC ns
+	PID, TID uint32
+	Entry    bool // an entry probe; otherwise an exit (RET probe or uretprobe)
+	Site     int  // index into the sites given to Attach
+}
+
+// Set is a set of attached probes and the ring their events arrive in.
+// Its methods are not safe for concurrent use.
+type Set struct {
+	sites  []Site
+	prog   *ebpf.Program
+	events *ebpf.Map // BPF_MAP_TYPE_RINGBUF
+	lost   *ebpf.Map // per-CPU count of events the ring had no room for
+	links  []link.Link
+	rd     *ringbuf.Reader
+	rec    ringbuf.Record
+}
+
+// ringSize is the size of the BPF ring all CPUs write to: 8 MiB holds
+// about 260,000 events, a quarter of a second at the fastest rate probes
+// can fire on this machine's two CPUs.
+const ringSize = 8 << 20
+
+// wakeAt is the amount of unread data at which a probe wakes the reader;
+// below it the reader is not woken and must poll with a timeout (the
+// recorder's loop does, every 100 ms). Waking on every event would double
+// the cost of a hit.
+const wakeAt = ringSize / 4
+
+// recordSize is the size of the record the BPF program writes: time,
+// pid_tgid and cookie, each a u64.
+const recordSize = 24
+
+// The cookie of a probe is site<<2 | kind.
+const (
+	kindEntry = 0
+	kindExit  = 1
+	kindBoth  = 2 // a one-instruction function: its entry is its RET
+)
+
+// ErrNoUprobeMulti is wrapped by Attach when the kernel lacks BPF
+// uprobe_multi links (Linux 6.6) or BPF is not permitted.
+var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need Linux 6.6 and CAP_BPF with CAP_PERFMON, or root)")
+
+// Attach places the probes on process pid through one BPF uprobe_multi
+// link for the entry and RET probes and one for the uretprobes, filtered
+// by the kernel to pid's threads (existing and later ones) and writing to
+// one BPF ring buffer.
+//
+// launched says the process is stopped in trueprof's exec wrapper before
+// exec of path: the breakpoints are then installed when exec maps path,
+// because the kernel matches the process's memory map, which exec
+// replaces, not a fixed one. Otherwise pid is running and the breakpoints
+// are written into its current mappings of path at once. Children the
+// process forks are not probed.
+//
+// Attach fails, having placed nothing, if any probe cannot be placed.
+func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
+	_ = launched // both cases are the same pid-filtered link; see above
+	if len(sites) == 0 {
+		return nil, errors.New("uprobe: no sites to attach")
+	}
+	if len(sites) > 1<<28 {
+		return nil, fmt.Errorf("uprobe: %d sites is too many", len(sites))
+	}
+	var entryOffs, entryCookies, retOffs, retCookies []uint64
+	for i, s := range sites {
+		kind := uint64(kindEntry)
+		for _, x := range s.Exits {
+			if x == s.Entry {
+				kind = kindBoth
+				continue
+			}
+			entryOffs = append(entryOffs, x)
+			entryCookies = append(entryCookies, uint64(i)<<2|kindExit)
+		}
+		entryOffs = append(entryOffs, s.Entry)
+		entryCookies = append(entryCookies, uint64(i)<<2|kind)
+		if s.Return {
+			retOffs = append(retOffs, s.Entry)
+			retCookies = append(retCookies, uint64(i)<<2|kindExit)
+		}
+	}
+	s := &Set{sites: sites}
+	if err := s.load(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	for _, l := range []struct {
+		offs, cookies []uint64
+		ret           bool
+	}{{entryOffs, entryCookies, false}, {retOffs, retCookies, true}} {
+		if len(l.offs) == 0 {
+			continue
+		}
+		opts := &link.UprobeMultiOptions{Addresses: l.offs, Cookies: l.cookies, PID: uint32(pid)}
+		var lk link.Link
+		if l.ret {
+			lk, err = ex.UretprobeMulti(nil, s.prog, opts)
+		} else {
+			lk, err = ex.UprobeMulti(nil, s.prog, opts)
+		}
+		if err != nil {
+			s.Close()
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return nil, fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
+			}
+			return nil, fmt.Errorf("uprobe: attaching %d probes to %s in pid %d: %w", len(l.offs), path, pid, err)
+		}
+		s.links = append(s.links, lk)
+	}
+	return s, nil
+}
+
+// load creates the ring, the loss counter and the program.
+func (s *Set) load() error {
+	if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+		return fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
+	}
+	var err error
+	s.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_events", Type: ebpf.RingBuf, MaxEntries: ringSize})
+	if err != nil {
+		return fmt.Errorf("uprobe: creating the BPF ring: %w", err)
+	}
+	s.lost, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		return fmt.Errorf("uprobe: creating the loss counter: %w", err)
+	}
+	s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "trueprof_probe",
+		Type:         ebpf.Kprobe,
+		AttachType:   ebpf.AttachTraceUprobeMulti,
+		Instructions: program(s.events.FD(), s.lost.FD()),
+		License:      "Dual MIT/GPL",
+	})
+	if err != nil {
+		return fmt.Errorf("uprobe: loading the BPF program: %w", err)
+	}
+	s.rd, err = ringbuf.NewReader(s.events)
+	if err != nil {
+		return fmt.Errorf("uprobe: mapping the BPF ring: %w", err)
+	}
+	// Read never blocks: the caller polls Fds.
+	s.rd.SetDeadline(time.Unix(1, 0))
+	return nil
+}
+
+// program is the BPF program every probe runs. It writes
+// {bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), bpf_get_attach_cookie()}
+// to the ring, waking the reader only when the ring is a quarter full, and
+// counts the events the ring had no room for.
+func program(events, lost int) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1), // ctx
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.FnGetAttachCookie.Call(),
+		asm.StoreMem(asm.RFP, -8, asm.R0, asm.DWord),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.StoreMem(asm.RFP, -16, asm.R0, asm.DWord),
+		asm.FnKtimeGetNs.Call(), // CLOCK_MONOTONIC
+		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
+
+		asm.LoadMapPtr(asm.R1, events),
+		asm.Mov.Imm(asm.R2, 0), // BPF_RB_AVAIL_DATA
+		asm.FnRingbufQuery.Call(),
+		asm.Mov.Imm(asm.R4, 1), // BPF_RB_NO_WAKEUP
+		asm.JLT.Imm(asm.R0, wakeAt, "output"),
+		asm.Mov.Imm(asm.R4, 2), // BPF_RB_FORCE_WAKEUP
+		asm.LoadMapPtr(asm.R1, events).WithSymbol("output"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -recordSize),
+		asm.Mov.Imm(asm.R3, recordSize),
+		asm.FnRingbufOutput.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+
+		asm.StoreImm(asm.RFP, -32, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, lost),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -32),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "exit"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	}
+}
+
+// Fds returns the descriptors to poll for readiness: the BPF ring. It
+// becomes readable when the ring is a quarter full; poll with a timeout to
+// read smaller amounts.
+func (s *Set) Fds() []int { return []int{s.events.FD()} }
+
+// Read drains the events available now, calling fn for each, and returns
+// their number. A thread's events come in the order it hit the probes;
+// the events of threads running on different CPUs interleave with at most
+// a few microseconds of disorder in Time.
+func (s *Set) Read(fn func(Event)) int {
+	n := 0
+	for {
+		if err := s.rd.ReadInto(&s.rec); err != nil {
+			// os.ErrDeadlineExceeded: nothing left.
+			return n
+		}
+		b := s.rec.RawSample
+		if len(b) < recordSize {
+			continue
+		}
+		pidTgid := binary.NativeEndian.Uint64(b[8:])
+		cookie := binary.NativeEndian.Uint64(b[16:])
+		ev := Event{
+			Time: binary.NativeEndian.Uint64(b),
+			PID:  uint32(pidTgid >> 32),
+			TID:  uint32(pidTgid),
+			Site: int(cookie >> 2),
+		}
+		if ev.Site >= len(s.sites) {
+			continue
+		}
+		switch cookie & 3 {
+		case kindEntry:
+			ev.Entry = true
+			fn(ev)
+			n++
+		case kindExit:
+			fn(ev)
+			n++
+		case kindBoth:
+			ev.Entry = true
+			fn(ev)
+			ev.Entry = false
+			fn(ev)
+			n += 2
+		}
+	}
+}
+
+// Lost returns the number of events the kernel could not deliver because
+// the ring was full.
+func (s *Set) Lost() uint64 {
+	var perCPU []uint64
+	if s.lost == nil || s.lost.Lookup(uint32(0), &perCPU) != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// Close removes every probe, then frees the ring. Events not yet read are
+// discarded. The process continues unharmed.
+func (s *Set) Close() error {
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	s.links = nil
+	if s.rd != nil {
+		errs = append(errs, s.rd.Close())
+		s.rd = nil
+	}
+	if s.prog != nil {
+		errs = append(errs, s.prog.Close())
+	}
+	for _, m := range []*ebpf.Map{s.events, s.lost} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	s.prog, s.events, s.lost = nil, nil, nil
+	return errors.Join(errs...)
+}

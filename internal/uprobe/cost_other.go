@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package uprobe
+
+// Cost measures the per-hit cost of entry probes; it is implemented on
+// x86-64 only and returns ErrNotSupported elsewhere.
+func Cost() (emulated, stepped float64, err error) {
+	return 0, 0, ErrNotSupported
+}

@@ -1,0 +1,388 @@
+package uprobe
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"trueprof/internal/symbolize"
+)
+
+// Site is where one function is probed. Offsets are file offsets, what the
+// uprobe interfaces take.
+type Site struct {
+	Function string   // demangled name
+	Start    uint64   // the function's ELF virtual address (so the recorder can name it)
+	Entry    uint64   // file offset of the entry probe
+	Exits    []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
+	Return   bool     // use a uretprobe at Entry for the exit
+	Emulated bool     // whether the entry instruction is one the kernel emulates (cheap)
+}
+
+// Errors of Plan, for errors.Is.
+var (
+	// ErrNoMatch means no function of the file matches the patterns.
+	ErrNoMatch = errors.New("no function matches")
+	// ErrStripped means the file has no function symbols to match.
+	ErrStripped = errors.New("no function symbols (stripped binary)")
+	// ErrNotSupported means the file or the machine cannot be probed.
+	ErrNotSupported = errors.New("not supported")
+	errDecode       = errors.New("undecodable instruction")
+)
+
+// SkipError lists the matched functions Plan left out, with the reason,
+// sorted by name. Plan returns it with the sites it could plan.
+type SkipError struct {
+	Path    string
+	Skipped []Skipped
+}
+
+// Skipped is a function Plan could not probe safely.
+type Skipped struct {
+	Function string
+	Reason   error
+}
+
+// Error implements error.
+func (e *SkipError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d matching functions not probed:", e.Path, len(e.Skipped))
+	for i, s := range e.Skipped {
+		if i == 5 {
+			fmt.Fprintf(&b, " ... and %d more", len(e.Skipped)-i)
+			break
+		}
+		fmt.Fprintf(&b, " %s (%v);", s.Function, s.Reason)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// function is one code symbol of the file.
+type function struct {
+	name   string // demangled
+	addr   uint64 // virtual address
+	size   uint64
+	global bool
+}
+
+// Plan finds the probe sites for the functions of the ELF file at path
+// matching any pattern. A pattern is a glob (*, ?, [...]) on the demangled
+// name, optionally prefixed by "module:" where module is the file's base
+// name; a pattern for another module is ignored. A C++ pattern without a
+// parameter list matches every overload. Sites are sorted by Start, one per
+// address (aliases keep the global or first name).
+//
+// Go functions (the file has a .gopclntab) get an entry probe after the
+// stack-growth check, on the push %rbp the kernel emulates, and exit
+// probes on their RET instructions; every other function gets a
+// uretprobe. Plan returns ErrStripped when the file has no function
+// symbols, ErrNoMatch when nothing matches, and a *SkipError alongside the
+// sites when some matching Go functions cannot be disassembled.
+func Plan(path string, patterns []string) ([]Site, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%s: %w: machine %v (only x86-64)", path, ErrNotSupported, f.Machine)
+	}
+	match, err := compilePatterns(filepath.Base(path), patterns)
+	if err != nil {
+		return nil, err
+	}
+	isGo := f.Section(".gopclntab") != nil
+	funcs, err := functions(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(funcs) == 0 {
+		return nil, fmt.Errorf("%s: %w; rebuild it without -s or strip, or probe an unstripped copy", path, ErrStripped)
+	}
+	if match == nil {
+		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, filepath.Base(path))
+	}
+	var sites []Site
+	skip := &SkipError{Path: path}
+	lastAddr := uint64(0)
+	for _, fn := range funcs {
+		if fn.addr == lastAddr || !match(fn.name) {
+			continue
+		}
+		lastAddr = fn.addr
+		s, err := planFunction(f, fn, isGo)
+		if err != nil {
+			skip.Skipped = append(skip.Skipped, Skipped{fn.name, err})
+			continue
+		}
+		sites = append(sites, s)
+	}
+	if len(sites) == 0 && len(skip.Skipped) == 0 {
+		return nil, fmt.Errorf("%s: %w %q", path, ErrNoMatch, patterns)
+	}
+	if len(skip.Skipped) > 0 {
+		slices.SortFunc(skip.Skipped, func(a, b Skipped) int { return strings.Compare(a.Function, b.Function) })
+		return sites, skip
+	}
+	return sites, nil
+}
+
+// planFunction reads a function's code and places its probes.
+func planFunction(f *elf.File, fn function, isGo bool) (Site, error) {
+	prog := loadSegment(f, fn.addr)
+	if prog == nil {
+		return Site{}, fmt.Errorf("address %#x is in no executable segment", fn.addr)
+	}
+	size := min(fn.size, prog.Vaddr+prog.Filesz-fn.addr)
+	code := make([]byte, size)
+	if _, err := prog.ReadAt(code, int64(fn.addr-prog.Vaddr)); err != nil {
+		return Site{}, err
+	}
+	fileOff := func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }
+	s := Site{Function: fn.name, Start: fn.addr, Entry: fileOff(fn.addr)}
+	ins, err := decodeFunc(code)
+	if isGo {
+		// A missed RET would leave calls open forever: refuse instead.
+		if err != nil {
+			return Site{}, err
+		}
+		for _, off := range goExits(ins, len(code)) {
+			s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
+		}
+	} else {
+		s.Return = true
+	}
+	// A C function that cannot be fully decoded keeps its entry probe at
+	// the start, which is always an instruction boundary.
+	if err == nil && len(ins) > 0 {
+		k := chooseEntry(ins)
+		s.Entry = fileOff(fn.addr + uint64(ins[k].off))
+		s.Emulated = emulated(ins[k].raw)
+	}
+	return s, nil
+}
+
+// loadSegment returns the executable PT_LOAD segment holding addr.
+func loadSegment(f *elf.File, addr uint64) *elf.Prog {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			return p
+		}
+	}
+	return nil
+}
+
+// functions lists the file's defined functions sorted by address, the
+// preferred name of an address first: from .symtab, else .dynsym, else a
+// Go binary's .gopclntab (which stripping keeps).
+func functions(f *elf.File) ([]function, error) {
+	var funcs []function
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, err
+	}
+	if len(codeSymbols(f, syms)) == 0 {
+		if syms, err = f.DynamicSymbols(); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return nil, err
+		}
+	}
+	syms = codeSymbols(f, syms)
+	if len(syms) == 0 {
+		if funcs, err = goFunctions(f); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range syms {
+		funcs = append(funcs, function{
+			name:   symbolize.Demangle(s.Name),
+			addr:   s.Value,
+			size:   s.Size,
+			global: elf.ST_BIND(s.Info) != elf.STB_LOCAL,
+		})
+	}
+	slices.SortStableFunc(funcs, func(a, b function) int {
+		switch {
+		case a.addr != b.addr:
+			if a.addr < b.addr {
+				return -1
+			}
+			return 1
+		case a.global != b.global:
+			if a.global {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	// A symbol without a size (hand-written assembly) extends to the next.
+	for i := range funcs {
+		if funcs[i].size == 0 {
+			for j := i + 1; j < len(funcs); j++ {
+				if funcs[j].addr > funcs[i].addr {
+					funcs[i].size = funcs[j].addr - funcs[i].addr
+					break
+				}
+			}
+		}
+	}
+	return funcs, nil
+}
+
+// codeSymbols keeps the defined STT_FUNC symbols in executable sections.
+func codeSymbols(f *elf.File, syms []elf.Symbol) []elf.Symbol {
+	var out []elf.Symbol
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 ||
+			s.Section == elf.SHN_UNDEF || int(s.Section) >= len(f.Sections) {
+			continue
+		}
+		if f.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// goFunctions reads the functions of a stripped Go binary from its
+// .gopclntab.
+func goFunctions(f *elf.File) ([]function, error) {
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil, nil
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, err
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("reading .gopclntab: %w", err)
+	}
+	var funcs []function
+	for _, fn := range tab.Funcs {
+		if fn.End > fn.Entry {
+			funcs = append(funcs, function{name: fn.Name, addr: fn.Entry, size: fn.End - fn.Entry, global: true})
+		}
+	}
+	return funcs, nil
+}
+
+// compilePatterns returns a matcher for the patterns that apply to module,
+// or nil if none does.
+func compilePatterns(module string, patterns []string) (func(string) bool, error) {
+	var res []*regexp.Regexp
+	for _, p := range patterns {
+		mod, glob := splitModule(p)
+		if mod != "" && mod != module {
+			continue
+		}
+		re, err := globRegexp(glob)
+		if err != nil {
+			return nil, fmt.Errorf("pattern %q: %w", p, err)
+		}
+		res = append(res, re)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return func(name string) bool {
+		short := withoutParams(name)
+		for _, re := range res {
+			if re.MatchString(name) || (short != name && re.MatchString(short)) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// splitModule splits "module:glob" at the first single colon; the double
+// colons of C++ names do not split.
+func splitModule(p string) (module, glob string) {
+	for i := 0; i < len(p); i++ {
+		if p[i] != ':' {
+			continue
+		}
+		if i+1 < len(p) && p[i+1] == ':' {
+			i++
+			continue
+		}
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// globRegexp translates a glob to an anchored regular expression. Unlike
+// path.Match, * also matches '/', which Go package paths contain.
+func globRegexp(glob string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '[':
+			j := strings.IndexByte(glob[i+1:], ']')
+			if j < 0 {
+				return nil, errors.New("unterminated [")
+			}
+			class := glob[i+1 : i+1+j]
+			if j == 0 { // "[]...]": ']' first is literal
+				k := strings.IndexByte(glob[i+2:], ']')
+				if k < 0 {
+					return nil, errors.New("unterminated [")
+				}
+				class = glob[i+1 : i+2+k]
+				j = k + 1
+			}
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += j + 1
+		case '\\':
+			if i+1 < len(glob) {
+				i++
+				b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+			}
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
+}
+
+// withoutParams drops the parameter list and qualifiers of a demangled C++
+// name: "ns::f(int) const" -> "ns::f".
+func withoutParams(name string) string {
+	end := strings.LastIndexByte(name, ')')
+	if end < 0 || strings.ContainsAny(name[end:], ".(") {
+		return name // not a parameter list: Go's "pkg.(*T).Method"
+	}
+	depth := 0
+	for i := end; i >= 0; i-- {
+		switch name[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+			if depth == 0 {
+				if i == 0 {
+					return name
+				}
+				return name[:i]
+			}
+		}
+	}
+	return name
+}
