@@ -74,5 +74,8 @@ func (s *session) processEvent(e *instrEvent) error {
 		return err
 	}
 	s.result.Events++
-	return s.w.Write(&trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn})
+	// One record, reused: the writer encodes it at once, and millions of
+	// allocated ones would keep the collector and the page allocator busy.
+	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
+	return s.w.Write(&s.eventRec)
 }

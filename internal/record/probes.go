@@ -99,6 +99,12 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 	now := perf.Now()
 	switch in.mech {
 	case "hook":
+		// The rings' drainer needs a Go P as soon as its tick fires; with
+		// one P per CPU, event processing and the collector can hold them
+		// all for a whole scheduling quantum, longer than a ring lasts. One
+		// more P than CPUs keeps one free for it (its OS thread has a
+		// higher priority, so the kernel runs it first too).
+		runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 		s.sources = append(s.sources, newHookSource(in.region))
 	case "uprobe":
 		set, err := uprobe.Attach(pid, in.path, in.sites, launched)
@@ -135,15 +141,22 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
 // does nothing else; processing the events may lag behind without
-// stalling the target.
+// stalling the target. Events go into fixed-size chunks recycled through
+// a free list: a growing slice would stop the drainer for tens of
+// milliseconds to reallocate, zero and copy millions of events.
 type hookSource struct {
-	r     *hook.Region
-	mu    sync.Mutex
-	buf   []instrEvent
-	spare []instrEvent // the buffer drain handed out last, for reuse
-	stop  chan struct{}
-	done  chan struct{}
+	r      *hook.Region
+	mu     sync.Mutex
+	full   [][]instrEvent // filled chunks, oldest first
+	cur    []instrEvent   // the chunk being filled
+	free   [][]instrEvent
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
 }
+
+// hookChunk is the number of events per chunk (2.5 MiB).
+const hookChunk = 1 << 16
 
 func newHookSource(r *hook.Region) *hookSource {
 	h := &hookSource{r: r, stop: make(chan struct{}), done: make(chan struct{})}
@@ -155,27 +168,46 @@ func (h *hookSource) run() {
 	defer close(h.done)
 	// The drainer must run as soon as it wakes, or threads wait for ring
 	// space: on a machine with few CPUs it shares one with the event
-	// processing, whose time slices are longer than a ring lasts. Its own
-	// thread, at a higher priority where permitted, gets the CPU first.
+	// processing. Its own thread, at a higher priority where permitted,
+	// gets the CPU first.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), -10)
-	var batch []instrEvent
+	// Drain on a period, never in a loop: the hook publishes each record
+	// by storing its ring's head, and a reader polling those heads
+	// continuously pulls their cache lines away from the writing threads
+	// on every event. A ring lasts several milliseconds at full speed.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for {
-		batch = batch[:0]
-		h.r.Drain(func(e hook.Event) { batch = append(batch, convertHook(e)) })
-		if len(batch) > 0 {
-			h.mu.Lock()
-			h.buf = append(h.buf, batch...)
-			h.mu.Unlock()
-			continue
-		}
+		h.r.Drain(h.push)
 		select {
 		case <-h.stop:
 			return
-		case <-time.After(200 * time.Microsecond):
+		case <-tick.C:
 		}
 	}
+}
+
+// push appends one event; only the drainer (or finish, after it stopped)
+// calls it.
+func (h *hookSource) push(e hook.Event) {
+	if len(h.cur) == cap(h.cur) {
+		h.mu.Lock()
+		if h.cur != nil {
+			h.full = append(h.full, h.cur)
+		}
+		if n := len(h.free); n > 0 {
+			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
+		} else {
+			h.cur = nil
+		}
+		h.mu.Unlock()
+		if h.cur == nil {
+			h.cur = make([]instrEvent, 0, hookChunk)
+		}
+	}
+	h.cur = append(h.cur, convertHook(e))
 }
 
 func convertHook(e hook.Event) instrEvent {
@@ -194,24 +226,26 @@ func convertHook(e hook.Event) instrEvent {
 	return ev
 }
 
-func (h *hookSource) push(e hook.Event) {
-	h.mu.Lock()
-	h.buf = append(h.buf, convertHook(e))
-	h.mu.Unlock()
-}
-
 func (h *hookSource) fds() []int { return nil }
 
+// drain hands over the filled chunks. The chunk being filled stays with
+// the drainer until it is full or the drainer has stopped.
 func (h *hookSource) drain(fn func(instrEvent)) {
 	h.mu.Lock()
-	buf := h.buf
-	h.buf, h.spare = h.spare[:0], nil
+	full := h.full
+	h.full = nil
+	if h.closed && len(h.cur) > 0 {
+		full = append(full, h.cur)
+		h.cur = nil
+	}
 	h.mu.Unlock()
-	for _, e := range buf {
-		fn(e)
+	for _, c := range full {
+		for i := range c {
+			fn(c[i])
+		}
 	}
 	h.mu.Lock()
-	h.spare = buf
+	h.free = append(h.free, full...)
 	h.mu.Unlock()
 }
 
@@ -228,6 +262,9 @@ func (h *hookSource) finish() {
 	<-h.done
 	h.r.Drain(h.push)
 	h.r.Flush(h.push)
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 }
 
 func (h *hookSource) lost() uint64 { return 0 }

@@ -99,6 +99,8 @@ type session struct {
 	// pendingEvents their events not yet processed.
 	sources       []eventSource
 	pendingEvents []instrEvent
+	eventRec      trace.Event // reused by processEvent
+	sampleRec     trace.Sample
 	result        Result
 	full          bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
@@ -555,7 +557,8 @@ func (s *session) process(r *perf.Record) error {
 		if err != nil {
 			return err
 		}
-		smp := &trace.Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: stack}
+		s.sampleRec = trace.Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: stack}
+		smp := &s.sampleRec
 		if truncated {
 			smp.Flags |= trace.SampleTruncated
 		}
