@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"fmt"
@@ -381,14 +380,8 @@ func TestCallCounts(t *testing.T) {
 // TestCallgrindCounts checks the hook counts against valgrind's.
 func TestCallgrindCounts(t *testing.T) {
 	bin := buildFixture(t)
-	valgrind := testutil.RequireCommand(t, "valgrind")
 	const n = 3000
-	out := filepath.Join(t.TempDir(), "callgrind.out")
-	cmd := exec.Command(valgrind, "--tool=callgrind", "--callgrind-out-file="+out, "--compress-strings=no", "--compress-pos=no", bin, "calls", strconv.Itoa(n))
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("valgrind: %v\n%s", err, msg)
-	}
-	cg := callgrindCalls(t, out)
+	cg := testutil.Callgrind(t, nil, bin, "calls", strconv.Itoa(n))
 	r := record(t, Options{}, 0, time.Millisecond, bin, "calls", strconv.Itoa(n))
 	c, _, _ := r.counts(t)
 	for _, got := range c {
@@ -401,39 +394,6 @@ func TestCallgrindCounts(t *testing.T) {
 			t.Errorf("hooks saw %d functions, want 5: %v", len(got), got)
 		}
 	}
-}
-
-// callgrindCalls sums the calls= lines of a callgrind.out file per
-// callee (cfn=), merging recursion levels (fib'2).
-func callgrindCalls(t *testing.T, path string) map[string]int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	calls := map[string]int{}
-	callee := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "cfn="); ok {
-			if i := strings.IndexByte(v, '\''); i >= 0 {
-				v = v[:i]
-			}
-			callee = v
-		} else if v, ok := strings.CutPrefix(line, "calls="); ok {
-			n, err := strconv.Atoi(strings.Fields(v)[0])
-			if err != nil {
-				t.Fatalf("%s: %q: %v", path, line, err)
-			}
-			calls[callee] += n
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return calls
 }
 
 func TestThreads(t *testing.T) {
