@@ -241,6 +241,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if in != nil && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
+	if in != nil && hdr.Calibration != nil {
+		s.warnHot(in.mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
 	for _, src := range s.sources {
@@ -263,6 +266,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	s.result.Bytes = s.w.Size()
 	return &s.result, nil
+}
+
+// warnHot says what the probes cost the target: each call costs perCall
+// ns, which calibration removes from the report but not from the run.
+// Uprobes on hot functions can slow a program several times over.
+func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
+	calls := float64(s.result.Events) / 2
+	cost := time.Duration(calls * perCall)
+	if elapsed <= 0 || cost < elapsed/20 {
+		return
+	}
+	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls at %.0f ns each cost the target about %v of %v; calibrated reports remove it",
+		mech, calls, perCall, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+	if mech == "uprobe" {
+		fmt.Fprintf(s.log, ", but functions this hot are better measured by sampling (-F) or compiled-in hooks")
+	}
+	fmt.Fprintln(s.log)
 }
 
 // stopTarget ends a launched target when recording stopped first, as perf
