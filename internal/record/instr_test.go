@@ -1,6 +1,7 @@
 package record
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,5 +159,52 @@ func main() {
 	// leaf: 1000 direct + 90 from risky; deep: 2001; risky: 100.
 	if n["main.leaf"] != 1090 || n["main.deep"] != 2001 || n["main.risky"] != 100 {
 		t.Errorf("Go entries %v, want leaf 1090, deep 2001, risky 100", n)
+	}
+}
+
+// TestUprobeLibraries probes a function of a library the program needs
+// (placed before it runs: counted exactly) and of a plugin it loads with
+// dlopen (placed when the mapping is seen).
+func TestUprobeLibraries(t *testing.T) {
+	dir := t.TempDir()
+	gcc := testutil.RequireCommand(t, "gcc")
+	plugin := filepath.Join(dir, "libplugin.so")
+	os.WriteFile(filepath.Join(dir, "plugin.c"), []byte(`
+static volatile long sink;
+__attribute__((noinline)) void plugin_work(long i) { sink += i; }
+`), 0o644)
+	if out, err := exec.Command(gcc, "-O1", "-fPIC", "-shared", "-o", plugin, filepath.Join(dir, "plugin.c")).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	bin := testutil.BuildC(t, dir, "host", `
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	volatile double x = 0;
+	for (int i = 0; i < 1000; i++) x += cbrt((double)i);
+	void *h = dlopen(argv[1], RTLD_NOW);
+	if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+	void (*work)(long) = (void (*)(long))dlsym(h, "plugin_work");
+	usleep(300000); /* the recorder sees the mapping and probes it */
+	for (long i = 0; i < 500; i++) work(i);
+	printf("%f\n", x);
+	return 0;
+}`, "-lm", "-ldl")
+	_, p := recordCmd(t, Config{Command: []string{bin, plugin}, Trace: []string{"libm.so.6:cbrt", "libplugin.so:plugin_work"}, NoSampling: true, Stdout: io.Discard})
+	n := entries(p)
+	if n["cbrt"] != 1000 || n["plugin_work"] != 500 {
+		t.Errorf("entries %v, want cbrt 1000 (needed library) and plugin_work 500 (dlopen)", n)
+	}
+	var late bool
+	for _, pr := range p.Probes {
+		f := p.Locations[pr.Function].Frames
+		if f[len(f)-1].Function == "plugin_work" && pr.Time > p.Header.StartNS {
+			late = true
+		}
+	}
+	if !late {
+		t.Error("no Probe record saying when plugin_work was probed")
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,10 +22,22 @@ import (
 // instrumentation is how a recording probes functions, decided before the
 // target starts.
 type instrumentation struct {
-	mech   string // "hook" or "uprobe"
-	path   string // the executable
-	region *hook.Region
-	sites  []uprobe.Site
+	mech     string // "hook" or "uprobe"
+	path     string // the executable
+	region   *hook.Region
+	patterns []string
+	// modules are the files to probe when the target starts: the
+	// executable and the libraries it needs, with their sites.
+	modules []plannedModule
+	// done lists the files already planned (by resolved path), so a
+	// library mapped later (dlopen) is probed once.
+	done map[string]bool
+}
+
+// plannedModule is a file and the probe sites placed in it.
+type plannedModule struct {
+	path  string
+	sites []uprobe.Site
 }
 
 // planInstrumentation chooses the mechanism and prepares it: hooks when
@@ -74,21 +88,33 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 		// The wrapper has the gate on descriptor 3; extra files follow.
 		lo.env = r.Env(4)
 	case "uprobe":
-		patterns := cfg.Trace
+		in.patterns = cfg.Trace
 		if cfg.Root != "" {
-			patterns = append(patterns, cfg.Root)
+			in.patterns = append(in.patterns, cfg.Root)
 		}
-		if len(patterns) == 0 {
+		if len(in.patterns) == 0 {
 			return nil, lo, errors.New("uprobes need --trace patterns (or --root): probing every function of an unmodified binary is what sampling is for")
 		}
-		sites, err := uprobe.Plan(in.path, patterns)
-		if err != nil {
-			return nil, lo, err
+		in.done = map[string]bool{}
+		// The executable and the libraries it needs are probed before it
+		// runs; libraries loaded later are probed when they are mapped.
+		files := append([]string{in.path}, neededLibraries(in.path)...)
+		if len(cfg.Command) == 0 {
+			// A running process may have loaded more than it needs.
+			files = append(files, mappedFiles(pid)...)
 		}
-		if len(sites) == 0 {
-			return nil, lo, fmt.Errorf("no function of %s matches %q", in.path, patterns)
+		for _, f := range files {
+			sites, err := in.plan(f)
+			if err != nil {
+				return nil, lo, err
+			}
+			if len(sites) > 0 {
+				in.modules = append(in.modules, plannedModule{path: f, sites: sites})
+			}
 		}
-		in.sites = sites
+		if len(in.modules) == 0 && !namesOtherModules(in.patterns, in.path) {
+			return nil, lo, fmt.Errorf("no function of %s or its libraries matches %q", in.path, in.patterns)
+		}
 	}
 	return in, lo, nil
 }
@@ -107,34 +133,164 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 		runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 		s.sources = append(s.sources, newHookSource(in.region))
 	case "uprobe":
-		set, err := uprobe.Attach(pid, in.path, in.sites, launched)
-		if err != nil {
-			return err
-		}
-		starts, err := fileOffsets(in.path, in.sites)
-		if err != nil {
-			return err
-		}
-		module, err := s.res.intern(in.path)
-		if err != nil {
-			return err
-		}
-		s.sources = append(s.sources, &uprobeSource{set: set, starts: starts, module: module})
-		for i, site := range in.sites {
-			fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
-			if err != nil {
-				return err
-			}
-			mech := trace.ProbeEntry
-			if len(site.Exits) > 0 {
-				mech = trace.ProbeRetInsn
-			}
-			if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
+		for _, m := range in.modules {
+			if err := s.attachModule(pid, m, launched, now); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// attachModule places a planned module's probes on pid and records them.
+func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint64) error {
+	set, err := uprobe.Attach(pid, m.path, m.sites, launched)
+	if err != nil {
+		return err
+	}
+	starts, err := fileOffsets(m.path, m.sites)
+	if err != nil {
+		set.Close()
+		return err
+	}
+	module, err := s.res.intern(m.path)
+	if err != nil {
+		set.Close()
+		return err
+	}
+	s.sources = append(s.sources, &uprobeSource{set: set, starts: starts, module: module})
+	for i, site := range m.sites {
+		fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
+		if err != nil {
+			return err
+		}
+		mech := trace.ProbeEntry
+		if len(site.Exits) > 0 {
+			mech = trace.ProbeRetInsn
+		}
+		if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moduleMapped probes a library the target mapped while running (dlopen)
+// if the patterns name functions in it. Calls made between the mapping and
+// the probes' placement, a few milliseconds, are not seen: the Probe
+// records say from when each function was counted.
+func (s *session) moduleMapped(pid uint32, path string, time uint64) error {
+	in := s.instr
+	if in == nil || in.mech != "uprobe" || isAnon(path) || isSpecial(path) {
+		return nil
+	}
+	sites, err := in.plan(path)
+	if err != nil || len(sites) == 0 {
+		// A library that cannot be read is not a reason to stop recording.
+		return nil
+	}
+	if err := s.attachModule(int(pid), plannedModule{path: path, sites: sites}, false, time); err != nil {
+		fmt.Fprintf(s.log, "trueprof: probing %s: %v\n", path, err)
+	}
+	return nil
+}
+
+// plan returns the probe sites of the patterns in file, once per file.
+func (in *instrumentation) plan(file string) ([]uprobe.Site, error) {
+	key := file
+	if r, err := filepath.EvalSymlinks(file); err == nil {
+		key = r
+	}
+	if in.done[key] {
+		return nil, nil
+	}
+	in.done[key] = true
+	sites, err := uprobe.Plan(file, in.patterns)
+	var skip *uprobe.SkipError
+	switch {
+	case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped) && file != in.path:
+		return nil, nil
+	case errors.As(err, &skip):
+		return sites, nil
+	}
+	return sites, err
+}
+
+// namesOtherModules reports whether a pattern is qualified by a module
+// other than the executable: a library the program may load later.
+func namesOtherModules(patterns []string, exe string) bool {
+	for _, p := range patterns {
+		if mod, _, ok := strings.Cut(p, ":"); ok && !strings.HasPrefix(p[len(mod):], "::") && mod != filepath.Base(exe) {
+			return true
+		}
+	}
+	return false
+}
+
+// neededLibraries returns the paths of the shared libraries path needs
+// directly (DT_NEEDED), found as the dynamic loader would: RPATH or
+// RUNPATH, LD_LIBRARY_PATH, then the system directories. Libraries it
+// cannot find are probed when mapped.
+func neededLibraries(path string) []string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	origin := filepath.Dir(path)
+	for _, tag := range []elf.DynTag{elf.DT_RPATH, elf.DT_RUNPATH} {
+		if v, err := f.DynString(tag); err == nil {
+			for _, entry := range v {
+				for _, d := range strings.Split(entry, ":") {
+					dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", origin))
+				}
+			}
+		}
+	}
+	dirs = append(dirs, filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))...)
+	dirs = append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+	var out []string
+	for _, lib := range libs {
+		if strings.Contains(lib, "/") {
+			out = append(out, lib)
+			continue
+		}
+		for _, d := range dirs {
+			if d == "" {
+				continue
+			}
+			if p := filepath.Join(d, lib); fileExists(p) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// mappedFiles lists the files process pid has mapped executable.
+func mappedFiles(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := parseMapsLine(line); ok && strings.HasPrefix(m.path, "/") {
+			out = append(out, m.path)
+		}
+	}
+	return out
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // hookSource drains the hook library's shared-memory rings. A thread

@@ -99,7 +99,8 @@ type session struct {
 	// pendingEvents their events not yet processed.
 	sources       []eventSource
 	pendingEvents []instrEvent
-	eventRec      trace.Event // reused by processEvent
+	instr         *instrumentation // nil unless probing
+	eventRec      trace.Event      // reused by processEvent
 	sampleRec     trace.Sample
 	result        Result
 	full          bool // the size limit was reached
@@ -213,6 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return fail(err)
 	}
 	s.res = newResolver(s.w, s.log)
+	s.instr = in
 	if in != nil {
 		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
 			return fail(err)
@@ -599,6 +601,9 @@ func (s *session) process(r *perf.Record) error {
 			return nil
 		}
 		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
+		if err := s.moduleMapped(r.PID, r.Filename, r.Time); err != nil {
+			return err
+		}
 		path, err := w.Intern(r.Filename)
 		if err != nil {
 			return err
