@@ -9,6 +9,7 @@ import (
 
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
 )
 
 // countsFixture has functions with known call counts, recursion, and a
@@ -206,5 +207,52 @@ int main(int argc, char **argv) {
 	}
 	if !late {
 		t.Error("no Probe record saying when plugin_work was probed")
+	}
+}
+
+// TestUprobeRootExpands: with --root, the root is probed from the start
+// and its callees when it first runs (Scheme B), so later calls of the
+// callees are counted; functions outside the subgraph are never probed.
+func TestUprobeRootExpands(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "rooted", `
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void helper(long i) { sink += i; }
+__attribute__((noinline)) void step(long i) { helper(i); helper(i + 1); }
+__attribute__((noinline)) void outside(long i) { sink -= i; }
+__attribute__((noinline)) void handle(long n) { for (long i = 0; i < n; i++) step(i); }
+int main(void) {
+	for (int r = 0; r < 20; r++) {
+		handle(100);
+		outside(r);
+		usleep(20000); /* requests arrive over time */
+	}
+	return 0;
+}`)
+	_, p := recordCmd(t, Config{Command: []string{bin}, Root: "handle", NoSampling: true})
+	if p.Header.Root != "handle" {
+		t.Errorf("header root %q", p.Header.Root)
+	}
+	n := entries(p)
+	if n["handle"] != 20 {
+		t.Errorf("handle: %d calls, want 20", n["handle"])
+	}
+	// step is probed once handle first runs, helper once step does:
+	// most of their 2000 and 4000 calls are seen.
+	if n["step"] < 1700 || n["step"] > 2000 || n["helper"] < 3200 || n["helper"] > 4000 {
+		t.Errorf("step %d (of 2000), helper %d (of 4000): lazy probes not placed", n["step"], n["helper"])
+	}
+	if n["outside"] != 0 {
+		t.Errorf("outside the root's subgraph, but %d calls recorded", n["outside"])
+	}
+	dynamic := 0
+	for _, pr := range p.Probes {
+		if pr.Mech == trace.ProbeDynamic {
+			dynamic++
+		}
+	}
+	if dynamic != 2 {
+		t.Errorf("%d probes placed lazily, want step and helper", dynamic)
 	}
 }

@@ -32,6 +32,11 @@ type instrumentation struct {
 	// done lists the files already planned (by resolved path), so a
 	// library mapped later (dlopen) is probed once.
 	done map[string]bool
+	// root is --root's function: probed first, its callees as they run.
+	root   string
+	probed map[[2]uint64]probedFunc // by module string id and file offset
+	graphs map[string]*callGraph
+	named  map[string]bool // path + NUL + function already probed
 }
 
 // plannedModule is a file and the probe sites placed in it.
@@ -91,6 +96,10 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 		in.patterns = cfg.Trace
 		if cfg.Root != "" {
 			in.patterns = append(in.patterns, cfg.Root)
+			in.root = cfg.Root
+			in.probed = map[[2]uint64]probedFunc{}
+			in.graphs = map[string]*callGraph{}
+			in.named = map[string]bool{}
 		}
 		if len(in.patterns) == 0 {
 			return nil, lo, errors.New("uprobes need --trace patterns (or --root): probing every function of an unmodified binary is what sampling is for")
@@ -134,7 +143,7 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 		s.sources = append(s.sources, newHookSource(in.region))
 	case "uprobe":
 		for _, m := range in.modules {
-			if err := s.attachModule(pid, m, launched, now); err != nil {
+			if err := s.attachModule(pid, m, launched, now, false); err != nil {
 				return err
 			}
 		}
@@ -142,8 +151,9 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 	return nil
 }
 
-// attachModule places a planned module's probes on pid and records them.
-func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint64) error {
+// attachModule places a planned module's probes on pid and records them;
+// lazy marks probes placed by --root's expansion.
+func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint64, lazy bool) error {
 	set, err := uprobe.Attach(pid, m.path, m.sites, launched)
 	if err != nil {
 		return err
@@ -165,12 +175,73 @@ func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint
 			return err
 		}
 		mech := trace.ProbeEntry
-		if len(site.Exits) > 0 {
+		switch {
+		case lazy:
+			mech = trace.ProbeDynamic
+		case len(site.Exits) > 0:
 			mech = trace.ProbeRetInsn
 		}
 		if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
 			return err
 		}
+		if in := s.instr; in != nil && in.root != "" {
+			in.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
+		}
+	}
+	return nil
+}
+
+// probedFunc is a probed function, for --root's expansion.
+type probedFunc struct {
+	path     string
+	vaddr    uint64
+	name     string
+	expanded bool
+}
+
+// expand probes the direct callees of a function the first time it runs
+// under --root (Scheme B). Their first calls happen before the probes are
+// placed and are not seen; later calls are counted, and the Probe records
+// say from when.
+func (s *session) expand(pid, module uint32, off, time uint64) error {
+	in := s.instr
+	key := [2]uint64{uint64(module), off}
+	pf, ok := in.probed[key]
+	if !ok || pf.expanded {
+		return nil
+	}
+	pf.expanded = true
+	in.probed[key] = pf
+	g := in.graphs[pf.path]
+	if g == nil {
+		var err error
+		if g, err = openCallGraph(pf.path); err != nil {
+			return nil
+		}
+		in.graphs[pf.path] = g
+	}
+	var names []string
+	for _, name := range g.callees(pf.vaddr) {
+		// Names with glob metacharacters (C++ operators) cannot be
+		// given to the planner as exact patterns.
+		if !strings.ContainsAny(name, "*?[]\\") && !in.named[pf.path+"\x00"+name] {
+			in.named[pf.path+"\x00"+name] = true
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sites, err := uprobe.Plan(pf.path, names)
+	var skip *uprobe.SkipError
+	if err != nil && !errors.As(err, &skip) {
+		return nil
+	}
+	if len(sites) == 0 {
+		return nil
+	}
+	if err := s.attachModule(int(pid), plannedModule{path: pf.path, sites: sites}, false, time, true); err != nil {
+		fmt.Fprintf(s.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
 	}
 	return nil
 }
@@ -189,7 +260,7 @@ func (s *session) moduleMapped(pid uint32, path string, time uint64) error {
 		// A library that cannot be read is not a reason to stop recording.
 		return nil
 	}
-	if err := s.attachModule(int(pid), plannedModule{path: path, sites: sites}, false, time); err != nil {
+	if err := s.attachModule(int(pid), plannedModule{path: path, sites: sites}, false, time, false); err != nil {
 		fmt.Fprintf(s.log, "trueprof: probing %s: %v\n", path, err)
 	}
 	return nil

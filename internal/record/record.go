@@ -203,6 +203,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	hdr := s.header(kernel)
 	if in != nil {
 		hdr.Instrument = in.mech
+		hdr.Root = cfg.Root
 		if cfg.Calibration != nil {
 			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
 				return fail(err)
@@ -434,6 +435,11 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 			// keep the backlog small.
 			timeout = 20
 		}
+	}
+	if s.instr != nil && s.instr.root != "" {
+		// --root places probes when a function first runs: look at its
+		// events soon, so its callees miss as few calls as possible.
+		timeout = 5
 	}
 	poller, err := perf.NewPoller(fds)
 	if err != nil {

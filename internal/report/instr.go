@@ -211,6 +211,10 @@ type InstrHeader struct {
 
 // analyseInstr runs instr.Build on p as o selects and makes the header.
 func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
+	if o.Root == "" {
+		// A --root recording covers its root's subgraph: show that.
+		o.Root = p.Header.Root
+	}
 	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID}
 	r, err := instr.Build(p, opts)
 	if err != nil {

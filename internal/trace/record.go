@@ -37,6 +37,9 @@ type Header struct {
 	// Calibration is the probe cost measured on the recording machine,
 	// which reports subtract from instrumented times.
 	Calibration *Calibration `json:"calibration,omitempty"`
+	// Root is --root's function: the recording covers its subgraph
+	// (seed 001's Scheme B), and reports show that subgraph by default.
+	Root string `json:"root,omitempty"`
 }
 
 // Transition kinds: the pair of consecutive events on a thread that a
