@@ -13,7 +13,7 @@
 //
 // Usage (as root, from the repository root):
 //
-//	go run ./bench/uprobes [-n 5000]
+//	go run ./bench/uprobes [-n 5000] [-pmu 500]
 package main
 
 import (
@@ -33,6 +33,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 5000, "functions to probe (each gets an entry probe and a uretprobe)")
+	nPMU := flag.Int("pmu", 500, "functions to probe through per-probe PMU descriptors, whose closing is slow")
 	flag.Parse()
 	log.SetFlags(0)
 
@@ -71,10 +72,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	pmu(bin, sites[:min(len(sites), 1000)], "PMU per thread (pid, cpu -1)", []int{-1}, pid, false)
-	// Per CPU with inherit needs 2 × CPUs descriptors per function; stay
-	// under RLIMIT_NOFILE by probing a share of the functions.
-	share := min(len(sites), 2000/len(cpus))
+	share := min(len(sites), *nPMU)
+	pmu(bin, sites[:share], "PMU per thread (pid, cpu -1)", []int{-1}, pid, false)
 	pmu(bin, sites[:share], "PMU per CPU with inherit", cpus, pid, true)
 
 	t = time.Now()

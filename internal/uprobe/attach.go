@@ -1,9 +1,12 @@
 package uprobe
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -31,6 +34,7 @@ type Set struct {
 	links  []link.Link
 	rd     *ringbuf.Reader
 	rec    ringbuf.Record
+	hits   [][2]uint64 // per site: entries, exits read
 }
 
 // ringSize is the size of the BPF ring all CPUs write to: 8 MiB holds
@@ -55,6 +59,10 @@ const (
 	kindBoth  = 2 // a one-instruction function: its entry is its RET
 )
 
+// ErrPermission is wrapped by Attach when the kernel refused for lack of
+// privilege; the message names the capabilities.
+var ErrPermission = errors.New("permission denied")
+
 // ErrNoUprobeMulti is wrapped by Attach when the kernel lacks BPF
 // uprobe_multi links (Linux 6.6) or BPF is not permitted.
 var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need Linux 6.6 and CAP_BPF with CAP_PERFMON, or root)")
@@ -69,13 +77,20 @@ var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need
 // because the kernel matches the process's memory map, which exec
 // replaces, not a fixed one. Otherwise pid is running and the breakpoints
 // are written into its current mappings of path at once. Children the
-// process forks are not probed.
+// process forks are not probed. The kernel follows the process through
+// exec only if its main thread calls exec (tested: an exec from another
+// thread leaves the probes on the old leader, and no event arrives), as
+// for perf events opened on the process.
 //
 // Attach fails, having placed nothing, if any probe cannot be placed.
 func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 	_ = launched // both cases are the same pid-filtered link; see above
 	if len(sites) == 0 {
 		return nil, errors.New("uprobe: no sites to attach")
+	}
+	if pid <= 0 {
+		// pid 0 would probe every process that maps path.
+		return nil, fmt.Errorf("uprobe: invalid pid %d", pid)
 	}
 	if len(sites) > 1<<28 {
 		return nil, fmt.Errorf("uprobe: %d sites is too many", len(sites))
@@ -98,7 +113,7 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 			retCookies = append(retCookies, uint64(i)<<2|kindExit)
 		}
 	}
-	s := &Set{sites: sites}
+	s := &Set{sites: sites, hits: make([][2]uint64, len(sites))}
 	if err := s.load(); err != nil {
 		s.Close()
 		return nil, err
@@ -124,6 +139,9 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 		}
 		if err != nil {
 			s.Close()
+			if errors.Is(err, os.ErrPermission) {
+				return nil, fmt.Errorf("uprobe: %w: uprobes need CAP_PERFMON and CAP_BPF (or root), and ptrace access to pid %d: %w", ErrPermission, pid, err)
+			}
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				return nil, fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
 			}
@@ -141,6 +159,9 @@ func (s *Set) load() error {
 	}
 	var err error
 	s.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_events", Type: ebpf.RingBuf, MaxEntries: ringSize})
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("uprobe: %w: creating a BPF map needs CAP_BPF (or root): %w", ErrPermission, err)
+	}
 	if err != nil {
 		return fmt.Errorf("uprobe: creating the BPF ring: %w", err)
 	}
@@ -241,19 +262,24 @@ func (s *Set) Read(fn func(Event)) int {
 		if ev.Site >= len(s.sites) {
 			continue
 		}
+		h := &s.hits[ev.Site]
 		switch cookie & 3 {
 		case kindEntry:
 			ev.Entry = true
 			fn(ev)
+			h[0]++
 			n++
 		case kindExit:
 			fn(ev)
+			h[1]++
 			n++
 		case kindBoth:
 			ev.Entry = true
 			fn(ev)
 			ev.Entry = false
 			fn(ev)
+			h[0]++
+			h[1]++
 			n += 2
 		}
 	}
@@ -295,4 +321,58 @@ func (s *Set) Close() error {
 	}
 	s.prog, s.events, s.lost = nil, nil, nil
 	return errors.Join(errs...)
+}
+
+// Hits returns the number of entry and exit events of each site (indexed
+// like the sites given to Attach) that Read has delivered so far.
+func (s *Set) Hits() [][2]uint64 { return slices.Clone(s.hits) }
+
+// Hot is a site whose probes cost the probed process a noticeable share
+// of its time.
+type Hot struct {
+	Site     int
+	Function string
+	Hits     uint64        // entry and exit events
+	Cost     time.Duration // estimated time spent in the probes
+	Share    float64       // Cost over the elapsed time
+	Stepped  bool          // the entry or the exit probes are single-stepped
+}
+
+// String describes the warning for a user.
+func (h Hot) String() string {
+	msg := fmt.Sprintf("probes on %s: %d hits cost about %v (%.0f%% of the time)",
+		h.Function, h.Hits, h.Cost.Round(time.Millisecond), 100*h.Share)
+	if h.Stepped {
+		msg += "; the kernel single-steps its probed instructions, about 10 times the cost of an emulated one"
+	}
+	return msg + "; consider probing its callers instead"
+}
+
+// Hot returns the sites whose events read so far cost more than share
+// (0.05 for 5%) of elapsed, costliest first. The cost of a hit is
+// emulated or stepped ns (from Cost) depending on the probed instruction:
+// a RET probe is always stepped, a uretprobe's return costs about an
+// emulated hit. It returns nil if elapsed is not positive.
+func (s *Set) Hot(emulated, stepped float64, elapsed time.Duration, share float64) []Hot {
+	if elapsed <= 0 {
+		return nil
+	}
+	var hot []Hot
+	for i, h := range s.hits {
+		site := s.sites[i]
+		entry, exit := stepped, emulated
+		if site.Emulated {
+			entry = emulated
+		}
+		if !site.Return {
+			exit = stepped
+		}
+		cost := time.Duration(float64(h[0])*entry + float64(h[1])*exit)
+		if sh := float64(cost) / float64(elapsed); sh > share {
+			hot = append(hot, Hot{Site: i, Function: site.Function, Hits: h[0] + h[1], Cost: cost, Share: sh,
+				Stepped: !site.Emulated || len(site.Exits) > 0})
+		}
+	}
+	slices.SortFunc(hot, func(a, b Hot) int { return cmp.Compare(b.Cost, a.Cost) })
+	return hot
 }

@@ -472,8 +472,14 @@ func TestAttachRunningThreads(t *testing.T) {
 	c := collect(t, set, sites)
 	time.Sleep(time.Second)
 	got := c.finish()
+	if b := codeByte(t, pid, bin, sites[0].Entry); b != 0xcc {
+		t.Errorf("probed instruction starts with %#x, want the breakpoint 0xcc", b)
+	}
 	if err := set.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if b, want := codeByte(t, pid, bin, sites[0].Entry), fileByte(t, bin, sites[0].Entry); b != want {
+		t.Errorf("after Close the probed instruction starts with %#x, want %#x as in the file", b, want)
 	}
 	var oldEvents, newEvents, newThreads int
 	for tid, n := range c.tids {
@@ -485,6 +491,13 @@ func TestAttachRunningThreads(t *testing.T) {
 		}
 	}
 	t.Logf("work: %v; %d events from %d old threads, %d from %d new threads", got["work"], oldEvents, len(old), newEvents, newThreads)
+	// work is a frameless leaf: its probes are single-stepped.
+	hot := set.Hot(600, 11000, time.Second, 0.05)
+	if len(hot) != 1 || hot[0].Function != "work" || !hot[0].Stepped {
+		t.Errorf("hot sites %v, want work", hot)
+	} else {
+		t.Log(hot[0])
+	}
 	if oldEvents == 0 || newThreads < 10 {
 		t.Errorf("want events from the old threads and from at least 10 new ones")
 	}
@@ -564,4 +577,53 @@ func TestAttach5000(t *testing.T) {
 			break
 		}
 	}
+}
+
+// codeByte reads the byte of process pid's memory at file offset off of
+// its mapping of bin.
+func codeByte(t *testing.T, pid int, bin string, off uint64) byte {
+	t.Helper()
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[5] != bin {
+			continue
+		}
+		var start, end, pgoff uint64
+		fmt.Sscanf(f[0], "%x-%x", &start, &end)
+		fmt.Sscanf(f[2], "%x", &pgoff)
+		if off < pgoff || off >= pgoff+end-start {
+			continue
+		}
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mem.Close()
+		var b [1]byte
+		if _, err := mem.ReadAt(b[:], int64(start+off-pgoff)); err != nil {
+			t.Fatal(err)
+		}
+		return b[0]
+	}
+	t.Fatalf("pid %d does not map offset %#x of %s", pid, off, bin)
+	return 0
+}
+
+// fileByte reads the byte at offset off of file path.
+func fileByte(t *testing.T, path string, off uint64) byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], int64(off)); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
 }

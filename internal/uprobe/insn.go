@@ -1,6 +1,8 @@
 package uprobe
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -19,6 +21,15 @@ type insn struct {
 	raw      []byte
 }
 
+// The CET landing pads, which x86asm does not decode.
+var (
+	endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa}
+	endbr32 = []byte{0xf3, 0x0f, 0x1e, 0xfb}
+)
+
+// opEndbr stands for endbr64 and endbr32, which x86asm does not name.
+const opEndbr = x86asm.Op(^uint32(0) >> 1)
+
 // maxPrologue bounds how far into a function the entry probe may move.
 const maxPrologue = 16
 
@@ -30,10 +41,21 @@ const maxPrologue = 16
 func decodeFunc(code []byte) ([]insn, error) {
 	var out []insn
 	for off := 0; off < len(code); {
+		if bytes.HasPrefix(code[off:], endbr64) || bytes.HasPrefix(code[off:], endbr32) {
+			// x86asm does not know the CET landing pads.
+			out = append(out, insn{off: off, len: 4, op: opEndbr, raw: code[off : off+4]})
+			off += 4
+			continue
+		}
 		in, err := x86asm.Decode(code[off:], 64)
+		if err == nil && in.Op == 0 {
+			// x86asm returns a bare prefix for truncated or unknown
+			// encodings.
+			err = errors.New("unknown instruction")
+		}
 		if err != nil {
 			if allPadding(code[off:]) {
-				break // int3 or zero padding after the last instruction
+				break // zero padding after the last instruction
 			}
 			return out, fmt.Errorf("%w at +%#x: %v", errDecode, off, err)
 		}
