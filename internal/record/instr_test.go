@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
@@ -254,5 +255,49 @@ int main(void) {
 	}
 	if dynamic != 2 {
 		t.Errorf("%d probes placed lazily, want step and helper", dynamic)
+	}
+}
+
+// TestUprobeCxxExceptions: exceptions unwind through probed functions
+// without returning, so their exits never fire; the analysis pops the
+// shadow stack to the catching frame, counts the repairs, and the counts
+// and the tree stay exact.
+func TestUprobeCxxExceptions(t *testing.T) {
+	gxx := testutil.RequireCommand(t, "g++")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "throw.cc")
+	os.WriteFile(src, []byte(`
+#include <cstdio>
+#include <stdexcept>
+static volatile long sink;
+__attribute__((noinline)) void deepest(int i) { if (i % 3 == 0) throw std::runtime_error("x"); sink += i; }
+__attribute__((noinline)) void middle(int i) { deepest(i); sink++; }
+__attribute__((noinline)) void guarded(int i) { try { middle(i); } catch (const std::exception &) { sink--; } }
+int main() { for (int i = 0; i < 300; i++) guarded(i); std::printf("%ld\n", sink); return 0; }
+`), 0o644)
+	bin := filepath.Join(dir, "throw")
+	if out, err := exec.Command(gxx, "-O1", "-fno-omit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	_, p := recordCmd(t, Config{Command: []string{bin}, Trace: []string{"deepest*", "middle*", "guarded*"}, NoSampling: true, Stdout: io.Discard})
+	n := entries(p)
+	if n["deepest(int)"] != 300 || n["middle(int)"] != 300 || n["guarded(int)"] != 300 {
+		t.Fatalf("entries %v, want 300 each", n)
+	}
+	res, err := instr.Build(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 throws each skip the exits of deepest and middle.
+	if res.Repairs.Popped != 200 {
+		t.Errorf("repairs %+v, want 200 frames popped by exceptions", res.Repairs)
+	}
+	for _, f := range res.Functions {
+		if f.Name == "guarded(int)" && (f.Calls != 300 || len(f.Callees) != 1 || f.Callees[0].Calls != 300) {
+			t.Errorf("guarded: %+v", f)
+		}
+		if f.Name == "deepest(int)" && (len(f.Callers) != 1 || f.Callers[0].Name != "middle(int)") {
+			t.Errorf("deepest's callers %+v: the tree was corrupted", f.Callers)
+		}
 	}
 }

@@ -406,6 +406,12 @@ func (s *session) closeSources() {
 		src.close()
 	}
 	s.sources = nil
+	if s.instr != nil {
+		for _, g := range s.instr.graphs {
+			g.close()
+		}
+		s.instr.graphs = nil
+	}
 }
 
 func (s *session) closeEvents() {

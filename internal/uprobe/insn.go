@@ -15,10 +15,7 @@ type insn struct {
 	op     x86asm.Op
 	target int  // branch target, from the function's start; valid if direct
 	direct bool // a branch or call with a relative target
-	// writesSP reports an instruction that changes %rsp other than a call
-	// (push, pop, sub, add, lea, mov, ...).
-	writesSP bool
-	raw      []byte
+	raw    []byte
 }
 
 // The CET landing pads, which x86asm does not decode.
@@ -63,13 +60,6 @@ func decodeFunc(code []byte) ([]insn, error) {
 		if rel, ok := in.Args[0].(x86asm.Rel); ok {
 			d.target = off + in.Len + int(rel)
 			d.direct = true
-		}
-		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
-			d.writesSP = true
-		} else if r, ok := in.Args[0].(x86asm.Reg); ok && (r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP) &&
-			in.Op != x86asm.CMP && in.Op != x86asm.TEST && in.Op != x86asm.BT {
-			// Args are in Intel order: the first is the destination.
-			d.writesSP = true
 		}
 		out = append(out, d)
 		off += in.Len
@@ -139,12 +129,15 @@ func isCondJump(op x86asm.Op) bool {
 
 // chooseEntry returns the index of the instruction where the entry probe
 // goes: the first emulated instruction on the straight path from the
-// function's start that runs exactly once per call and before the stack
-// pointer changes, or 0 (the start) when there is none. The path may cross
-// a conditional branch only when it leads to a block that jumps back to the
-// start without other branches: Go's stack-growth check
-// (cmp 0x10(%r14),%rsp; jbe L; ... L: call runtime.morestack; jmp start),
-// whose re-execution must not count twice. No branch may land between the
+// function's start that runs exactly once per call, or 0 (the start) when
+// there is none. Exits are probed on RET instructions, so nothing ties the
+// entry probe to the top of the stack. The path may cross a conditional
+// branch that leads to a block jumping back to the start without other
+// branches: Go's stack-growth check (cmp 0x10(%r14),%rsp; jbe L; ...
+// L: call runtime.morestack; jmp start), whose re-execution must not
+// count twice. The probe may be an emulated forward conditional jump,
+// which runs once per call taken or not: a frameless leaf's test-and-skip
+// at its start (test %rdi,%rdi; jle out). No branch may land between the
 // start and the chosen instruction.
 func chooseEntry(ins []insn) int {
 	if len(ins) == 0 || emulated(ins[0].raw) {
@@ -167,12 +160,21 @@ func chooseEntry(ins []insn) int {
 			return k
 		}
 		switch {
-		case in.op == x86asm.CALL, in.writesSP:
+		case in.op == x86asm.CALL:
 			return 0
 		case isCondJump(in.op):
-			if !in.direct || !restarts(ins, byOff, in.target) {
+			if !in.direct {
 				return 0
 			}
+			if restarts(ins, byOff, in.target) {
+				continue // Go's stack check: past it, the path runs once
+			}
+			if emulated(in.raw) && in.target > in.off {
+				// Taken or not, this jump runs once per call and never
+				// returns to the start.
+				return k
+			}
+			return 0
 		case isBranch(in.op):
 			return 0
 		}
@@ -199,10 +201,10 @@ func restarts(ins []insn, byOff map[int]int, target int) bool {
 	return false
 }
 
-// goExits returns the offsets, from the function's start, of the
-// instructions a Go function leaves by: every RET, and every direct JMP
-// out of the function (a tail call from a compiler-generated wrapper).
-func goExits(ins []insn, size int) []int {
+// exitInsns returns the offsets, from the function's start, of the
+// instructions a function leaves by: every RET, and every direct JMP out
+// of the function (a tail call).
+func exitInsns(ins []insn, size int) []int {
 	var exits []int
 	for _, in := range ins {
 		switch {

@@ -146,20 +146,26 @@ func planFunction(f *elf.File, fn function, isGo bool) (Site, error) {
 	fileOff := func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }
 	s := Site{Function: fn.name, Start: fn.addr, Entry: fileOff(fn.addr)}
 	ins, err := decodeFunc(code)
-	if isGo {
-		// A missed RET would leave calls open forever: refuse instead.
-		if err != nil {
+	if err != nil {
+		if isGo {
+			// A missed RET would leave calls open forever: refuse instead.
 			return Site{}, err
 		}
-		for _, off := range goExits(ins, len(code)) {
-			s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
-		}
-	} else {
+		// A C function whose RETs cannot be found gets a return probe
+		// at its start, which is always an instruction boundary. Return
+		// probes replace the return address, which breaks C++ exceptions
+		// and longjmp through the function, so they are the fallback.
 		s.Return = true
+		return s, nil
 	}
-	// A C function that cannot be fully decoded keeps its entry probe at
-	// the start, which is always an instruction boundary.
-	if err == nil && len(ins) > 0 {
+	// Exits are probed on the instructions that leave the function: the
+	// return address is never touched, so exceptions, longjmp and moving
+	// Go stacks are safe, and an exit skipped by unwinding is repaired by
+	// the analysis.
+	for _, off := range exitInsns(ins, len(code)) {
+		s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
+	}
+	if len(ins) > 0 {
 		k := chooseEntry(ins)
 		s.Entry = fileOff(fn.addr + uint64(ins[k].off))
 		s.Emulated = emulated(ins[k].raw)

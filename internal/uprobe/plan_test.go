@@ -1,0 +1,389 @@
+package uprobe
+
+import (
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"trueprof/internal/testutil"
+)
+
+func TestGlob(t *testing.T) {
+	for _, tt := range []struct {
+		name, glob, s string
+		want          bool
+	}{
+		{"literal", "main", "main", true},
+		{"literal is anchored", "main", "main2", false},
+		{"star", "f*b", "fib", true},
+		{"star matches slash", "net/*.Serve", "net/http.(*Server).Serve", true},
+		{"question", "f?b", "fib", true},
+		{"question one char", "f?b", "fiib", false},
+		{"class", "f[0-9]", "f7", true},
+		{"class miss", "f[0-9]", "fx", false},
+		{"negated class", "f[!0-9]", "fx", true},
+		{"regexp metas are literal", "a.b+(c)", "a.b+(c)", true},
+		{"dot is literal", "a.b", "axb", false},
+		{"escape", `a\*`, "a*", true},
+		{"escape no star", `a\*`, "ab", false},
+		{"cxx", "ns::S::get*", "ns::S::get() const", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			re, err := globRegexp(tt.glob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := re.MatchString(tt.s); got != tt.want {
+				t.Errorf("%q matches %q: %v, want %v", tt.glob, tt.s, got, tt.want)
+			}
+		})
+	}
+	if _, err := globRegexp("f[0-9"); err == nil {
+		t.Error("unterminated class accepted")
+	}
+}
+
+func TestSplitModule(t *testing.T) {
+	for _, tt := range []struct{ in, mod, glob string }{
+		{"main", "", "main"},
+		{"prog:main", "prog", "main"},
+		{"libc.so.6:mall*", "libc.so.6", "mall*"},
+		{"ns::f", "", "ns::f"},
+		{"prog:ns::f", "prog", "ns::f"},
+		{"ns::S::f", "", "ns::S::f"},
+	} {
+		if mod, glob := splitModule(tt.in); mod != tt.mod || glob != tt.glob {
+			t.Errorf("splitModule(%q) = %q, %q; want %q, %q", tt.in, mod, glob, tt.mod, tt.glob)
+		}
+	}
+}
+
+func TestWithoutParams(t *testing.T) {
+	for in, want := range map[string]string{
+		"ns::f(int)":                         "ns::f",
+		"ns::S::get() const":                 "ns::S::get",
+		"f(void (*)(int), char)":             "f",
+		"main.(*T).Method":                   "main.(*T).Method",
+		"main":                               "main",
+		"std::vector<int>::push_back(int&&)": "std::vector<int>::push_back",
+	} {
+		if got := withoutParams(in); got != want {
+			t.Errorf("withoutParams(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// planFixture has functions whose names the patterns below select.
+const planFixture = `#include <stdio.h>
+int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+int fob(int n) { return n + 1; }
+static int helper(int n) { return n * 2; }
+int main(void) { printf("%d\n", fib(5) + fob(1) + helper(2)); return 0; }
+`
+
+func names(sites []Site) []string {
+	var n []string
+	for _, s := range sites {
+		n = append(n, s.Function)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func TestPlanC(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "planc", planFixture)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, _ := f.Symbols()
+	f.Close()
+	addr := map[string]uint64{}
+	for _, s := range syms {
+		addr[s.Name] = s.Value
+	}
+	for _, tt := range []struct {
+		name     string
+		patterns []string
+		want     []string
+		err      error
+	}{
+		{"glob", []string{"f?b"}, []string{"fib", "fob"}, nil},
+		{"several", []string{"fib", "helper"}, []string{"fib", "helper"}, nil},
+		{"module", []string{"planc:f?b"}, []string{"fib", "fob"}, nil},
+		{"other module ignored", []string{"libc.so.6:f*", "main"}, []string{"main"}, nil},
+		{"only other modules", []string{"libc.so.6:malloc"}, nil, ErrNoMatch},
+		{"no match", []string{"nosuch*"}, nil, ErrNoMatch},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sites, err := Plan(bin, tt.patterns)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err %v, want %v", err, tt.err)
+			}
+			if got := names(sites); !slices.Equal(got, tt.want) {
+				t.Errorf("functions %q, want %q", got, tt.want)
+			}
+			for _, s := range sites {
+				// Exits are probed on RET instructions, never by a return
+				// probe, which would break C++ exceptions and longjmp.
+				if s.Start != addr[s.Function] || s.Return || len(s.Exits) == 0 {
+					t.Errorf("%s: %+v, want Start %#x and RET exits", s.Function, s, addr[s.Function])
+				}
+			}
+		})
+	}
+}
+
+// cxxFixture has overloads, a namespace and a const method.
+const cxxFixture = `#include <cstdio>
+namespace ns {
+int add(int a, int b) { return a + b; }
+double add(double a, double b) { return a + b; }
+struct S {
+	int v;
+	int get() const { return v; }
+};
+}
+int main() {
+	ns::S s{3};
+	std::printf("%d %f\n", ns::add(1, 2) + s.get(), ns::add(1.0, 2.0));
+	return 0;
+}
+`
+
+func TestPlanCXX(t *testing.T) {
+	gxx := testutil.RequireCommand(t, "g++")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "cxx.cc")
+	bin := filepath.Join(dir, "cxx")
+	if err := os.WriteFile(src, []byte(cxxFixture), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, "-O1", "-fno-inline", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	for _, tt := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"ns::add", []string{"ns::add(double, double)", "ns::add(int, int)"}},
+		{"ns::add(int, int)", []string{"ns::add(int, int)"}},
+		{"cxx:ns::S::get", []string{"ns::S::get() const"}},
+		{"ns::*", []string{"ns::S::get() const", "ns::add(double, double)", "ns::add(int, int)"}},
+	} {
+		sites, err := Plan(bin, []string{tt.pattern})
+		if err != nil {
+			t.Errorf("%q: %v", tt.pattern, err)
+			continue
+		}
+		if got := names(sites); !slices.Equal(got, tt.want) {
+			t.Errorf("%q: %q, want %q", tt.pattern, got, tt.want)
+		}
+	}
+}
+
+func TestPlanStripped(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "stripped", planFixture, "-s")
+	_, err := Plan(bin, []string{"fib"})
+	if !errors.Is(err, ErrStripped) {
+		t.Fatalf("err %v, want ErrStripped", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, bin) || !strings.Contains(msg, "stripped") {
+		t.Errorf("message %q does not name the file and say it is stripped", msg)
+	}
+}
+
+func TestPlanGoStripped(t *testing.T) {
+	// A stripped Go binary keeps .gopclntab, which names its functions.
+	goTool := testutil.RequireCommand(t, "go")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "g.go")
+	if err := os.WriteFile(src, []byte("package main\n\n//go:noinline\nfunc work(n int) int { return n * 2 }\n\nfunc main() { println(work(3)) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "g")
+	build := exec.Command(goTool, "build", "-ldflags=-s", "-o", bin, src)
+	build.Dir = dir
+	build.Env = append(build.Environ(), "GOWORK=off", "GOFLAGS=", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sites, err := Plan(bin, []string{"main.work", "main.main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(sites); !slices.Equal(got, []string{"main.main", "main.work"}) {
+		t.Errorf("functions %q", got)
+	}
+	for _, s := range sites {
+		if s.Return || len(s.Exits) == 0 {
+			t.Errorf("%s: %+v, want RET probes", s.Function, s)
+		}
+	}
+}
+
+func TestChooseEntry(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		code     []byte
+		entry    int // offset
+		emulated bool
+		exits    []int
+	}{
+		{
+			name: "go stack check then push",
+			code: []byte{
+				0x49, 0x3b, 0x66, 0x10, // 0: cmp 0x10(%r14),%rsp
+				0x76, 0x0e, // 4: jbe 20
+				0x55,             // 6: push %rbp
+				0x48, 0x89, 0xe5, // 7: mov %rsp,%rbp
+				0x48, 0x83, 0xec, 0x10, // 10: sub $0x10,%rsp
+				0x48, 0x83, 0xc4, 0x10, // 14: add $0x10,%rsp
+				0x5d,                         // 18: pop %rbp
+				0xc3,                         // 19: ret
+				0x48, 0x89, 0x44, 0x24, 0x08, // 20: mov %rax,0x8(%rsp)
+				0xe8, 0x00, 0x10, 0x00, 0x00, // 25: call runtime.morestack
+				0x48, 0x8b, 0x44, 0x24, 0x08, // 30: mov 0x8(%rsp),%rax
+				0xeb, 0xdb, // 35: jmp 0
+			},
+			entry: 6, emulated: true, exits: []int{19},
+		},
+		{
+			name:  "endbr64 then push",
+			code:  []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3},
+			entry: 4, emulated: true, exits: []int{9},
+		},
+		{
+			name:  "frameless leaf",
+			code:  []byte{0x8d, 0x04, 0x7f, 0xc3}, // lea (%rdi,%rdi,2),%eax; ret
+			entry: 0, exits: []int{3},
+		},
+		{
+			name: "branch back into the prologue",
+			code: []byte{
+				0xf3, 0x0f, 0x1e, 0xfa, // 0: endbr64
+				0x55,             // 4: push %rbp
+				0x48, 0x89, 0xe5, // 5: mov %rsp,%rbp
+				0x5d,       // 8: pop %rbp
+				0x75, 0xf9, // 9: jne 4
+				0xc3, // 11: ret
+			},
+			entry: 0, exits: []int{11},
+		},
+		{
+			name: "conditional branch that does not restart",
+			code: []byte{
+				0x49, 0x3b, 0x66, 0x10, // 0: cmp 0x10(%r14),%rsp
+				0x76, 0x06, // 4: jbe 12
+				0x55,             // 6: push %rbp
+				0x48, 0x89, 0xe5, // 7: mov %rsp,%rbp
+				0x5d, // 10: pop %rbp
+				0xc3, // 11: ret
+				0xc3, // 12: ret
+			},
+			// The jbe runs once per call and is emulated.
+			entry: 4, emulated: true, exits: []int{11, 12},
+		},
+		{
+			name: "stack moves before the push",
+			code: []byte{
+				0x48, 0x83, 0xec, 0x08, // 0: sub $8,%rsp
+				0x55,                   // 4: push %rbp
+				0x5d,                   // 5: pop %rbp
+				0x48, 0x83, 0xc4, 0x08, // 6: add $8,%rsp
+				0xc3, // 10: ret
+			},
+			// Exits are RET probes: the entry probe may follow the sub.
+			entry: 4, emulated: true, exits: []int{10},
+		},
+		{
+			name:  "tail call wrapper",
+			code:  []byte{0xe9, 0x00, 0x01, 0x00, 0x00}, // jmp +0x100
+			entry: 0, emulated: true, exits: []int{0},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ins, err := decodeFunc(tt.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := chooseEntry(ins)
+			if ins[k].off != tt.entry || emulated(ins[k].raw) != tt.emulated {
+				t.Errorf("entry at +%d (emulated %v), want +%d (%v)", ins[k].off, emulated(ins[k].raw), tt.entry, tt.emulated)
+			}
+			if got := exitInsns(ins, len(tt.code)); !slices.Equal(got, tt.exits) {
+				t.Errorf("exits %v, want %v", got, tt.exits)
+			}
+		})
+	}
+}
+
+func TestDecodeFuncErrors(t *testing.T) {
+	// Trailing zero padding ends the function.
+	ins, err := decodeFunc([]byte{0x55, 0x5d, 0xc3, 0x00})
+	if err != nil || len(ins) != 3 {
+		t.Errorf("padding: %d instructions, %v", len(ins), err)
+	}
+	// A truncated instruction is an error: a probe must never be placed
+	// off an instruction boundary.
+	if _, err := decodeFunc([]byte{0x55, 0x48, 0x89}); !errors.Is(err, errDecode) {
+		t.Errorf("truncated: %v, want errDecode", err)
+	}
+}
+
+func TestEmulated(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"push rbp", []byte{0x55}, true},
+		{"push r12", []byte{0x41, 0x54}, true},
+		{"nop", []byte{0x90}, true},
+		{"nopl", []byte{0x0f, 0x1f, 0x40, 0x00}, true},
+		{"jmp", []byte{0xeb, 0x00}, true},
+		{"call", []byte{0xe8, 0, 0, 0, 0}, true},
+		{"jcc32", []byte{0x0f, 0x84, 0, 0, 0, 0}, true},
+		{"endbr64", []byte{0xf3, 0x0f, 0x1e, 0xfa}, false},
+		{"ret", []byte{0xc3}, false},
+		{"pop rbp", []byte{0x5d}, false},
+		{"mov rsp rbp", []byte{0x48, 0x89, 0xe5}, false},
+		{"xchg r8 rax", []byte{0x41, 0x90}, false},
+		{"empty", nil, false},
+	} {
+		if got := emulated(tt.b); got != tt.want {
+			t.Errorf("%s: emulated %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestPlanCET checks that the entry probe of a function starting with
+// endbr64 (gcc -fcf-protection), which the kernel single-steps, moves to
+// the push %rbp after it.
+func TestPlanCET(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "cet", planFixture, "-fcf-protection=full")
+	sites, err := Plan(bin, []string{"fib"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := sites[0]
+	p := loadSegment(f, s.Start)
+	code := make([]byte, 5)
+	p.ReadAt(code, int64(s.Start-p.Vaddr))
+	if !slices.Equal(code[:4], endbr64) || code[4] != 0x55 {
+		t.Skipf("gcc did not emit endbr64; push: % x", code)
+	}
+	if want := s.Start - p.Vaddr + p.Off + 4; s.Entry != want || !s.Emulated {
+		t.Errorf("entry %#x (emulated %v), want %#x, the push after endbr64", s.Entry, s.Emulated, want)
+	}
+}
