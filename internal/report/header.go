@@ -195,15 +195,22 @@ func writeHeaderText(w io.Writer, h Header) {
 	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
 		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
-	// Lost records and throttling are not attributed to threads.
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
+}
+
+// writeMissing ends every text header with what the profile lacks, so no
+// one reads a report without seeing it: lost records, throttling (not
+// attributed to threads, so counted for the whole trace when filtered),
+// truncated call chains, and warnings.
+func writeMissing(w io.Writer, filtered bool, lost, throttled, truncated uint64, truncatedPercent float64, warnings []string) {
 	scope := ""
-	if h.Filter != nil {
+	if filtered {
 		scope = " (whole trace)"
 	}
-	fmt.Fprintf(w, "Lost:       %d records%s\n", h.Lost, scope)
-	fmt.Fprintf(w, "Throttled:  %d%s\n", h.Throttled, scope)
-	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", h.Truncated, h.TruncatedPercent)
-	for _, msg := range h.Warnings {
+	fmt.Fprintf(w, "Lost:       %d records%s\n", lost, scope)
+	fmt.Fprintf(w, "Throttled:  %d%s\n", throttled, scope)
+	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", truncated, truncatedPercent)
+	for _, msg := range warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", msg)
 	}
 	fmt.Fprintln(w)

@@ -367,17 +367,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	}
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
-	scope := ""
-	if h.Filter != nil {
-		scope = " (whole trace)"
-	}
-	fmt.Fprintf(w, "Lost:       %d records%s\n", h.Lost, scope)
-	fmt.Fprintf(w, "Throttled:  %d%s\n", h.Throttled, scope)
-	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", h.Truncated, h.TruncatedPercent)
-	for _, msg := range h.Warnings {
-		fmt.Fprintf(w, "WARNING: %s\n", msg)
-	}
-	fmt.Fprintln(w)
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
 }
 
 // plural returns "1 call" or "2 calls": n with the singular or plural
