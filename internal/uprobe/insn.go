@@ -15,7 +15,10 @@ type insn struct {
 	op     x86asm.Op
 	target int  // branch target, from the function's start; valid if direct
 	direct bool // a branch or call with a relative target
-	raw    []byte
+	// writesSP reports an instruction that changes %rsp other than a call
+	// (push, pop, sub, add, lea, mov, ...).
+	writesSP bool
+	raw      []byte
 }
 
 // The CET landing pads, which x86asm does not decode.
@@ -60,6 +63,13 @@ func decodeFunc(code []byte) ([]insn, error) {
 		if rel, ok := in.Args[0].(x86asm.Rel); ok {
 			d.target = off + in.Len + int(rel)
 			d.direct = true
+		}
+		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
+			d.writesSP = true
+		} else if r, ok := in.Args[0].(x86asm.Reg); ok && (r == x86asm.RSP || r == x86asm.ESP || r == x86asm.SP) &&
+			in.Op != x86asm.CMP && in.Op != x86asm.TEST && in.Op != x86asm.BT {
+			// Args are in Intel order: the first is the destination.
+			d.writesSP = true
 		}
 		out = append(out, d)
 		off += in.Len
@@ -130,16 +140,19 @@ func isCondJump(op x86asm.Op) bool {
 // chooseEntry returns the index of the instruction where the entry probe
 // goes: the first emulated instruction on the straight path from the
 // function's start that runs exactly once per call, or 0 (the start) when
-// there is none. Exits are probed on RET instructions, so nothing ties the
-// entry probe to the top of the stack. The path may cross a conditional
-// branch that leads to a block jumping back to the start without other
-// branches: Go's stack-growth check (cmp 0x10(%r14),%rsp; jbe L; ...
-// L: call runtime.morestack; jmp start), whose re-execution must not
-// count twice. The probe may be an emulated forward conditional jump,
-// which runs once per call taken or not: a frameless leaf's test-and-skip
-// at its start (test %rdi,%rdi; jle out). No branch may land between the
-// start and the chosen instruction.
-func chooseEntry(ins []insn) int {
+// there is none. The path may cross a conditional branch that leads to a
+// block jumping back to the start without other branches: Go's
+// stack-growth check (cmp 0x10(%r14),%rsp; jbe L; ... L: call
+// runtime.morestack; jmp start), whose re-execution must not count twice.
+// No branch may land between the start and the chosen instruction.
+//
+// With retprobe, a return probe shares the entry probe's address and reads
+// the return address from the top of the stack, so the path stops where
+// the stack pointer first changes. Without it (exits probed on RET
+// instructions), the path goes on, and the probe may be an emulated
+// forward conditional jump, which runs once per call taken or not: a
+// frameless leaf's test-and-skip at its start (test %rdi,%rdi; jle out).
+func chooseEntry(ins []insn, retprobe bool) int {
 	if len(ins) == 0 || emulated(ins[0].raw) {
 		return 0
 	}
@@ -160,7 +173,7 @@ func chooseEntry(ins []insn) int {
 			return k
 		}
 		switch {
-		case in.op == x86asm.CALL:
+		case in.op == x86asm.CALL, retprobe && in.writesSP:
 			return 0
 		case isCondJump(in.op):
 			if !in.direct {
@@ -169,7 +182,7 @@ func chooseEntry(ins []insn) int {
 			if restarts(ins, byOff, in.target) {
 				continue // Go's stack check: past it, the path runs once
 			}
-			if emulated(in.raw) && in.target > in.off {
+			if !retprobe && emulated(in.raw) && in.target > in.off {
 				// Taken or not, this jump runs once per call and never
 				// returns to the start.
 				return k

@@ -97,6 +97,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 		return nil, err
 	}
 	isGo := f.Section(".gopclntab") != nil
+	unwinds := unwindsThrough(f)
 	funcs, err := functions(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -115,7 +116,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 			continue
 		}
 		lastAddr = fn.addr
-		s, err := planFunction(f, fn, isGo)
+		s, err := planFunction(f, fn, isGo, unwinds)
 		if err != nil {
 			skip.Skipped = append(skip.Skipped, Skipped{fn.name, err})
 			continue
@@ -132,8 +133,15 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	return sites, nil
 }
 
-// planFunction reads a function's code and places its probes.
-func planFunction(f *elf.File, fn function, isGo bool) (Site, error) {
+// planFunction reads a function's code and places its probes. Exits are
+// probed on the instructions that leave the function when something may
+// unwind through it without returning (Go's moving stacks, C++ exceptions,
+// longjmp: a return probe replaces the return address, which breaks all
+// three, and unwinding past a RET probe merely skips an exit, which the
+// analysis repairs). Elsewhere a return probe is used: the kernel
+// single-steps a probed RET (about 10 µs a hit here) but returns through a
+// return probe's trampoline in about a microsecond.
+func planFunction(f *elf.File, fn function, isGo, unwinds bool) (Site, error) {
 	prog := loadSegment(f, fn.addr)
 	if prog == nil {
 		return Site{}, fmt.Errorf("address %#x is in no executable segment", fn.addr)
@@ -146,31 +154,52 @@ func planFunction(f *elf.File, fn function, isGo bool) (Site, error) {
 	fileOff := func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }
 	s := Site{Function: fn.name, Start: fn.addr, Entry: fileOff(fn.addr)}
 	ins, err := decodeFunc(code)
+	retprobe := !isGo && !unwinds
 	if err != nil {
-		if isGo {
+		if !retprobe {
 			// A missed RET would leave calls open forever: refuse instead.
 			return Site{}, err
 		}
-		// A C function whose RETs cannot be found gets a return probe
-		// at its start, which is always an instruction boundary. Return
-		// probes replace the return address, which breaks C++ exceptions
-		// and longjmp through the function, so they are the fallback.
+		// A function that cannot be fully decoded keeps its entry probe
+		// at the start, which is always an instruction boundary.
 		s.Return = true
 		return s, nil
 	}
-	// Exits are probed on the instructions that leave the function: the
-	// return address is never touched, so exceptions, longjmp and moving
-	// Go stacks are safe, and an exit skipped by unwinding is repaired by
-	// the analysis.
-	for _, off := range exitInsns(ins, len(code)) {
-		s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
+	if retprobe {
+		s.Return = true
+	} else {
+		for _, off := range exitInsns(ins, len(code)) {
+			s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
+		}
 	}
 	if len(ins) > 0 {
-		k := chooseEntry(ins)
+		k := chooseEntry(ins, retprobe)
 		s.Entry = fileOff(fn.addr + uint64(ins[k].off))
 		s.Emulated = emulated(ins[k].raw)
 	}
 	return s, nil
+}
+
+// unwindSymbols are the imports of code that can leave functions without
+// returning: C++ exceptions and longjmp.
+var unwindSymbols = map[string]bool{
+	"__cxa_throw": true, "__cxa_rethrow": true, "_Unwind_RaiseException": true, "_Unwind_Resume": true,
+	"_Unwind_ForcedUnwind": true, "longjmp": true, "_longjmp": true, "siglongjmp": true, "__longjmp_chk": true,
+}
+
+// unwindsThrough reports whether the module imports an unwinder or
+// longjmp, so that its functions may be left without returning.
+func unwindsThrough(f *elf.File) bool {
+	syms, err := f.ImportedSymbols()
+	if err != nil {
+		return false
+	}
+	for _, s := range syms {
+		if unwindSymbols[s.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // loadSegment returns the executable PT_LOAD segment holding addr.

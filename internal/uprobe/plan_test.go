@@ -129,10 +129,9 @@ func TestPlanC(t *testing.T) {
 				t.Errorf("functions %q, want %q", got, tt.want)
 			}
 			for _, s := range sites {
-				// Exits are probed on RET instructions, never by a return
-				// probe, which would break C++ exceptions and longjmp.
-				if s.Start != addr[s.Function] || s.Return || len(s.Exits) == 0 {
-					t.Errorf("%s: %+v, want Start %#x and RET exits", s.Function, s, addr[s.Function])
+				// C without exceptions or longjmp: cheap return probes.
+				if s.Start != addr[s.Function] || !s.Return || len(s.Exits) != 0 {
+					t.Errorf("%s: %+v, want Start %#x and a uretprobe", s.Function, s, addr[s.Function])
 				}
 			}
 		})
@@ -312,7 +311,7 @@ func TestChooseEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := chooseEntry(ins)
+			k := chooseEntry(ins, false)
 			if ins[k].off != tt.entry || emulated(ins[k].raw) != tt.emulated {
 				t.Errorf("entry at +%d (emulated %v), want +%d (%v)", ins[k].off, emulated(ins[k].raw), tt.entry, tt.emulated)
 			}
