@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,7 @@ type instrumentation struct {
 	// done lists the files already planned (by resolved path), so a
 	// library mapped later (dlopen) is probed once.
 	done map[string]bool
+	log  io.Writer // warnings
 	// root is --root's function: probed first, its callees as they run.
 	root   string
 	probed map[[2]uint64]probedFunc // by module string id and file offset
@@ -50,7 +52,7 @@ type plannedModule struct {
 // uprobes otherwise and always when attaching.
 func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions, error) {
 	cfg := s.cfg
-	in := &instrumentation{mech: cfg.Mech}
+	in := &instrumentation{mech: cfg.Mech, log: s.log}
 	var lo launchOptions
 	if len(cfg.Command) > 0 {
 		p, err := exec.LookPath(cfg.Command[0])
@@ -282,6 +284,9 @@ func (in *instrumentation) plan(file string) ([]uprobe.Site, error) {
 	case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped) && file != in.path:
 		return nil, nil
 	case errors.As(err, &skip):
+		// Functions the planner cannot probe safely are left out, and
+		// said so: they will be missing from the report.
+		fmt.Fprintf(in.log, "trueprof: not probed: %v\n", skip)
 		return sites, nil
 	}
 	return sites, err
