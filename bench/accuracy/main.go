@@ -81,12 +81,12 @@ func main() {
 		cal = append(cal, f.Total.WallNS)
 		calCPU = append(calCPU, f.Total.CPUNS)
 		raw = append(raw, float64(f.Total.WallNSRaw))
-		shares = append(shares, selfShares(res, "tiny_loop", "tiny_a", "tiny_b"))
+		shares = append(shares, selfShares(res, "tiny_loop", "tiny_loop", "tiny_a", "tiny_b"))
 		if u, ok := uftraceLoop(dir, hooked, tinyArgs); ok {
 			uft = append(uft, u)
 		}
 	}
-	cg := callgrindShares(dir, plain, tinyArgs, "tiny_loop", "tiny_a", "tiny_b")
+	cg := callgrindShares(dir, plain, tinyArgs, "tiny_loop", "tiny_loop", "tiny_a", "tiny_b")
 	fmt.Printf("hooks: tiny functions, %d iterations (%d calls), %d runs, medians\n", *tinyN, 2**tinyN+1, *runs)
 	fmt.Printf("  uninstrumented loop              %10.3f ms\n", median(ref)/1e6)
 	fmt.Printf("  instrumented program (its clock) %10.3f ms  (%.1fx)\n", median(progUnder)/1e6, median(progUnder)/median(ref))

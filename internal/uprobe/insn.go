@@ -146,12 +146,12 @@ func isCondJump(op x86asm.Op) bool {
 // runtime.morestack; jmp start), whose re-execution must not count twice.
 // No branch may land between the start and the chosen instruction.
 //
-// With retprobe, a return probe shares the entry probe's address and reads
-// the return address from the top of the stack, so the path stops where
-// the stack pointer first changes. Without it (exits probed on RET
-// instructions), the path goes on, and the probe may be an emulated
-// forward conditional jump, which runs once per call taken or not: a
-// frameless leaf's test-and-skip at its start (test %rdi,%rdi; jle out).
+// The probe may be an emulated forward conditional jump, which runs once
+// per call taken or not: a frameless leaf's test-and-skip at its start
+// (test %rdi,%rdi; jle out). With retprobe, a return probe shares the
+// entry probe's address and reads the return address from the top of the
+// stack, so the path stops where the stack pointer first changes; without
+// it (exits probed on RET instructions), the path goes on.
 func chooseEntry(ins []insn, retprobe bool) int {
 	if len(ins) == 0 || emulated(ins[0].raw) {
 		return 0
@@ -182,7 +182,7 @@ func chooseEntry(ins []insn, retprobe bool) int {
 			if restarts(ins, byOff, in.target) {
 				continue // Go's stack check: past it, the path runs once
 			}
-			if !retprobe && emulated(in.raw) && in.target > in.off {
+			if emulated(in.raw) && in.target > in.off {
 				// Taken or not, this jump runs once per call and never
 				// returns to the start.
 				return k

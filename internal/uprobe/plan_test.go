@@ -386,3 +386,39 @@ func TestPlanCET(t *testing.T) {
 		t.Errorf("entry %#x (emulated %v), want %#x, the push after endbr64", s.Entry, s.Emulated, want)
 	}
 }
+
+// TestChooseEntryReturnProbe: with a return probe at the entry probe's
+// address, the entry may move only while the return address is on top of
+// the stack.
+func TestChooseEntryReturnProbe(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		code  []byte
+		entry int
+	}{
+		{"test-and-skip before the stack moves", []byte{
+			0x48, 0x89, 0xf8, // 0: mov %rdi,%rax
+			0x48, 0x85, 0xff, // 3: test %rdi,%rdi
+			0x7e, 0x01, // 6: jle 9
+			0x90, // 8: nop
+			0xc3, // 9: ret
+		}, 6},
+		{"stack moves first", []byte{
+			0x48, 0x83, 0xec, 0x08, // 0: sub $8,%rsp
+			0x55,                   // 4: push %rbp
+			0x5d,                   // 5: pop %rbp
+			0x48, 0x83, 0xc4, 0x08, // 6: add $8,%rsp
+			0xc3, // 10: ret
+		}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ins, err := decodeFunc(tt.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := chooseEntry(ins, true); ins[k].off != tt.entry {
+				t.Errorf("entry at +%d, want +%d", ins[k].off, tt.entry)
+			}
+		})
+	}
+}
