@@ -409,15 +409,18 @@ func (h *hookSource) run() {
 	// by storing its ring's head, and a reader polling those heads
 	// continuously pulls their cache lines away from the writing threads
 	// on every event. A ring lasts several milliseconds at full speed.
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	// The thread sleeps in nanosleep rather than on a Go timer: a timer
+	// fires only when its P reaches a scheduling point, which a P busy
+	// processing events may not for a whole preemption quantum (10 ms).
+	period := syscall.NsecToTimespec(int64(time.Millisecond))
 	for {
 		h.r.Drain(h.push)
 		select {
 		case <-h.stop:
 			return
-		case <-tick.C:
+		default:
 		}
+		syscall.Nanosleep(&period, nil)
 	}
 }
 
