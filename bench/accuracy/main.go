@@ -29,10 +29,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
+	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
@@ -50,21 +50,17 @@ var (
 func main() {
 	flag.Parse()
 	log.SetFlags(0)
-	dir, err := os.MkdirTemp("", "trueprof-accuracy-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	trueprof := filepath.Join(dir, "trueprof")
-	run("go", "build", "-o", trueprof, "./cmd/trueprof")
+	dir, cleanup := benchutil.Workdir("trueprof-accuracy-")
+	defer cleanup()
+	trueprof := benchutil.BuildTrueprof(dir)
 	src := filepath.Join(dir, "fixture.c")
 	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	plain := filepath.Join(dir, "plain")
 	hooked := filepath.Join(dir, "hooked")
-	run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", plain, src)
-	run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
+	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", plain, src)
+	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
 	tinyArgs := []string{"tiny", strconv.Itoa(*tinyN)}
 	coarseArgs := []string{"coarse", strconv.Itoa(*coarseN), strconv.Itoa(*coarseIt)}
 
@@ -74,7 +70,7 @@ func main() {
 	for i := 0; i < *runs; i++ {
 		ref = append(ref, programTime(append([]string{plain}, tinyArgs...)))
 		tr := filepath.Join(dir, "tiny.trace")
-		out := runOut(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, tinyArgs...)...)...)
+		out := benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, tinyArgs...)...)...)
 		progUnder = append(progUnder, parseNS(out))
 		res := analyse(tr)
 		f := function(res, "tiny_loop")
@@ -88,13 +84,13 @@ func main() {
 	}
 	cg := callgrindShares(dir, plain, tinyArgs, "tiny_loop", "tiny_loop", "tiny_a", "tiny_b")
 	fmt.Printf("hooks: tiny functions, %d iterations (%d calls), %d runs, medians\n", *tinyN, 2**tinyN+1, *runs)
-	fmt.Printf("  uninstrumented loop              %10.3f ms\n", median(ref)/1e6)
-	fmt.Printf("  instrumented program (its clock) %10.3f ms  (%.1fx)\n", median(progUnder)/1e6, median(progUnder)/median(ref))
-	fmt.Printf("  trueprof raw cum of tiny_loop    %10.3f ms  (%+.1f%%)\n", median(raw)/1e6, pct(median(raw), median(ref)))
-	fmt.Printf("  trueprof calibrated cum (wall)   %10.3f ms  (%+.1f%%; includes time the target was descheduled)\n", median(cal)/1e6, pct(median(cal), median(ref)))
-	fmt.Printf("  trueprof calibrated cum (on CPU) %10.3f ms  (%+.1f%%; goal within 10%%)\n", median(calCPU)/1e6, pct(median(calCPU), median(ref)))
+	fmt.Printf("  uninstrumented loop              %10.3f ms\n", medianOrNaN(ref)/1e6)
+	fmt.Printf("  instrumented program (its clock) %10.3f ms  (%.1fx)\n", medianOrNaN(progUnder)/1e6, medianOrNaN(progUnder)/medianOrNaN(ref))
+	fmt.Printf("  trueprof raw cum of tiny_loop    %10.3f ms  (%+.1f%%)\n", medianOrNaN(raw)/1e6, pct(medianOrNaN(raw), medianOrNaN(ref)))
+	fmt.Printf("  trueprof calibrated cum (wall)   %10.3f ms  (%+.1f%%; includes time the target was descheduled)\n", medianOrNaN(cal)/1e6, pct(medianOrNaN(cal), medianOrNaN(ref)))
+	fmt.Printf("  trueprof calibrated cum (on CPU) %10.3f ms  (%+.1f%%; goal within 10%%)\n", medianOrNaN(calCPU)/1e6, pct(medianOrNaN(calCPU), medianOrNaN(ref)))
 	if len(uft) > 0 {
-		fmt.Printf("  uftrace total of tiny_loop       %10.3f ms  (%+.1f%%, uncompensated)\n", median(uft)/1e6, pct(median(uft), median(ref)))
+		fmt.Printf("  uftrace total of tiny_loop       %10.3f ms  (%+.1f%%, uncompensated)\n", medianOrNaN(uft)/1e6, pct(medianOrNaN(uft), medianOrNaN(ref)))
 	} else {
 		fmt.Printf("  uftrace                          not installed (apt-get install uftrace)\n")
 	}
@@ -104,7 +100,7 @@ func main() {
 		for _, s := range shares {
 			v = append(v, s[fn])
 		}
-		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 5)\n", fn, median(v), cg[fn], median(v)-cg[fn])
+		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 5)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
 	}
 
 	// Uprobes on a coarse function.
@@ -112,37 +108,18 @@ func main() {
 	for i := 0; i < *runs; i++ {
 		cref = append(cref, programTime(append([]string{plain}, coarseArgs...))/float64(*coarseN))
 		tr := filepath.Join(dir, "coarse.trace")
-		runOut(append([]string{trueprof, "record", "-o", tr, "--trace", "coarse", "--"}, append([]string{plain}, coarseArgs...)...)...)
+		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--trace", "coarse", "--"}, append([]string{plain}, coarseArgs...)...)...)
 		f := function(analyse(tr), "coarse")
 		ccal = append(ccal, f.Total.WallNS/float64(f.Calls))
 		craw = append(craw, float64(f.Total.WallNSRaw)/float64(f.Calls))
 	}
 	fmt.Printf("\nuprobes: coarse function, %d calls, %d runs, medians\n", *coarseN, *runs)
-	fmt.Printf("  uninstrumented per call          %10.2f µs\n", median(cref)/1e3)
-	fmt.Printf("  trueprof raw per call            %10.2f µs  (%+.1f%%)\n", median(craw)/1e3, pct(median(craw), median(cref)))
-	fmt.Printf("  trueprof calibrated per call     %10.2f µs  (%+.1f%%; goal within 5%%)\n", median(ccal)/1e3, pct(median(ccal), median(cref)))
+	fmt.Printf("  uninstrumented per call          %10.2f µs\n", medianOrNaN(cref)/1e3)
+	fmt.Printf("  trueprof raw per call            %10.2f µs  (%+.1f%%)\n", medianOrNaN(craw)/1e3, pct(medianOrNaN(craw), medianOrNaN(cref)))
+	fmt.Printf("  trueprof calibrated per call     %10.2f µs  (%+.1f%%; goal within 5%%)\n", medianOrNaN(ccal)/1e3, pct(medianOrNaN(ccal), medianOrNaN(cref)))
 }
 
 func pct(a, b float64) float64 { return 100 * (a - b) / b }
-
-func run(args ...string) {
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v", strings.Join(args, " "), err)
-	}
-}
-
-func runOut(args ...string) string {
-	cmd := exec.Command(args[0], args[1:]...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		log.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
-	}
-	return string(out)
-}
 
 func parseNS(out string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
@@ -152,7 +129,7 @@ func parseNS(out string) float64 {
 	return v
 }
 
-func programTime(argv []string) float64 { return parseNS(runOut(argv...)) }
+func programTime(argv []string) float64 { return parseNS(benchutil.Output(argv...)) }
 
 func analyse(path string) *instr.Result {
 	p, err := model.Open(path)
@@ -196,7 +173,7 @@ var annotateLine = regexp.MustCompile(`^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+\S*:(\S+)
 // the loop's inclusive count, from callgrind on the plain build.
 func callgrindShares(dir, bin string, args []string, root string, fns ...string) map[string]float64 {
 	out := filepath.Join(dir, "callgrind.out")
-	run(append([]string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, bin}, args...)...)
+	benchutil.Run(append([]string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, bin}, args...)...)
 	self := annotate(out, false)
 	incl := annotate(out, true)
 	shares := map[string]float64{}
@@ -207,7 +184,7 @@ func callgrindShares(dir, bin string, args []string, root string, fns ...string)
 }
 
 func annotate(out string, inclusive bool) map[string]float64 {
-	text := runOut("callgrind_annotate", "--inclusive="+map[bool]string{true: "yes", false: "no"}[inclusive], out)
+	text := benchutil.Output("callgrind_annotate", "--inclusive="+map[bool]string{true: "yes", false: "no"}[inclusive], out)
 	m := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
@@ -247,11 +224,10 @@ func uftraceLoop(dir, bin string, args []string) (float64, bool) {
 	return 0, false
 }
 
-func median(v []float64) float64 {
+// medianOrNaN is the median, or NaN when a tool was not measured.
+func medianOrNaN(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
+	return benchutil.Median(v)
 }

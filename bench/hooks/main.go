@@ -25,10 +25,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"trueprof/bench/internal/benchutil"
 
 	"trueprof/internal/hook"
 )
@@ -69,8 +69,8 @@ func main() {
 	}
 	plain := filepath.Join(dir, "calls-plain")
 	instr := filepath.Join(dir, "calls-instr")
-	run("gcc", "-O1", "-fno-inline", "-o", plain, src)
-	run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", instr, src)
+	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)
+	benchutil.Run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", instr, src)
 	if _, err := hook.Library(); err != nil {
 		log.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func main() {
 	fmt.Printf("%-20s %12s %12s %14s %16s\n", "variant", "small", "large", "ns/call", "overhead ns/call")
 	slope := make([]float64, len(variants))
 	for v := range variants {
-		ts, tl := median(times[v][0]), median(times[v][1])
+		ts, tl := benchutil.Median(times[v][0]), benchutil.Median(times[v][1])
 		slope[v] = float64(tl-ts) / (callsOf(large) - callsOf(small))
 		fmt.Printf("%-20s %10.1fms %10.1fms %14.2f %16.2f\n", variants[v].name,
 			ms(ts), ms(tl), slope[v], slope[v]-slope[0])
@@ -198,18 +198,6 @@ func timeCmd(cmd *exec.Cmd, argv ...string) time.Duration {
 		log.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
 	}
 	return time.Since(start)
-}
-
-func run(argv ...string) {
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		log.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

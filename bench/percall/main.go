@@ -18,9 +18,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
+	"trueprof/bench/internal/benchutil"
 )
 
 const fixture = `
@@ -50,20 +50,16 @@ func main() {
 	calls := flag.Int("calls", 200000, "calls of the probed function")
 	flag.Parse()
 	log.SetFlags(0)
-	dir, err := os.MkdirTemp("", "trueprof-percall-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	trueprof := filepath.Join(dir, "trueprof")
-	run("go", "build", "-o", trueprof, "./cmd/trueprof")
+	dir, cleanup := benchutil.Workdir("trueprof-percall-")
+	defer cleanup()
+	trueprof := benchutil.BuildTrueprof(dir)
 	src := filepath.Join(dir, "f.c")
 	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	plain, hooked := filepath.Join(dir, "plain"), filepath.Join(dir, "hooked")
-	run("gcc", "-O1", "-fno-omit-frame-pointer", "-o", plain, src)
-	run("gcc", "-O1", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
+	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-o", plain, src)
+	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
 	n := strconv.Itoa(*calls)
 	tr := filepath.Join(dir, "t.trace")
 	variants := []struct {
@@ -93,7 +89,7 @@ func main() {
 			}
 		}
 	}
-	base := median(times["uninstrumented"])
+	base := benchutil.Median(times["uninstrumented"])
 	fmt.Printf("%d calls, %d runs, medians; overhead per call (entry and exit) over the uninstrumented loop\n", *calls, *runs)
 	for _, v := range variants {
 		t, ok := times[v.name]
@@ -101,9 +97,9 @@ func main() {
 			fmt.Printf("  %-18s not installed\n", v.name)
 			continue
 		}
-		fmt.Printf("  %-18s %10.2f ms   %+9.1f ns/call\n", v.name, median(t)/1e6, (median(t)-base)/float64(*calls))
+		fmt.Printf("  %-18s %10.2f ms   %+9.1f ns/call\n", v.name, benchutil.Median(t)/1e6, (benchutil.Median(t)-base)/float64(*calls))
 	}
-	per := func(name string) float64 { return (median(times[name]) - base) / float64(*calls) }
+	per := func(name string) float64 { return (benchutil.Median(times[name]) - base) / float64(*calls) }
 	if _, ok := times["uftrace"]; ok {
 		fmt.Printf("  ratio trueprof hooks / uftrace:    %.2f\n", per("trueprof hooks")/per("uftrace"))
 	}
@@ -121,18 +117,4 @@ func firstNumber(out string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func run(args ...string) {
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v", strings.Join(args, " "), err)
-	}
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }

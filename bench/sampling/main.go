@@ -20,11 +20,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
+	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
 )
 
@@ -34,19 +33,15 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 
-	dir, err := os.MkdirTemp("", "trueprof-bench-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	trueprof := filepath.Join(dir, "trueprof")
-	run("go", "build", "-o", trueprof, "./cmd/trueprof")
+	dir, cleanup := benchutil.Workdir("trueprof-bench-")
+	defer cleanup()
+	trueprof := benchutil.BuildTrueprof(dir)
 	src := filepath.Join(dir, "hotspots.c")
 	if err := os.WriteFile(src, []byte(examples.Hotspots), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	bin := filepath.Join(dir, "hotspots")
-	run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-inline", "-pthread", "-o", bin, src)
+	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-inline", "-pthread", "-o", bin, src)
 	target := []string{bin, strconv.Itoa(*rounds)}
 	perfData := filepath.Join(dir, "perf.data")
 	trace := filepath.Join(dir, "trueprof.trace")
@@ -55,21 +50,21 @@ func main() {
 	var perfBytes, tpBytes []float64
 	for i := 0; i < *runs; i++ {
 		// Interleave the three so drift on a shared machine hits all alike.
-		base = append(base, timeCmd(target...))
-		underPerf = append(underPerf, timeCmd(append([]string{"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData, "--"}, target...)...))
-		underPerfB = append(underPerfB, timeCmd(append([]string{"perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData + ".B", "--"}, target...)...))
-		underTP = append(underTP, timeCmd(append([]string{trueprof, "record", "-F", "999", "-o", trace, "--"}, target...)...))
+		base = append(base, benchutil.Time(target...))
+		underPerf = append(underPerf, benchutil.Time(append([]string{"perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData, "--"}, target...)...))
+		underPerfB = append(underPerfB, benchutil.Time(append([]string{"perf", "record", "-q", "--no-buildid", "-e", "cpu-clock", "-F", "999", "-g", "-o", perfData + ".B", "--"}, target...)...))
+		underTP = append(underTP, benchutil.Time(append([]string{trueprof, "record", "-F", "999", "-o", trace, "--"}, target...)...))
 		perfBytes = append(perfBytes, perSample(perfData, perfSamples(perfData)))
 		tpBytes = append(tpBytes, perSample(trace, trueprofSamples(trueprof, trace)))
 	}
 	var perfReport, tpFlat, tpTree []time.Duration
 	for i := 0; i < *runs; i++ {
-		perfReport = append(perfReport, timeCmd("perf", "report", "-i", perfData, "--stdio", "--no-children"))
-		tpFlat = append(tpFlat, timeCmd(trueprof, "report", "-i", trace, "--view", "flat"))
-		tpTree = append(tpTree, timeCmd(trueprof, "report", "-i", trace, "--view", "tree"))
+		perfReport = append(perfReport, benchutil.Time("perf", "report", "-i", perfData, "--stdio", "--no-children"))
+		tpFlat = append(tpFlat, benchutil.Time(trueprof, "report", "-i", trace, "--view", "flat"))
+		tpTree = append(tpTree, benchutil.Time(trueprof, "report", "-i", trace, "--view", "tree"))
 	}
 
-	mb, mp, mpb, mt := median(base), median(underPerf), median(underPerfB), median(underTP)
+	mb, mp, mpb, mt := benchutil.Median(base), benchutil.Median(underPerf), benchutil.Median(underPerfB), benchutil.Median(underTP)
 	fmt.Printf("hotspots %d rounds, %d runs each, medians\n\n", *rounds, *runs)
 	fmt.Printf("recording overhead (target wall time)\n")
 	fmt.Printf("  no profiler              %8.3f s\n", mb.Seconds())
@@ -78,33 +73,16 @@ func main() {
 	fmt.Printf("  trueprof record -F 999   %8.3f s  (%+.1f%%)\n", mt.Seconds(), 100*(mt.Seconds()/mb.Seconds()-1))
 	fmt.Printf("  ratio trueprof/perf      %8.3f   (goal <= 1.0)\n", mt.Seconds()/mp.Seconds())
 	fmt.Printf("  ratio trueprof/perf -B   %8.3f\n\n", mt.Seconds()/mpb.Seconds())
-	pb, tb := medianF(perfBytes), medianF(tpBytes)
+	pb, tb := benchutil.Median(perfBytes), benchutil.Median(tpBytes)
 	fmt.Printf("trace size per sample\n")
 	fmt.Printf("  perf.data                %8.1f bytes\n", pb)
 	fmt.Printf("  trueprof trace           %8.1f bytes\n", tb)
 	fmt.Printf("  ratio perf/trueprof      %8.1f x  (goal >= 3)\n\n", pb/tb)
-	pr, tf, tt := median(perfReport), median(tpFlat), median(tpTree)
+	pr, tf, tt := benchutil.Median(perfReport), benchutil.Median(tpFlat), benchutil.Median(tpTree)
 	fmt.Printf("report time\n")
 	fmt.Printf("  perf report --stdio      %8.3f s\n", pr.Seconds())
 	fmt.Printf("  trueprof report flat     %8.3f s  (%.1fx faster)\n", tf.Seconds(), pr.Seconds()/tf.Seconds())
 	fmt.Printf("  trueprof report tree     %8.3f s  (%.1fx faster; goal >= 5)\n", tt.Seconds(), pr.Seconds()/tt.Seconds())
-}
-
-func run(args ...string) {
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v", strings.Join(args, " "), err)
-	}
-}
-
-func timeCmd(args ...string) time.Duration {
-	cmd := exec.Command(args[0], args[1:]...)
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		log.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return time.Since(start)
 }
 
 func perSample(path string, samples int) float64 {
@@ -143,16 +121,4 @@ func trueprofSamples(trueprof, trace string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
-}
-
-func median(d []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
-func medianF(d []float64) float64 {
-	s := append([]float64(nil), d...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }

@@ -1,0 +1,67 @@
+// Package benchutil holds what the benchmark programs under bench/ share:
+// running commands that must succeed, building trueprof, and medians.
+// Benchmarks print medians because absolute times on shared machines are
+// noisy.
+package benchutil
+
+import (
+	"bytes"
+	"cmp"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Workdir creates a temporary directory; call the returned function to
+// remove it.
+func Workdir(prefix string) (string, func()) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir, func() { os.RemoveAll(dir) }
+}
+
+// BuildTrueprof builds ./cmd/trueprof (run from the repository root) into
+// dir and returns its path.
+func BuildTrueprof(dir string) string {
+	bin := filepath.Join(dir, "trueprof")
+	Run("go", "build", "-o", bin, "./cmd/trueprof")
+	return bin
+}
+
+// Run runs a command that must succeed, its output discarded; on failure
+// it exits with the command's error output.
+func Run(argv ...string) {
+	Output(argv...)
+}
+
+// Output runs a command that must succeed and returns its standard output.
+func Output(argv ...string) string {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.Bytes())
+	}
+	return string(out)
+}
+
+// Time runs a command that must succeed and returns its wall time.
+func Time(argv ...string) time.Duration {
+	start := time.Now()
+	Output(argv...)
+	return time.Since(start)
+}
+
+// Median returns the median of v (the upper one of an even count).
+func Median[T cmp.Ordered](v []T) T {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
