@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
@@ -299,5 +300,51 @@ int main() { for (int i = 0; i < 300; i++) guarded(i); std::printf("%ld\n", sink
 		if f.Name == "deepest(int)" && (len(f.Callers) != 1 || f.Callers[0].Name != "middle(int)") {
 			t.Errorf("deepest's callers %+v: the tree was corrupted", f.Callers)
 		}
+	}
+}
+
+// TestUprobeAttachRunning attaches uprobes to a running process that keeps
+// creating threads, records for a second and detaches: calls from threads
+// created after the attach are counted, every call that began under the
+// probes ends under them, and the process goes on unharmed.
+func TestUprobeAttachRunning(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "spawner", spawner, "-pthread")
+	cmd := exec.Command(bin)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	before, err := threads(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second, Trace: []string{"spin_in_thread"}, NoSampling: true})
+	if res.Reason != "duration" || p.Header.Instrument != "uprobe" {
+		t.Fatalf("result %+v, instrument %q", res, p.Header.Instrument)
+	}
+	existed := map[uint32]bool{}
+	for _, tid := range before {
+		existed[uint32(tid)] = true
+	}
+	newThreads := map[uint32]bool{}
+	for _, e := range p.Events {
+		if e.Entry && !existed[e.TID] {
+			newThreads[e.TID] = true
+		}
+	}
+	if len(newThreads) < 5 {
+		t.Errorf("calls from %d threads created after the attach, want about 20", len(newThreads))
+	}
+	time.Sleep(200 * time.Millisecond)
+	if !processAlive(cmd.Process.Pid) {
+		t.Fatal("target died after detach")
+	}
+	// Still running normally: it keeps creating threads without probes.
+	after, err := threads(cmd.Process.Pid)
+	if err != nil || len(after) == 0 {
+		t.Errorf("target threads after detach: %v %v", after, err)
 	}
 }
