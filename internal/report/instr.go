@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +149,10 @@ type InstrHeader struct {
 	View string `json:"view"`
 	// Instrument is the probe mechanism: "hook" or "uprobe".
 	Instrument string `json:"instrument"`
+	// Probes lists the functions probed by uprobes, with when: probes
+	// placed while the program ran (--root's callees, libraries loaded
+	// later) missed the calls made before. Never null.
+	Probes []ProbeInfo `json:"probes"`
 	// Metric is what the text columns showed and what percentages, Min
 	// and the order of rows use: "wall", "cpu" or "dispatches".
 	Metric string `json:"metric"`
@@ -229,6 +234,7 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	h := InstrHeader{
 		View:             o.View,
 		Instrument:       p.Header.Instrument,
+		Probes:           probeInfos(p),
 		Metric:           mt.name,
 		Event:            sh.Event,
 		Freq:             sh.Freq,
@@ -306,6 +312,7 @@ func writeInstr(w io.Writer, p *model.Profile, o Options, mt metric, iv instrVie
 
 func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	fmt.Fprintf(w, "Instrument: %s probes: %d events (%d calls) over %s\n", cmp.Or(h.Instrument, "unknown"), h.Events, h.Calls, formatNS(float64(h.SpanNS)))
+	writeProbes(w, h.Probes)
 	if h.Event == "" || h.Event == "dummy" {
 		fmt.Fprintf(w, "Sampling:   none\n")
 	} else {
@@ -393,3 +400,58 @@ func sampledLabel(f Func, sampled bool) string {
 
 // sampledLegend explains the mark of sampledLabel.
 const sampledLegend = "~ marks functions seen only in samples (not traced): no calls, no time."
+
+// ProbeInfo is one probe placed during the recording.
+type ProbeInfo struct {
+	Function  string `json:"function"`
+	Module    string `json:"module"`
+	Mechanism string `json:"mechanism"` // "entry", "return", "ret-insn", "lazy" (--root), "hook"
+	// AfterNS is when the probe was placed, from the start of recording.
+	AfterNS uint64 `json:"after_ns"`
+}
+
+var probeMechs = map[trace.ProbeMech]string{
+	trace.ProbeHook: "hook", trace.ProbeEntry: "entry", trace.ProbeReturn: "return",
+	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy",
+}
+
+func probeInfos(p *model.Profile) []ProbeInfo {
+	out := []ProbeInfo{}
+	for _, pr := range p.Probes {
+		loc := p.Locations[pr.Function]
+		info := ProbeInfo{Function: loc.Frames[len(loc.Frames)-1].Function, Module: loc.Module,
+			Mechanism: cmp.Or(probeMechs[pr.Mech], "unknown")}
+		if pr.Time > p.Header.StartNS {
+			info.AfterNS = pr.Time - p.Header.StartNS
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// lateProbe is how long after the start a probe counts as placed while
+// the program ran (the recorder places the first ones at the start).
+const lateProbe = 20_000_000
+
+// writeProbes says how many functions were probed, and lists those probed
+// while the program ran: their early calls were not seen.
+func writeProbes(w io.Writer, probes []ProbeInfo) {
+	if len(probes) == 0 {
+		return
+	}
+	var late []ProbeInfo
+	for _, pr := range probes {
+		if pr.AfterNS > lateProbe {
+			late = append(late, pr)
+		}
+	}
+	fmt.Fprintf(w, "Probes:     %d functions, %d placed while the program ran (calls before that were not seen)\n", len(probes), len(late))
+	const show = 20
+	for i, pr := range late {
+		if i == show {
+			fmt.Fprintf(w, "            ... and %d more (see --format json)\n", len(late)-show)
+			break
+		}
+		fmt.Fprintf(w, "            +%-10s %s (%s) [%s]\n", formatNS(float64(pr.AfterNS)), pr.Function, filepath.Base(pr.Module), pr.Mechanism)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"trueprof/internal/report"
 	"trueprof/internal/report/reporttest"
 	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
 )
 
 // instrGoldenName names a golden file of an instrumented view by the
@@ -634,5 +635,24 @@ func TestInstrTextDurations(t *testing.T) {
 		if f.Name == "main" && f.Self.WallNS != 1_219_200 {
 			t.Errorf("main self wall_ns %v, want 1219200", f.Self.WallNS)
 		}
+	}
+}
+
+// TestInstrProbesListed: probes placed while the program ran (--root's
+// callees) are listed with when, since their early calls were not seen.
+func TestInstrProbesListed(t *testing.T) {
+	p := reporttest.InstrFixture()
+	fn := p.Events[0].Function
+	p.Probes = []model.Probe{
+		{Time: p.Header.StartNS, Function: fn, Mech: trace.ProbeEntry},
+		{Time: p.Header.StartNS + 150_000_000, Function: fn, Mech: trace.ProbeDynamic},
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, report.Options{View: "tree", Format: "text"}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "Probes:     2 functions, 1 placed while the program ran") || !strings.Contains(out, "+150ms") || !strings.Contains(out, "[lazy]") {
+		t.Errorf("probes not listed:\n%s", out)
 	}
 }
