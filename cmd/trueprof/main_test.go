@@ -118,11 +118,11 @@ func TestSIGINT(t *testing.T) {
 func TestUnprivilegedFallsBackToUserOnly(t *testing.T) {
 	testutil.RequirePerf(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to an unprivileged user")
+		testutil.Missing(t, "needs root to switch to an unprivileged user")
 	}
 	para, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
 	if n, _ := strconv.Atoi(strings.TrimSpace(string(para))); n != 2 {
-		t.Skipf("perf_event_paranoid is %s, the test needs 2", strings.TrimSpace(string(para)))
+		testutil.Missing(t, "kernel.perf_event_paranoid is "+strings.TrimSpace(string(para))+"; the test needs 2")
 	}
 	nobody, err := user.Lookup("nobody")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
 	"trueprof/internal/testutil"
 
 	"github.com/google/pprof/profile"
@@ -63,10 +64,7 @@ var topRow = regexp.MustCompile(`^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%
 // rows. -nodefraction=0 keeps pprof from dropping small functions.
 func pprofTop(t *testing.T, file string) map[string]flatRow {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("go tool pprof not available: %v", err)
-	}
+	goBin := testutil.RequireCommand(t, "go")
 	cmd := exec.Command(goBin, "tool", "pprof", "-top", "-nodecount=1000", "-nodefraction=0", file)
 	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
@@ -155,9 +153,6 @@ func TestPPROFMatchesFlat(t *testing.T) {
 // TestPPROFMatchesFlatRandom runs the oracle on random profiles, where
 // names are shared by modules, recursion and inlining are everywhere.
 func TestPPROFMatchesFlatRandom(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go tool pprof several times")
-	}
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range 8 {
 		p := reporttest.Random(r)

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"trueprof/internal/testutil"
 )
 
 // cfiCIE describes the CIE of a synthetic .eh_frame built by synthCFI.
@@ -493,7 +495,7 @@ func libcPath(t testing.TB) string {
 			return p
 		}
 	}
-	t.Skip("no x86-64 libc.so.6")
+	testutil.Missing(t, "no x86-64 libc.so.6")
 	return ""
 }
 

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"trueprof/internal/testutil"
 )
 
 // resolveVaddr resolves a vaddr of path through its file offset and
@@ -370,7 +372,7 @@ const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
 func TestLibc(t *testing.T) {
 	if _, err := os.Stat(libc); err != nil {
-		t.Skipf("no %s: %v", libc, err)
+		testutil.Missing(t, fmt.Sprintf("no %s: %v", libc, err))
 	}
 	f := openFile(t, libc, Options{NoDebugFile: true})
 	dyn := nm(t, libc, true)
@@ -399,7 +401,7 @@ func TestLibc(t *testing.T) {
 	// installed (the oracle), else from the .eh_frame grouping alone.
 	dbg := filepath.Join(DefaultDebugDir, ".build-id", hex.EncodeToString(f.BuildID()[:1]), hex.EncodeToString(f.BuildID()[1:])+".debug")
 	if _, err := os.Stat(dbg); err != nil {
-		t.Skipf("no libc debug file %s", dbg)
+		testutil.Missing(t, "no libc debug file "+dbg+" (Debian: libc6-dbg)")
 	}
 	internal := nmLookup(t, nm(t, dbg, false), "_int_malloc")
 	want := fmt.Sprintf("libc.so.6+%#x", internal.addr)
@@ -422,15 +424,12 @@ func TestLibc(t *testing.T) {
 // TestLibcOracle compares sampled libc addresses with addr2line, which
 // also finds the libc6-dbg file by build id.
 func TestLibcOracle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
-	}
 	if _, err := os.Stat(libc); err != nil {
-		t.Skipf("no %s: %v", libc, err)
+		testutil.Missing(t, fmt.Sprintf("no %s: %v", libc, err))
 	}
 	f := openFile(t, libc, Options{})
 	if f.DebugPath() == "" {
-		t.Skip("no libc debug file")
+		testutil.Missing(t, "no libc debug file (Debian: libc6-dbg)")
 	}
 	ef, err := elf.Open(libc)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"trueprof/internal/testutil"
 )
 
 // fixtureDir holds the programs the tests build; shared by all tests of
@@ -30,17 +32,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requires skips the test when a tool is missing, or fails it when
-// TRUEPROF_REQUIRE_TOOLS=1 (CI machines that must run everything).
+// requires requires tools on PATH: skipped locally, failed under
+// TRUEPROF_REQUIRE_PERF=1 (testutil.RequireCommand).
 func requires(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("TRUEPROF_REQUIRE_TOOLS") == "1" {
-				t.Fatalf("%s is required: %v", tool, err)
-			}
-			t.Skipf("%s not available: %v", tool, err)
-		}
+		testutil.RequireCommand(t, tool)
 	}
 }
 
