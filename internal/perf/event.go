@@ -15,12 +15,6 @@ type Event struct {
 	Config uint64 // PERF_COUNT_*
 }
 
-// Hardware reports whether the event needs a hardware PMU, which many
-// virtual machines lack.
-func (e Event) Hardware() bool {
-	return e.Type == unix.PERF_TYPE_HARDWARE || e.Type == unix.PERF_TYPE_HW_CACHE
-}
-
 // events are the named events, with perf(1)'s names and aliases.
 var events = map[string]Event{
 	"cpu-clock":        {"cpu-clock", unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK},

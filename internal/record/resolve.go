@@ -374,6 +374,9 @@ func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 	var frames []symbolize.Frame
 	if mf := r.file(pid, m); mf.err == nil {
 		frames, _ = mf.f.Resolve(off)
+		if err := mf.f.DWARFError(); err != nil {
+			r.warn("dwarf:"+m.path, "%s: no source lines or inlined frames, its DWARF is unusable: %v", m.path, err)
+		}
 	}
 	if len(frames) == 0 {
 		frames = []symbolize.Frame{{Function: fmt.Sprintf("%s+%#x", filepath.Base(m.path), off)}}
@@ -450,7 +453,8 @@ func (r *resolver) kernelLocation(addr uint64) (uint32, error) {
 }
 
 func (r *resolver) jitLocation(pid uint32, addr, time uint64, mapped bool) (uint32, error) {
-	name, ok := r.jitName(pid, addr, time)
+	fr, ok := r.jitFrame(pid, addr, time)
+	name := fr.Function
 	module := moduleJIT
 	if !ok {
 		// Unmapped or anonymous code no JIT described: one row, as perf's
@@ -476,7 +480,8 @@ func (r *resolver) jitLocation(pid uint32, addr, time uint64, mapped bool) (uint
 	if id, ok := r.locs[key]; ok {
 		return id, nil
 	}
-	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
+	fr.Function = name
+	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{fr})
 }
 
 func (r *resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64, frames []symbolize.Frame) (uint32, error) {
@@ -583,6 +588,12 @@ func (r *resolver) openJitDump(pid uint32, path string) {
 		r.warn("jitdump:"+path, "ignoring %s: %v", path, err)
 		return
 	}
+	if d.PID() != int(pid) {
+		// The dump describes another process's code.
+		d.Close()
+		r.warn("jitdump:"+path, "ignoring %s: its header is for pid %d, not %d", path, d.PID(), pid)
+		return
+	}
 	if d.ArchTimestamps() {
 		// TSC timestamps cannot be compared with the samples'
 		// CLOCK_MONOTONIC ones: names by time would be wrong.
@@ -593,7 +604,7 @@ func (r *resolver) openJitDump(pid uint32, path string) {
 	r.jitInfo(pid).jitDump = d
 }
 
-// jitName resolves a JIT address through the process's jitdump (by time)
+// jitFrame resolves a JIT address through the process's jitdump (by time)
 // or perf map. JITs append to these files as they compile, and describe
 // code before running it; samples are processed at least reorderSlack
 // after they were taken, so files read now describe every sample within
@@ -601,23 +612,24 @@ func (r *resolver) openJitDump(pid uint32, path string) {
 // whether or not addr is known: a known address may have been reused by
 // newer code (jitdump) or redefined (perf map), and a perf map may be
 // created after the code first ran.
-func (r *resolver) jitName(pid uint32, addr, time uint64) (string, bool) {
+func (r *resolver) jitFrame(pid uint32, addr, time uint64) (symbolize.Frame, bool) {
 	j := r.jitInfo(pid)
 	if j.lastLoad == 0 || time-j.lastLoad >= jitReload {
 		j.lastLoad = time
 		r.loadJit(pid, j)
 	}
 	if j.jitDump != nil {
-		if name, _, ok := j.jitDump.Resolve(addr, time); ok {
-			return name, true
+		// With the source position when the JIT wrote debug info.
+		if fr, _, ok := j.jitDump.Frame(addr, time); ok {
+			return fr, true
 		}
 	}
 	if j.perfMap != nil {
 		if name, _, ok := j.perfMap.Resolve(addr); ok {
-			return name, true
+			return symbolize.Frame{Function: name}, true
 		}
 	}
-	return "", false
+	return symbolize.Frame{}, false
 }
 
 // loadJit reads what the process's JIT files gained, opening its perf map
