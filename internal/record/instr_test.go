@@ -308,26 +308,10 @@ int main() { for (int i = 0; i < 300; i++) guarded(i); std::printf("%ld\n", sink
 // created after the attach are counted, every call that began under the
 // probes ends under them, and the process goes on unharmed.
 func TestUprobeAttachRunning(t *testing.T) {
-	testutil.RequirePerf(t)
-	dir := t.TempDir()
-	bin := testutil.BuildC(t, dir, "spawner", spawner, "-pthread")
-	cmd := exec.Command(bin)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(200 * time.Millisecond)
-	before, err := threads(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd, existed := startSpawner(t)
 	res, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second, Trace: []string{"spin_in_thread"}, NoSampling: true})
 	if res.Reason != "duration" || p.Header.Instrument != "uprobe" {
 		t.Fatalf("result %+v, instrument %q", res, p.Header.Instrument)
-	}
-	existed := map[uint32]bool{}
-	for _, tid := range before {
-		existed[uint32(tid)] = true
 	}
 	newThreads := map[uint32]bool{}
 	for _, e := range p.Events {

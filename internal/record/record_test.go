@@ -268,30 +268,37 @@ int main(void) {
 }
 `
 
-// TestAttach attaches to a running process that keeps creating threads:
-// threads that exist at attach time and threads created later are both
-// sampled, symbols resolve from /proc, and the target survives detach.
-func TestAttach(t *testing.T) {
+// startSpawner starts the spawner fixture and returns it with the threads
+// it had before recording began; it is killed when the test ends.
+func startSpawner(t *testing.T) (*exec.Cmd, map[uint32]bool) {
+	t.Helper()
 	testutil.RequirePerf(t)
-	dir := t.TempDir()
-	bin := testutil.BuildC(t, dir, "spawner", spawner, "-pthread")
+	bin := testutil.BuildC(t, t.TempDir(), "spawner", spawner, "-pthread")
 	cmd := exec.Command(bin)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	time.Sleep(200 * time.Millisecond)
-	before, err := threads(cmd.Process.Pid)
+	tids, err := threads(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	existed := map[uint32]bool{}
+	for _, tid := range tids {
+		existed[uint32(tid)] = true
+	}
+	return cmd, existed
+}
+
+// TestAttach attaches to a running process that keeps creating threads:
+// threads that exist at attach time and threads created later are both
+// sampled, symbols resolve from /proc, and the target survives detach.
+func TestAttach(t *testing.T) {
+	cmd, existed := startSpawner(t)
 	res, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second})
 	if res.Reason != "duration" || res.Samples < 200 {
 		t.Fatalf("result %+v", res)
-	}
-	existed := map[uint32]bool{}
-	for _, tid := range before {
-		existed[uint32(tid)] = true
 	}
 	newThreads := map[uint32]bool{}
 	for _, s := range p.Samples {
