@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,34 +15,8 @@ import (
 	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/report/reporttest"
-	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
-
-// instrGoldenName names a golden file of an instrumented view by the
-// options that produce it: testdata/instr-tree-raw-metric=cpu.text.golden.
-func instrGoldenName(o report.Options) string {
-	name := "instr-" + o.View
-	if o.HasPID {
-		name += fmt.Sprintf("-pid=%d", o.PID)
-	}
-	if o.HasTID {
-		name += fmt.Sprintf("-tid=%d", o.TID)
-	}
-	if o.Min != 0 {
-		name += fmt.Sprintf("-min=%g", o.Min)
-	}
-	if o.Raw {
-		name += "-raw"
-	}
-	if o.Metric != "" {
-		name += "-metric=" + o.Metric
-	}
-	if o.Root != "" {
-		name += "-root=" + o.Root
-	}
-	return filepath.Join("testdata", name+"."+o.Format+".golden")
-}
 
 func TestInstrGolden(t *testing.T) {
 	var opts []report.Options
@@ -66,19 +39,7 @@ func TestInstrGolden(t *testing.T) {
 		report.Options{View: "callflow", Format: "text", Filter: report.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
 		report.Options{View: "tprof", Format: "text"},
 	)
-	for _, o := range opts {
-		file := instrGoldenName(o)
-		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := report.Write(&buf, reporttest.InstrFixture(), o); err != nil {
-				t.Fatal(err)
-			}
-			testutil.Golden(t, file, buf.Bytes(), *update)
-			if o.Format == "json" && !json.Valid(buf.Bytes()) {
-				t.Errorf("invalid JSON")
-			}
-		})
-	}
+	runGolden(t, "instr-", reporttest.InstrFixture(), opts)
 }
 
 // instrJSON runs a JSON report of an instrumented recording into a

@@ -19,9 +19,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// goldenName names a golden file by the options that produce it.
-func goldenName(o report.Options) string {
-	name := o.View
+// goldenName names a golden file by the view and the options that produce
+// it: testdata/instr-tree-raw-metric=cpu.text.golden.
+func goldenName(prefix string, o report.Options) string {
+	name := prefix + o.View
 	if o.HasPID {
 		name += fmt.Sprintf("-pid=%d", o.PID)
 	}
@@ -31,7 +32,33 @@ func goldenName(o report.Options) string {
 	if o.Min != 0 {
 		name += fmt.Sprintf("-min=%g", o.Min)
 	}
+	if o.Raw {
+		name += "-raw"
+	}
+	if o.Metric != "" {
+		name += "-metric=" + o.Metric
+	}
+	if o.Root != "" {
+		name += "-root=" + o.Root
+	}
 	return filepath.Join("testdata", name+"."+o.Format+".golden")
+}
+
+// runGolden renders p with each of opts and compares with the golden files.
+func runGolden(t *testing.T, prefix string, p *model.Profile, opts []report.Options) {
+	for _, o := range opts {
+		file := goldenName(prefix, o)
+		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := report.Write(&buf, p, o); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Golden(t, file, buf.Bytes(), *update)
+			if o.Format == "json" && !json.Valid(buf.Bytes()) {
+				t.Errorf("invalid JSON")
+			}
+		})
+	}
 }
 
 func TestGolden(t *testing.T) {
@@ -49,19 +76,7 @@ func TestGolden(t *testing.T) {
 		}
 	}
 	opts = append(opts, report.Options{View: "tree", Format: "text", Filter: report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}})
-	for _, o := range opts {
-		file := goldenName(o)
-		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := report.Write(&buf, reporttest.Fixture(), o); err != nil {
-				t.Fatal(err)
-			}
-			testutil.Golden(t, file, buf.Bytes(), *update)
-			if o.Format == "json" && !json.Valid(buf.Bytes()) {
-				t.Errorf("invalid JSON")
-			}
-		})
-	}
+	runGolden(t, "", reporttest.Fixture(), opts)
 }
 
 func TestWriteErrors(t *testing.T) {
