@@ -136,12 +136,6 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 	now := perf.Now()
 	switch in.mech {
 	case "hook":
-		// The rings' drainer needs a Go P as soon as its tick fires; with
-		// one P per CPU, event processing and the collector can hold them
-		// all for a whole scheduling quantum, longer than a ring lasts. One
-		// more P than CPUs keeps one free for it (its OS thread has a
-		// higher priority, so the kernel runs it first too).
-		runtime.GOMAXPROCS(runtime.NumCPU() + 1)
 		s.sources = append(s.sources, newHookSource(in.region))
 	case "uprobe":
 		for _, m := range in.modules {
