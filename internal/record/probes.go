@@ -176,6 +176,8 @@ func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint
 			mech = trace.ProbeDynamic
 		case len(site.Exits) > 0:
 			mech = trace.ProbeRetInsn
+		case site.Return:
+			mech = trace.ProbeReturn
 		}
 		if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
 			return err
