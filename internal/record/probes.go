@@ -59,7 +59,9 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 		if err != nil {
 			return nil, lo, err
 		}
-		in.path = p
+		if in.path, err = filepath.Abs(p); err != nil {
+			return nil, lo, err
+		}
 	} else {
 		p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err != nil {
@@ -264,10 +266,15 @@ func (s *session) moduleMapped(pid uint32, path string, time uint64) error {
 	return nil
 }
 
-// plan returns the probe sites of the patterns in file, once per file.
+// plan returns the probe sites of the patterns in file, once per file:
+// files are known by absolute, resolved path, which is how the kernel
+// names the mappings that come later.
 func (in *instrumentation) plan(file string) ([]uprobe.Site, error) {
-	key := file
-	if r, err := filepath.EvalSymlinks(file); err == nil {
+	key, err := filepath.Abs(file)
+	if err != nil {
+		return nil, err
+	}
+	if r, err := filepath.EvalSymlinks(key); err == nil {
 		key = r
 	}
 	if in.done[key] {
