@@ -335,3 +335,24 @@ func TestUprobeAttachRunning(t *testing.T) {
 		t.Errorf("target threads after detach: %v %v", after, err)
 	}
 }
+
+// TestUprobeRelativePath launches the target by a relative path and lets
+// it work after its mapping has been seen: the executable is probed once,
+// so every call is counted once.
+func TestUprobeRelativePath(t *testing.T) {
+	dir := t.TempDir()
+	testutil.BuildC(t, dir, "late", `
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void leaf(long i) { sink += i; }
+int main(void) {
+	usleep(200000); /* the recorder sees the executable's mapping meanwhile */
+	for (long i = 0; i < 1000; i++) leaf(i);
+	return 0;
+}`)
+	t.Chdir(dir)
+	_, p := recordCmd(t, Config{Command: []string{"./late"}, Trace: []string{"leaf"}, NoSampling: true})
+	if n := entries(p)["leaf"]; n != 1000 {
+		t.Errorf("leaf: %d calls counted, want 1000", n)
+	}
+}
