@@ -83,6 +83,11 @@
 // Nothing is lost silently: entries + exits + dropped equals the calls
 // made (TestFullRingDrops).
 //
+// A thread maps its ring's pages ahead of its writes in growing chunks;
+// an event whose slow path did so is followed by an adjust with the time
+// it took, which the uninstrumented program would not have spent
+// (TestPopulateAdjust).
+//
 // # Time
 //
 // Records carry CLOCK_MONOTONIC nanoseconds, the clock of trueprof's perf

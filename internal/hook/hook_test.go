@@ -514,6 +514,36 @@ func TestFullRingWaits(t *testing.T) {
 	r.checkThreads(t, true, nil)
 }
 
+// TestPopulateAdjust checks that the time a thread spends mapping fresh
+// ring pages is reported as an adjust, like a wait: the uninstrumented
+// program would not spend it. The ring never fills here.
+func TestPopulateAdjust(t *testing.T) {
+	bin := buildFixture(t)
+	const n = 10000 // 20,000 records: populated in chunks of 512, 1024, ... records
+	r := record(t, Options{Events: 1 << 16}, 0, 0, bin, "calls", strconv.Itoa(n))
+	c, dropped, adj := r.counts(t)
+	if dropped != 0 {
+		t.Errorf("%d dropped", dropped)
+	}
+	var total uint64
+	for _, a := range adj {
+		if a.Duration == 0 {
+			t.Errorf("adjust without a duration: %+v", a)
+		}
+		total += a.Duration
+	}
+	if len(adj) < 5 {
+		t.Errorf("%d adjusts for mapping ring pages, want one per chunk (at least 5)", len(adj))
+	}
+	if total >= r.end-r.start {
+		t.Errorf("adjusts total %v, more than the run's %v", time.Duration(total), time.Duration(r.end-r.start))
+	}
+	for _, got := range c {
+		checkCounts(t, got, add(map[string]int{"main": 1}, callsOf(n)))
+	}
+	r.checkThreads(t, true, nil)
+}
+
 // TestFullRingDrops stalls the recorder past MaxWait: the thread drops
 // events and counts them, and when the recorder catches up it resumes
 // with an adjust that says how many it dropped.

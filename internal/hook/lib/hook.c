@@ -450,6 +450,7 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 		set_room(t, tail + cap - 1);
 		return;
 	}
+	uint64_t frontier = t->frontier;
 	set_room(t, tail + cap - 1);
 	if (pending) {
 		put(t, s->pend_since, s->pend_wait, s->pend_dropped, K_ADJUST);
@@ -457,6 +458,11 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 		t->dropping = 0;
 	}
 	put(t, t0, (uint64_t)fn, (uint64_t)site, kind);
+	if (t->frontier != frontier && t->head < t->limit + 1) {
+		/* Mapping ring pages (set_room) is time the uninstrumented
+		 * program would not spend: an adjust, like a wait. */
+		put(t, t0, now() - t0, 0, K_ADJUST);
+	}
 	publish(t);
 }
 
