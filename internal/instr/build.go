@@ -98,7 +98,6 @@ type analysis struct {
 	known  []bool
 	stacks map[uint32][]Func // sample stack id -> functions, outermost first
 
-	starts  map[[2]uint32][]*model.Thread // incarnations by pid, tid, by Start
 	threads map[threadKey]*thread
 	order   []*thread
 
@@ -118,7 +117,6 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		funcs:   make([]Func, len(p.Locations)),
 		known:   make([]bool, len(p.Locations)),
 		stacks:  map[uint32][]Func{},
-		starts:  map[[2]uint32][]*model.Thread{},
 		threads: map[threadKey]*thread{},
 	}
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
@@ -138,10 +136,6 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		if !found {
 			return nil, fmt.Errorf("%w: %q", ErrRootNotFound, o.Root)
 		}
-	}
-	for _, t := range p.Threads { // sorted by PID, TID, Start
-		k := [2]uint32{t.PID, t.TID}
-		a.starts[k] = append(a.starts[k], t)
 	}
 	a.run()
 	for _, th := range a.order {
@@ -211,12 +205,7 @@ func (a *analysis) thread(pid, tid uint32, t uint64, create bool) *thread {
 		return nil
 	}
 	k := threadKey{pid: pid, tid: tid}
-	var mt *model.Thread
-	for _, inc := range a.starts[[2]uint32{pid, tid}] {
-		if inc.Start <= t || mt == nil {
-			mt = inc
-		}
-	}
+	mt := a.p.ThreadAt(pid, tid, t)
 	if mt != nil {
 		k.start = mt.Start
 	}

@@ -35,7 +35,7 @@ func Load(r io.Reader) (*Profile, error) {
 	l := loader{
 		p:       &Profile{Header: tr.Header(), Locations: []Location{{}}, Stacks: []StackNode{{}}},
 		strings: map[uint32]string{0: ""},
-		threads: map[[2]uint32]*Thread{},
+		current: map[[2]uint32]*Thread{},
 	}
 	for {
 		rec, err := tr.Next()
@@ -64,7 +64,8 @@ func Load(r io.Reader) (*Profile, error) {
 type loader struct {
 	p       *Profile
 	strings map[uint32]string
-	threads map[[2]uint32]*Thread
+	current map[[2]uint32]*Thread // the latest incarnation of each pid, tid
+	threads []*Thread             // every incarnation
 }
 
 // errCorrupt marks records that are well formed but refer to things the
@@ -79,11 +80,19 @@ func (l *loader) str(id uint32) (string, error) {
 	return s, nil
 }
 
-func (l *loader) thread(pid, tid uint32) *Thread {
-	t := l.threads[[2]uint32{pid, tid}]
-	if t == nil {
+// thread returns the incarnation of pid/tid that a record at time now
+// belongs to. A record after the thread's exit, the kernel having reused
+// the id, begins a new incarnation (its Fork record does so first).
+func (l *loader) thread(pid, tid uint32, now uint64) *Thread {
+	k := [2]uint32{pid, tid}
+	t := l.current[k]
+	if t == nil || (t.End != 0 && now > t.End) {
 		t = &Thread{PID: pid, TID: tid}
-		l.threads[[2]uint32{pid, tid}] = t
+		if len(l.threads) > 0 && l.current[k] != nil {
+			t.Start = now // a reused id without a Fork record: from here on
+		}
+		l.current[k] = t
+		l.threads = append(l.threads, t)
 	}
 	return t
 }
@@ -135,30 +144,36 @@ func (l *loader) add(rec trace.Record) error {
 			p.Truncated++
 		}
 		p.Samples = append(p.Samples, s)
-		l.thread(r.PID, r.TID)
+		l.thread(r.PID, r.TID, r.Time)
 	case *trace.Comm:
 		name, err := l.str(r.Name)
 		if err != nil {
 			return err
 		}
-		t := l.thread(r.PID, r.TID)
+		t := l.thread(r.PID, r.TID, r.Time)
 		if len(t.Names) == 0 || t.Names[len(t.Names)-1] != name {
 			t.Names = append(t.Names, name)
 		}
 		t.Name = name
 	case *trace.Fork:
-		t := l.thread(r.PID, r.TID)
+		t := l.thread(r.PID, r.TID, r.Time)
+		if t.End != 0 {
+			// The id's previous thread exited at this very time.
+			t = &Thread{PID: r.PID, TID: r.TID}
+			l.current[[2]uint32{r.PID, r.TID}] = t
+			l.threads = append(l.threads, t)
+		}
 		if t.Start == 0 {
 			t.Start = r.Time
 		}
 		// A new thread has its creator's name until it sets its own; the
 		// kernel sends no COMM record for that.
-		if parent := l.threads[[2]uint32{r.PPID, r.PTID}]; parent != nil && len(t.Names) == 0 && parent.Name != "" {
+		if parent := l.current[[2]uint32{r.PPID, r.PTID}]; parent != nil && len(t.Names) == 0 && parent.Name != "" {
 			t.Name = parent.Name
 			t.Names = append(t.Names, parent.Name)
 		}
 	case *trace.Exit:
-		l.thread(r.PID, r.TID).End = r.Time
+		l.thread(r.PID, r.TID, r.Time).End = r.Time
 	case *trace.Lost:
 		switch r.Kind {
 		case trace.LostKernel:
@@ -179,7 +194,7 @@ func (l *loader) add(rec trace.Record) error {
 			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
 		}
 		p.Events = append(p.Events, Event{Time: r.Time, PID: r.PID, TID: r.TID, Entry: r.Kind == trace.EventEntry, Function: r.Function})
-		l.thread(r.PID, r.TID)
+		l.thread(r.PID, r.TID, r.Time)
 	case *trace.Switch:
 		p.Switches = append(p.Switches, Switch{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Out: r.Out, Preempt: r.Preempt})
 	case *trace.Probe:
@@ -189,6 +204,21 @@ func (l *loader) add(rec trace.Record) error {
 		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech})
 	case *trace.Adjust:
 		p.Adjusts = append(p.Adjusts, Adjust{Time: r.Time, PID: r.PID, TID: r.TID, Duration: r.Duration, Dropped: r.Dropped})
+	case *trace.IRQ:
+		p.IRQs = append(p.IRQs, IRQ{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Soft: r.Kind == trace.IRQSoft, Vector: r.Vector, Duration: r.Duration})
+	case *trace.GoID:
+		p.GoIDs = append(p.GoIDs, GoID{Time: r.Time, PID: r.PID, TID: r.TID, GoID: r.GoID})
+	case *trace.Counter:
+		// Written at the thread's exit or at the end, with the exit
+		// record's time or later: the latest incarnation up to then.
+		t := l.current[[2]uint32{r.PID, r.TID}]
+		if t == nil {
+			t = l.thread(r.PID, r.TID, r.Time)
+		}
+		if t.Counters == nil {
+			t.Counters = map[trace.CounterKind]uint64{}
+		}
+		t.Counters[r.Kind] = r.Value
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {
@@ -208,6 +238,8 @@ func (l *loader) finish() {
 	sort.SliceStable(p.Switches, func(i, j int) bool { return p.Switches[i].Time < p.Switches[j].Time })
 	sort.SliceStable(p.Probes, func(i, j int) bool { return p.Probes[i].Time < p.Probes[j].Time })
 	sort.SliceStable(p.Adjusts, func(i, j int) bool { return p.Adjusts[i].Time < p.Adjusts[j].Time })
+	sort.SliceStable(p.IRQs, func(i, j int) bool { return p.IRQs[i].Time < p.IRQs[j].Time })
+	sort.SliceStable(p.GoIDs, func(i, j int) bool { return p.GoIDs[i].Time < p.GoIDs[j].Time })
 	procs := map[uint32]*Process{}
 	for _, t := range l.threads {
 		p.Threads = append(p.Threads, t)
@@ -216,13 +248,13 @@ func (l *loader) finish() {
 			pr = &Process{PID: t.PID}
 			procs[t.PID] = pr
 		}
-		if t.TID == t.PID || pr.Name == "" {
+		if (t.TID == t.PID && l.current[[2]uint32{t.PID, t.TID}] == t) || pr.Name == "" {
 			if t.Name != "" {
 				pr.Name = t.Name
 			}
 		}
 	}
-	sort.Slice(p.Threads, func(i, j int) bool {
+	sort.SliceStable(p.Threads, func(i, j int) bool {
 		a, b := p.Threads[i], p.Threads[j]
 		if a.PID != b.PID {
 			return a.PID < b.PID

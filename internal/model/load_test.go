@@ -127,3 +127,58 @@ func TestLoadNoEnd(t *testing.T) {
 		t.Errorf("trace without End: %v, %v", err, p.Err)
 	}
 }
+
+// TestThreadIncarnations checks that a thread id the kernel reused after
+// its thread exited is a second Thread, and that records find their own
+// incarnation, with and without a Fork record for the second one.
+func TestThreadIncarnations(t *testing.T) {
+	data := writeTrace(t, func(w *trace.Writer) []trace.Record {
+		first, second, third := intern(t, w, "first"), intern(t, w, "second"), intern(t, w, "third")
+		return []trace.Record{
+			&trace.Fork{Time: 10, PID: 1, PPID: 1, TID: 7, PTID: 1},
+			&trace.Comm{Time: 11, PID: 1, TID: 7, Name: first},
+			&trace.Counter{Time: 20, PID: 1, TID: 7, Kind: trace.CounterPageFaults, Value: 3},
+			&trace.Exit{Time: 20, PID: 1, PPID: 1, TID: 7, PTID: 1},
+			&trace.Fork{Time: 30, PID: 1, PPID: 1, TID: 7, PTID: 1},
+			&trace.Comm{Time: 31, PID: 1, TID: 7, Name: second},
+			&trace.Exit{Time: 40, PID: 1, PPID: 1, TID: 7, PTID: 1},
+			&trace.Counter{Time: 41, PID: 1, TID: 7, Kind: trace.CounterPageFaults, Value: 5},
+			// No Fork record: an id reused while recording was attached
+			// late, or its Fork lost.
+			&trace.Comm{Time: 50, PID: 1, TID: 7, Name: third},
+			&trace.GoID{Time: 51, PID: 1, TID: 7, GoID: 9},
+			&trace.IRQ{Time: 52, PID: 1, TID: 7, CPU: 1, Kind: trace.IRQHard, Vector: 4, Duration: 100},
+		}
+	})
+	p, err := Load(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Threads) != 3 {
+		t.Fatalf("%d threads, want 3 incarnations of tid 7: %+v", len(p.Threads), p.Threads)
+	}
+	for i, want := range []struct {
+		name       string
+		start, end uint64
+		faults     uint64
+	}{{"first", 10, 20, 3}, {"second", 30, 40, 5}, {"third", 50, 0, 0}} {
+		th := p.Threads[i]
+		if th.Name != want.name || th.Start != want.start || th.End != want.end || th.Counters[trace.CounterPageFaults] != want.faults {
+			t.Errorf("thread %d: %+v, want %+v", i, th, want)
+		}
+	}
+	for _, c := range []struct {
+		at   uint64
+		want string
+	}{{0, "first"}, {15, "first"}, {29, "first"}, {30, "second"}, {45, "second"}, {50, "third"}, {99, "third"}} {
+		if th := p.ThreadAt(1, 7, c.at); th == nil || th.Name != c.want {
+			t.Errorf("ThreadAt(1, 7, %d) = %+v, want %s", c.at, th, c.want)
+		}
+	}
+	if th := p.ThreadAt(1, 8, 10); th != nil {
+		t.Errorf("ThreadAt of an unknown thread = %+v", th)
+	}
+	if len(p.GoIDs) != 1 || p.GoIDs[0].GoID != 9 || len(p.IRQs) != 1 || p.IRQs[0].Duration != 100 || p.IRQs[0].Soft {
+		t.Errorf("GoIDs %+v, IRQs %+v", p.GoIDs, p.IRQs)
+	}
+}

@@ -3,7 +3,12 @@
 // the shared-prefix stack tree and the samples.
 package model
 
-import "trueprof/internal/trace"
+import (
+	"cmp"
+	"slices"
+
+	"trueprof/internal/trace"
+)
 
 // Profile is everything a trace holds, with string ids replaced by strings.
 type Profile struct {
@@ -23,8 +28,16 @@ type Profile struct {
 	Switches  []Switch
 	Probes    []Probe
 	Adjusts   []Adjust
+	// IRQs are the interrupts handled while target threads ran, GoIDs the
+	// goroutine switches of a Go target's threads; both sorted by time.
+	IRQs      []IRQ
+	GoIDs     []GoID
 	Processes []*Process // sorted by PID
-	Threads   []*Thread  // sorted by PID, TID, Start
+	// Threads are thread incarnations, sorted by PID, TID, Start: a
+	// thread id the kernel reused after its thread exited is another
+	// Thread. Records name a thread by PID and TID only; ThreadAt finds
+	// the incarnation they belong to.
+	Threads []*Thread
 
 	Lost      LostCounts
 	Throttled uint64 // number of throttle records
@@ -125,13 +138,33 @@ type Adjust struct {
 	Dropped  uint64
 }
 
+// IRQ is an interrupt handled on CPU while thread TID ran there: from
+// Time-Duration to Time.
+type IRQ struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	CPU      uint32
+	Soft     bool // a softirq rather than a hardware interrupt handler
+	Vector   uint32
+	Duration uint64
+}
+
+// GoID is a goroutine switch: from Time, thread TID runs goroutine GoID.
+type GoID struct {
+	Time uint64
+	PID  uint32
+	TID  uint32
+	GoID uint64
+}
+
 // Process is one process seen in the trace.
 type Process struct {
 	PID  uint32
 	Name string // the main thread's last name
 }
 
-// Thread is one thread seen in the trace.
+// Thread is one thread incarnation seen in the trace.
 type Thread struct {
 	PID   uint32
 	TID   uint32
@@ -139,6 +172,9 @@ type Thread struct {
 	Names []string // every name, in order
 	Start uint64   // fork time, or 0 if it existed before recording
 	End   uint64   // exit time, or 0 if still running when recording ended
+	// Counters are the thread's totals of per-thread kernel counters
+	// (Counter records); nil if none were recorded.
+	Counters map[trace.CounterKind]uint64
 }
 
 // End is how recording ended.
@@ -169,12 +205,34 @@ func (p *Profile) Process(pid uint32) *Process {
 	return nil
 }
 
-// Thread returns the thread with the given pid and tid, or nil.
+// Thread returns the first incarnation of the thread with the given pid
+// and tid, or nil.
 func (p *Profile) Thread(pid, tid uint32) *Thread {
-	for _, t := range p.Threads {
-		if t.PID == pid && t.TID == tid {
-			return t
-		}
+	i, ok := slices.BinarySearchFunc(p.Threads, [2]uint32{pid, tid}, func(t *Thread, k [2]uint32) int {
+		return cmp.Or(cmp.Compare(t.PID, k[0]), cmp.Compare(t.TID, k[1]))
+	})
+	if !ok {
+		return nil
 	}
-	return nil
+	return p.Threads[i]
+}
+
+// ThreadAt returns the incarnation of thread pid/tid that a record at
+// time t belongs to: the last one created at or before t (the first one
+// if t is earlier), or nil if the trace has no such thread.
+func (p *Profile) ThreadAt(pid, tid uint32, t uint64) *Thread {
+	i, ok := slices.BinarySearchFunc(p.Threads, [2]uint32{pid, tid}, func(t *Thread, k [2]uint32) int {
+		return cmp.Or(cmp.Compare(t.PID, k[0]), cmp.Compare(t.TID, k[1]))
+	})
+	if !ok {
+		return nil
+	}
+	th := p.Threads[i]
+	for _, next := range p.Threads[i+1:] {
+		if next.PID != pid || next.TID != tid || next.Start > t {
+			break
+		}
+		th = next
+	}
+	return th
 }

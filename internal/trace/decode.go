@@ -296,6 +296,26 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		a.Duration = p.uvarint()
 		a.Dropped = p.uvarint()
 		return a
+	case MajorIRQ:
+		q := &IRQ{Time: t, Kind: IRQKind(minor)}
+		q.PID = p.u32()
+		q.TID = p.u32()
+		q.CPU = p.u32()
+		q.Vector = p.u32()
+		q.Duration = p.uvarint()
+		return q
+	case MajorGoID:
+		g := &GoID{Time: t}
+		g.PID = p.u32()
+		g.TID = p.u32()
+		g.GoID = p.uvarint()
+		return g
+	case MajorCounter:
+		c := &Counter{Time: t, Kind: CounterKind(minor)}
+		c.PID = p.u32()
+		c.TID = p.u32()
+		c.Value = p.uvarint()
+		return c
 	}
 	return nil
 }
@@ -307,7 +327,8 @@ func majorTimed(m Major) (timed, known bool) {
 	case MajorString, MajorLocation, MajorStack:
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
-		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust:
+		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,
+		MajorIRQ, MajorGoID, MajorCounter:
 		return true, true
 	}
 	return false, false

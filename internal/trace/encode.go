@@ -193,6 +193,25 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.TID))
 		b = binary.AppendUvarint(b, r.Duration)
 		b = binary.AppendUvarint(b, r.Dropped)
+	case *IRQ:
+		minor = uint8(r.Kind)
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, u(r.CPU))
+		b = binary.AppendUvarint(b, u(r.Vector))
+		b = binary.AppendUvarint(b, r.Duration)
+	case *GoID:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, r.GoID)
+	case *Counter:
+		minor = uint8(r.Kind)
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, u(r.TID))
+		b = binary.AppendUvarint(b, r.Value)
 	default:
 		return fmt.Errorf("%w: unsupported type %T", ErrInvalidRecord, r)
 	}
@@ -256,6 +275,12 @@ func isNil(r Record) bool {
 	case *Probe:
 		return r == nil
 	case *Adjust:
+		return r == nil
+	case *IRQ:
+		return r == nil
+	case *GoID:
+		return r == nil
+	case *Counter:
 		return r == nil
 	}
 	return false

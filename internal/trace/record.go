@@ -88,6 +88,9 @@ const (
 	MajorSwitch   Major = 13 // *Switch: a target thread went on or off a CPU (PERF_RECORD_SWITCH)
 	MajorProbe    Major = 14 // *Probe: a probe was placed on a function
 	MajorAdjust   Major = 15 // *Adjust: time a thread lost to the profiler, or events it dropped
+	MajorIRQ      Major = 16 // *IRQ: an interrupt handled while a target thread was on its CPU
+	MajorGoID     Major = 17 // *GoID: a thread began running a goroutine
+	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -301,6 +304,12 @@ func (m Major) String() string {
 		return "Probe"
 	case MajorAdjust:
 		return "Adjust"
+	case MajorIRQ:
+		return "IRQ"
+	case MajorGoID:
+		return "GoID"
+	case MajorCounter:
+		return "Counter"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
@@ -381,3 +390,65 @@ func (*Probe) Major() Major { return MajorProbe }
 
 // Major returns MajorAdjust.
 func (*Adjust) Major() Major { return MajorAdjust }
+
+// IRQKind is an IRQ's minor code.
+type IRQKind uint8
+
+// IRQ kinds.
+const (
+	IRQHard IRQKind = 1 // a hardware interrupt handler (irq:irq_handler_entry/exit)
+	IRQSoft IRQKind = 2 // a softirq (irq:softirq_entry/exit)
+)
+
+// IRQ records an interrupt that was handled on CPU while thread TID of
+// PID was running there (seed 004's IN metric). Time is when the handler
+// ended; it ran for Duration ns before that. Vector is the IRQ number or
+// the softirq vector.
+type IRQ struct {
+	Time     uint64
+	PID      uint32
+	TID      uint32
+	CPU      uint32
+	Kind     IRQKind
+	Vector   uint32
+	Duration uint64
+}
+
+// GoID records that thread TID of PID began running goroutine GoID at
+// Time (Go's scheduler switched to it); it runs it until the thread's
+// next GoID record or until it is switched to another goroutine.
+type GoID struct {
+	Time uint64
+	PID  uint32
+	TID  uint32
+	GoID uint64
+}
+
+// CounterKind is a Counter's minor code: which counter.
+type CounterKind uint8
+
+// Counter kinds.
+const (
+	CounterPageFaults CounterKind = 1 // page faults, minor and major (PERF_COUNT_SW_PAGE_FAULTS)
+	CounterMigrations CounterKind = 2 // moves to another CPU (PERF_COUNT_SW_CPU_MIGRATIONS)
+)
+
+// Counter records thread TID's total of counter Kind at Time, counted by
+// the kernel for that thread alone since recording began (or since the
+// thread was created).
+type Counter struct {
+	Time  uint64
+	PID   uint32
+	TID   uint32
+	Kind  CounterKind
+	Value uint64
+}
+
+// Major returns MajorIRQ.
+func (*IRQ) Major() Major { return MajorIRQ }
+
+// Major returns MajorGoID.
+func (*GoID) Major() Major { return MajorGoID }
+
+// Major returns MajorCounter.
+func (*Counter) Major() Major { return MajorCounter }

@@ -417,6 +417,9 @@ func TestRoundTripInstrumentation(t *testing.T) {
 		&Switch{Time: 8, PID: 1, TID: 2},
 		&Probe{Time: 9, PID: 1, Function: 3, Address: math.MaxUint64, Mech: ProbeRetInsn},
 		&Adjust{Time: 10, PID: 1, TID: 2, Duration: 1234, Dropped: math.MaxUint64},
+		&IRQ{Time: 11, PID: 1, TID: 2, CPU: 1, Kind: IRQSoft, Vector: 7, Duration: 2500},
+		&GoID{Time: 12, PID: 1, TID: 2, GoID: math.MaxUint64},
+		&Counter{Time: 13, PID: 1, TID: 2, Kind: CounterPageFaults, Value: 12345},
 	}
 	h := testHeader()
 	h.Instrument = "hook"
