@@ -208,22 +208,17 @@ func (p *Profile) Process(pid uint32) *Process {
 // Thread returns the first incarnation of the thread with the given pid
 // and tid, or nil.
 func (p *Profile) Thread(pid, tid uint32) *Thread {
-	i, ok := slices.BinarySearchFunc(p.Threads, [2]uint32{pid, tid}, func(t *Thread, k [2]uint32) int {
-		return cmp.Or(cmp.Compare(t.PID, k[0]), cmp.Compare(t.TID, k[1]))
-	})
-	if !ok {
-		return nil
+	if i, ok := p.firstThread(pid, tid); ok {
+		return p.Threads[i]
 	}
-	return p.Threads[i]
+	return nil
 }
 
 // ThreadAt returns the incarnation of thread pid/tid that a record at
 // time t belongs to: the last one created at or before t (the first one
 // if t is earlier), or nil if the trace has no such thread.
 func (p *Profile) ThreadAt(pid, tid uint32, t uint64) *Thread {
-	i, ok := slices.BinarySearchFunc(p.Threads, [2]uint32{pid, tid}, func(t *Thread, k [2]uint32) int {
-		return cmp.Or(cmp.Compare(t.PID, k[0]), cmp.Compare(t.TID, k[1]))
-	})
+	i, ok := p.firstThread(pid, tid)
 	if !ok {
 		return nil
 	}
@@ -235,4 +230,11 @@ func (p *Profile) ThreadAt(pid, tid uint32, t uint64) *Thread {
 		th = next
 	}
 	return th
+}
+
+// firstThread is the index in p.Threads of pid/tid's first incarnation.
+func (p *Profile) firstThread(pid, tid uint32) (int, bool) {
+	return slices.BinarySearchFunc(p.Threads, [2]uint32{pid, tid}, func(t *Thread, k [2]uint32) int {
+		return cmp.Or(cmp.Compare(t.PID, k[0]), cmp.Compare(t.TID, k[1]))
+	})
 }
