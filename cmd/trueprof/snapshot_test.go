@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/model"
+	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
+)
+
+// ticker runs for argv[1] seconds, calling outer, which calls inner three
+// times, as fast as it can on two threads.
+const ticker = `
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+static volatile long sink;
+static double seconds;
+__attribute__((noinline)) void inner(long i) { for (int k = 0; k < 20000; k++) sink += i; }
+__attribute__((noinline)) void outer(long i) { inner(i); inner(i + 1); inner(i + 2); }
+__attribute__((no_instrument_function)) static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+__attribute__((no_instrument_function)) static void *run(void *x) {
+	double end = now() + seconds;
+	for (long i = 0; now() < end; i++) outer(i);
+	return 0;
+}
+__attribute__((no_instrument_function)) int main(int argc, char **argv) {
+	seconds = atof(argv[1]);
+	pthread_t t;
+	pthread_create(&t, 0, run, 0);
+	run(0);
+	pthread_join(t, 0);
+	return 0;
+}
+`
+
+// calls counts entries per function in every thread's tree, and checks
+// that each inner node has exactly three times its outer parent's calls
+// minus the calls still open at the cut.
+func treeCalls(t *testing.T, p *model.Profile) map[string]uint64 {
+	t.Helper()
+	res, err := instr.Build(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Repairs; r.Unmatched != 0 || r.Popped != 0 {
+		t.Errorf("snapshot needed repairs %+v: a chunk was read half-written", r)
+	}
+	c := map[string]uint64{}
+	var walk func(n *instr.Node)
+	walk = func(n *instr.Node) {
+		c[n.Name] += n.Calls
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	for _, pr := range res.Processes {
+		for _, th := range pr.Threads {
+			walk(&th.Root)
+		}
+	}
+	return c
+}
+
+// TestSnapshotWhileRecording reports on a continuous-mode trace while it
+// is being written: every snapshot loads up to its last complete chunk,
+// builds a consistent tree, and sees no fewer calls than the one before.
+func TestSnapshotWhileRecording(t *testing.T) {
+	testutil.RequirePerf(t)
+	bin := testutil.BuildC(t, t.TempDir(), "ticker", ticker, "-pthread", "-finstrument-functions")
+	out := filepath.Join(t.TempDir(), "live.trace")
+	rec := exec.Command(trueprof(), "record", "--mode", "continuous", "-o", out, "--", bin, "8")
+	var stderr strings.Builder
+	rec.Stderr = &stderr
+	defer func() { t.Logf("record: %s", stderr.String()) }()
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Process.Kill()
+	started := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	var last map[string]uint64
+	for i := 0; i < 4; i++ {
+		p, err := model.Open(out)
+		if err != nil {
+			t.Fatalf("snapshot %d: %v", i, err)
+		}
+		if !errors.Is(p.Err, model.ErrNoEnd) && !errors.Is(p.Err, trace.ErrTruncated) {
+			t.Fatalf("snapshot %d: %v, want a trace without its end (end %+v)", i, p.Err, p.End)
+		}
+		t.Logf("snapshot %d at %v: %d events", i, time.Since(started).Round(time.Millisecond), len(p.Events))
+		c := treeCalls(t, p)
+		if c["outer"] == 0 || c["inner"] < 3*c["outer"]-6 || c["inner"] > 3*c["outer"] {
+			t.Errorf("snapshot %d: outer %d, inner %d calls: want inner = 3 × outer, less the calls open at the cut", i, c["outer"], c["inner"])
+		}
+		if c["outer"] < last["outer"] {
+			t.Errorf("snapshot %d has %d calls of outer, fewer than the previous one's %d", i, c["outer"], last["outer"])
+		}
+		last = c
+		rep := exec.Command(trueprof(), "report", "-i", out, "--view", "tree")
+		b, err := rep.CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "inner") || !strings.Contains(string(b), "no end record") {
+			t.Errorf("report on the live trace: %v\n%s", err, b)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	if err := rec.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil {
+		t.Fatalf("final trace: %v %v", err, p.Err)
+	}
+	if c := treeCalls(t, p); c["inner"] != 3*c["outer"] || c["outer"] < last["outer"] {
+		t.Errorf("final: outer %d, inner %d calls (last snapshot: %d outer)", c["outer"], c["inner"], last["outer"])
+	}
+}
