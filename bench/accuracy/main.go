@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,6 +104,18 @@ func main() {
 		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 5)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
 	}
 
+	// The same loop with calibration bursts in it: what is left of the
+	// tiny functions once the probe cost measured in the same run, on the
+	// same rings and caches, is taken out of their intervals.
+	var inrun []float64
+	for i := 0; i < *runs; i++ {
+		tr := filepath.Join(dir, "tinycal.trace")
+		benchutil.Output(trueprof, "record", "-o", tr, "--", hooked, "tinycal", strconv.Itoa(*tinyN))
+		inrun = append(inrun, sameRunEstimate(tr))
+	}
+	fmt.Printf("  same-run calibration: tiny loop  %10.3f ms  (%+.1f%%; bursts of the calibration functions inside the loop)\n",
+		medianOrNaN(inrun)/1e6, pct(medianOrNaN(inrun), medianOrNaN(ref)))
+
 	// Uprobes on a coarse function.
 	var cref, ccal, craw []float64
 	for i := 0; i < *runs; i++ {
@@ -120,6 +133,68 @@ func main() {
 }
 
 func pct(a, b float64) float64 { return 100 * (a - b) / b }
+
+// sameRunEstimate is the tiny loop's time in a tinycal recording: the sum,
+// over the intervals between two events of tiny_a and tiny_b, of each
+// interval less the mean interval of the same transition kind between
+// events of the calibration functions. Intervals with a profiler pause or
+// a context switch in them, or longer than 200 ns (an interrupt), are
+// left out of both.
+func sameRunEstimate(path string) float64 {
+	p, err := model.Open(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if p.Err != nil {
+		log.Fatalf("%s: %v", path, p.Err)
+	}
+	var pauses []uint64
+	for _, a := range p.Adjusts {
+		pauses = append(pauses, a.Time)
+	}
+	for _, s := range p.Switches {
+		pauses = append(pauses, s.Time)
+	}
+	slices.Sort(pauses)
+	clean := func(t0, t1 uint64) bool {
+		i, _ := slices.BinarySearch(pauses, t0)
+		return i == len(pauses) || pauses[i] > t1
+	}
+	name := func(id uint32) string {
+		fr := p.Locations[id].Frames
+		return fr[len(fr)-1].Function
+	}
+	var calSum, calN, tinySum, tinyN [4]float64
+	ev := p.Events
+	for i := 1; i < len(ev); i++ {
+		a, b := ev[i-1], ev[i]
+		d := b.Time - a.Time
+		if a.TID != b.TID || d > 200 || !clean(a.Time, b.Time) {
+			continue
+		}
+		k := instr.Transition(a.Entry, b.Entry)
+		na, nb := name(a.Function), name(b.Function)
+		switch {
+		case strings.HasPrefix(na, "cal_") && strings.HasPrefix(nb, "cal_") && na != "cal_burst" && nb != "cal_burst":
+			calSum[k] += float64(d)
+			calN[k]++
+		case strings.HasPrefix(na, "tiny_") && strings.HasPrefix(nb, "tiny_") && na != "tiny_loop_cal" && nb != "tiny_loop_cal":
+			tinySum[k] += float64(d)
+			tinyN[k]++
+		}
+	}
+	est := 0.0
+	for k := range tinySum {
+		if tinyN[k] == 0 {
+			continue
+		}
+		if calN[k] == 0 {
+			log.Fatalf("%s: no calibration intervals of kind %s", path, instr.TransitionName(k))
+		}
+		est += tinySum[k] - tinyN[k]*calSum[k]/calN[k]
+	}
+	return est
+}
 
 func parseNS(out string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
