@@ -201,6 +201,28 @@ func TestCExactCounts(t *testing.T) {
 	}
 }
 
+// startGated starts bin, which waits for a byte on its standard input
+// before doing anything, and returns once the process runs bin, with the
+// pipe that releases it and its standard output. The process is killed
+// when the test ends.
+func startGated(t *testing.T, bin string, env ...string) (*exec.Cmd, io.Writer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &bytes.Buffer{}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitExec(t, cmd.Process.Pid, bin)
+	return cmd, in, out
+}
+
 // waitExec waits until pid runs bin (exec.Cmd.Start returns before exec).
 func waitExec(t *testing.T, pid int, bin string) {
 	t.Helper()
@@ -310,18 +332,7 @@ func TestGoRetProbes(t *testing.T) {
 			t.Errorf("%s: entry not on an emulated instruction (push %%rbp after the stack check)", s.Function)
 		}
 	}
-	cmd := exec.Command(bin)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitExec(t, cmd.Process.Pid, bin)
+	cmd, in, out := startGated(t, bin)
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {
 		t.Fatal(err)
@@ -506,16 +517,7 @@ func TestAttach5000(t *testing.T) {
 		t.Fatalf("%d sites, want %d", len(sites), n)
 	}
 	planned := time.Since(t0)
-	cmd := exec.Command(bin)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitExec(t, cmd.Process.Pid, bin)
+	cmd, in, _ := startGated(t, bin)
 	t1 := time.Now()
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {
