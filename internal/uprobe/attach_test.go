@@ -2,7 +2,6 @@ package uprobe
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -152,19 +151,11 @@ func TestCExactCounts(t *testing.T) {
 			} else {
 				cmd = exec.Command(bin)
 			}
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			cmd.Stdout = &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
+			runs := ""
 			if mode == "running" {
-				waitExec(t, cmd.Process.Pid, bin)
+				runs = bin
 			}
+			in, _ := testutil.StartGated(t, cmd, runs)
 			set, err := Attach(cmd.Process.Pid, bin, sites, mode == "launched")
 			if err != nil {
 				t.Fatal(err)
@@ -199,42 +190,6 @@ func TestCExactCounts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startGated starts bin, which waits for a byte on its standard input
-// before doing anything, and returns once the process runs bin, with the
-// pipe that releases it and its standard output. The process is killed
-// when the test ends.
-func startGated(t *testing.T, bin string, env ...string) (*exec.Cmd, io.Writer, *bytes.Buffer) {
-	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &bytes.Buffer{}
-	cmd.Stdout = out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	waitExec(t, cmd.Process.Pid, bin)
-	return cmd, in, out
-}
-
-// waitExec waits until pid runs bin (exec.Cmd.Start returns before exec).
-func waitExec(t *testing.T, pid int, bin string) {
-	t.Helper()
-	for range 500 {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe == bin {
-			// Let the dynamic loader map it.
-			time.Sleep(20 * time.Millisecond)
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never ran %s", pid, bin)
 }
 
 // goFixture has noinline functions with known call counts, deep recursion
@@ -332,7 +287,8 @@ func TestGoRetProbes(t *testing.T) {
 			t.Errorf("%s: entry not on an emulated instruction (push %%rbp after the stack check)", s.Function)
 		}
 	}
-	cmd, in, out := startGated(t, bin)
+	cmd := exec.Command(bin)
+	in, out := testutil.StartGated(t, cmd, bin)
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {
 		t.Fatal(err)
@@ -517,7 +473,8 @@ func TestAttach5000(t *testing.T) {
 		t.Fatalf("%d sites, want %d", len(sites), n)
 	}
 	planned := time.Since(t0)
-	cmd, in, _ := startGated(t, bin)
+	cmd := exec.Command(bin)
+	in, _ := testutil.StartGated(t, cmd, bin)
 	t1 := time.Now()
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {

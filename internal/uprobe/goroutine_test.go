@@ -3,6 +3,8 @@ package uprobe
 import (
 	"cmp"
 	"errors"
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -22,7 +24,9 @@ func TestGoroutines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, in, out := startGated(t, bin, "GOROUTINE_FIXTURE_WAIT=1")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GOROUTINE_FIXTURE_WAIT=1")
+	in, out := testutil.StartGated(t, cmd, bin)
 	g, err := AttachGoroutines(cmd.Process.Pid, bin, layout, false)
 	if err != nil {
 		t.Fatal(err)
