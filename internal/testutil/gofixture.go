@@ -25,7 +25,7 @@ func BuildGo(t testing.TB, dir, name, src string, flags ...string) string {
 	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module "+name+"\n\ngo 1.22\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module "+name+"\n\ngo 1.23\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, name)
@@ -50,8 +50,10 @@ func BuildGo(t testing.TB, dir, name, src string, flags ...string) string {
 //	seen G TID NS    goroutine G ran on thread TID at CLOCK_MONOTONIC NS
 //	sum S            the work's result, always GoroutineFixtureSum
 //
-// plus "collector G" for the goroutine the workers send to and
-// "main G" for the main goroutine. With GOROUTINE_FIXTURE_WAIT set in its
+// plus "collector G" for the goroutine the workers send to, "main G" for
+// the main goroutine, and "coroutine G" for the goroutine of an iter.Pull
+// coroutine that the main goroutine then switches to and from 20 times
+// (also with "seen" lines). With GOROUTINE_FIXTURE_WAIT set in its
 // environment it waits for a byte on standard input before starting, so
 // probes can be attached first.
 const GoroutineFixture = `package main
@@ -59,6 +61,7 @@ const GoroutineFixture = `package main
 import (
 	"bytes"
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
 	"strconv"
@@ -149,6 +152,27 @@ func main() {
 	wg.Wait()
 	close(results)
 	sum := <-total
+	// A coroutine switches goroutines without the scheduler.
+	next, stop := iter.Pull(func(yield func(int) bool) {
+		id := goid()
+		say("coroutine %d", id)
+		for i := 0; ; i++ {
+			if tid, ns, ok := seen(); ok {
+				say("seen %d %d %d", id, tid, ns)
+			}
+			if !yield(i) {
+				return
+			}
+		}
+	})
+	me := goid()
+	for i := 0; i < 20; i++ {
+		next()
+		if tid, ns, ok := seen(); ok {
+			say("seen %d %d %d", me, tid, ns)
+		}
+	}
+	stop()
 	for _, l := range lines {
 		fmt.Println(l)
 	}
