@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -54,20 +53,11 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 	cfg := s.cfg
 	in := &instrumentation{mech: cfg.Mech, log: s.log}
 	var lo launchOptions
-	if len(cfg.Command) > 0 {
-		p, err := exec.LookPath(cfg.Command[0])
-		if err != nil {
-			return nil, lo, err
-		}
-		if in.path, err = filepath.Abs(p); err != nil {
-			return nil, lo, err
-		}
-	} else {
-		p, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil {
-			return nil, lo, fmt.Errorf("attaching to %d: %w", pid, err)
-		}
-		in.path = p
+	var err error
+	if in.path, err = targetPath(cfg.Command, pid); err != nil {
+		return nil, lo, err
+	}
+	if len(cfg.Command) == 0 {
 		if in.mech == "hook" {
 			return nil, lo, errors.New("--mech hook needs a launched command: hooks are loaded at exec; attach with uprobes")
 		}

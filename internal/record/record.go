@@ -62,6 +62,11 @@ type Config struct {
 	// Stdout receives the launched target's standard output; os.Stdout
 	// if nil.
 	Stdout io.Writer
+	// NoGoroutines records a Go target's samples and events per thread
+	// only. By default a uprobe on the Go scheduler records which
+	// goroutine each thread runs (trace.GoID), at about a microsecond
+	// of the target's time per goroutine switch.
+	NoGoroutines bool
 }
 
 // Instrumented reports whether the configuration asks for probes.
@@ -221,6 +226,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return fail(err)
 		}
 	}
+
+	s.startGoroutines(pid, tgt != nil)
+	defer s.closeSources()
 
 	if tgt != nil {
 		if err := tgt.release(); err != nil {

@@ -27,26 +27,26 @@ type Event struct {
 // Set is a set of attached probes and the ring their events arrive in.
 // Its methods are not safe for concurrent use.
 type Set struct {
-	sites  []Site
+	sites []Site
+	ring
+	links []link.Link
+	hits  [][2]uint64 // per site: entries, exits read
+}
+
+// ring is a BPF ring buffer that a probe program writes fixed-size
+// records to, with a per-CPU count of the records it had no room for.
+type ring struct {
 	prog   *ebpf.Program
 	events *ebpf.Map // BPF_MAP_TYPE_RINGBUF
 	lost   *ebpf.Map // per-CPU count of events the ring had no room for
-	links  []link.Link
 	rd     *ringbuf.Reader
 	rec    ringbuf.Record
-	hits   [][2]uint64 // per site: entries, exits read
 }
 
 // ringSize is the size of the BPF ring all CPUs write to: 8 MiB holds
 // about 260,000 events, a quarter of a second at the fastest rate probes
 // can fire on this machine's two CPUs.
 const ringSize = 8 << 20
-
-// wakeAt is the amount of unread data at which a probe wakes the reader;
-// below it the reader is not woken and must poll with a timeout (the
-// recorder's loop does, every 100 ms). Waking on every event would double
-// the cost of a hit.
-const wakeAt = ringSize / 4
 
 // recordSize is the size of the record the BPF program writes: time,
 // pid_tgid and cookie, each a u64.
@@ -114,7 +114,7 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 		}
 	}
 	s := &Set{sites: sites, hits: make([][2]uint64, len(sites))}
-	if err := s.load(); err != nil {
+	if err := s.load("trueprof", ringSize, program); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -131,69 +131,81 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 			continue
 		}
 		opts := &link.UprobeMultiOptions{Addresses: l.offs, Cookies: l.cookies, PID: uint32(pid)}
-		var lk link.Link
-		if l.ret {
-			lk, err = ex.UretprobeMulti(nil, s.prog, opts)
-		} else {
-			lk, err = ex.UprobeMulti(nil, s.prog, opts)
-		}
+		lk, err := attachMulti(ex, s.prog, opts, l.ret, pid, path)
 		if err != nil {
 			s.Close()
-			if errors.Is(err, os.ErrPermission) {
-				return nil, fmt.Errorf("uprobe: %w: uprobes need CAP_PERFMON and CAP_BPF (or root), and ptrace access to pid %d: %w", ErrPermission, pid, err)
-			}
-			if errors.Is(err, ebpf.ErrNotSupported) {
-				return nil, fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
-			}
-			return nil, fmt.Errorf("uprobe: attaching %d probes to %s in pid %d: %w", len(l.offs), path, pid, err)
+			return nil, err
 		}
 		s.links = append(s.links, lk)
 	}
 	return s, nil
 }
 
-// load creates the ring, the loss counter and the program.
-func (s *Set) load() error {
+// attachMulti places one uprobe_multi link of prog on path for pid
+// (uretprobes if ret), saying which privilege or kernel feature is
+// missing when the kernel refuses.
+func attachMulti(ex *link.Executable, prog *ebpf.Program, opts *link.UprobeMultiOptions, ret bool, pid int, path string) (link.Link, error) {
+	var lk link.Link
+	var err error
+	if ret {
+		lk, err = ex.UretprobeMulti(nil, prog, opts)
+	} else {
+		lk, err = ex.UprobeMulti(nil, prog, opts)
+	}
+	switch {
+	case err == nil:
+		return lk, nil
+	case errors.Is(err, os.ErrPermission):
+		return nil, fmt.Errorf("uprobe: %w: uprobes need CAP_PERFMON and CAP_BPF (or root), and ptrace access to pid %d: %w", ErrPermission, pid, err)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return nil, fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
+	}
+	return nil, fmt.Errorf("uprobe: attaching %d probes to %s in pid %d: %w", len(opts.Addresses), path, pid, err)
+}
+
+// load creates the ring (size bytes), the loss counter and the program
+// that body builds from their descriptors, named after name (at most 10
+// bytes: the kernel keeps 15 of a BPF object's name).
+func (r *ring) load(name string, size uint32, body func(events, lost int) asm.Instructions) error {
 	if err := features.HaveBPFLinkUprobeMulti(); err != nil {
 		return fmt.Errorf("uprobe: %w: %w", ErrNoUprobeMulti, err)
 	}
 	var err error
-	s.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_events", Type: ebpf.RingBuf, MaxEntries: ringSize})
+	r.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: name + "_ring", Type: ebpf.RingBuf, MaxEntries: size})
 	if errors.Is(err, os.ErrPermission) {
 		return fmt.Errorf("uprobe: %w: creating a BPF map needs CAP_BPF (or root): %w", ErrPermission, err)
 	}
 	if err != nil {
 		return fmt.Errorf("uprobe: creating the BPF ring: %w", err)
 	}
-	s.lost, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	r.lost, err = ebpf.NewMap(&ebpf.MapSpec{Name: name + "_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	if err != nil {
 		return fmt.Errorf("uprobe: creating the loss counter: %w", err)
 	}
-	s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "trueprof_probe",
+	r.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         name,
 		Type:         ebpf.Kprobe,
 		AttachType:   ebpf.AttachTraceUprobeMulti,
-		Instructions: program(s.events.FD(), s.lost.FD()),
+		Instructions: body(r.events.FD(), r.lost.FD()),
 		License:      "Dual MIT/GPL",
 	})
 	if err != nil {
 		return fmt.Errorf("uprobe: loading the BPF program: %w", err)
 	}
-	s.rd, err = ringbuf.NewReader(s.events)
+	r.rd, err = ringbuf.NewReader(r.events)
 	if err != nil {
 		return fmt.Errorf("uprobe: mapping the BPF ring: %w", err)
 	}
 	// Read never blocks: the caller polls Fds.
-	s.rd.SetDeadline(time.Unix(1, 0))
+	r.rd.SetDeadline(time.Unix(1, 0))
 	return nil
 }
 
 // program is the BPF program every probe runs. It writes
 // {bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), bpf_get_attach_cookie()}
-// to the ring, waking the reader only when the ring is a quarter full, and
-// counts the events the ring had no room for.
+// to the ring.
 func program(events, lost int) asm.Instructions {
-	return asm.Instructions{
+	return append(asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.FnGetAttachCookie.Call(),
@@ -202,24 +214,34 @@ func program(events, lost int) asm.Instructions {
 		asm.StoreMem(asm.RFP, -16, asm.R0, asm.DWord),
 		asm.FnKtimeGetNs.Call(), // CLOCK_MONOTONIC
 		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
+	}, output(events, lost, ringSize, recordSize)...)
+}
 
+// output ends a probe program: it writes the size bytes below the frame
+// pointer to the ring (of ringBytes bytes), counts the records the ring
+// had no room for, and returns 0. A program jumps to its "lost" label to
+// count a hit it could not record, to "exit" to ignore one. A probe wakes the reader only when a quarter
+// of the ring holds unread data; below that the reader must poll with a
+// timeout (the recorder's loop does, every 100 ms). Waking on every event
+// would double the cost of a hit.
+func output(events, lost int, ringBytes int32, size int16) asm.Instructions {
+	return asm.Instructions{
 		asm.LoadMapPtr(asm.R1, events),
 		asm.Mov.Imm(asm.R2, 0), // BPF_RB_AVAIL_DATA
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(asm.R4, 1), // BPF_RB_NO_WAKEUP
-		asm.JLT.Imm(asm.R0, wakeAt, "output"),
+		asm.JLT.Imm(asm.R0, ringBytes/4, "output"),
 		asm.Mov.Imm(asm.R4, 2), // BPF_RB_FORCE_WAKEUP
 		asm.LoadMapPtr(asm.R1, events).WithSymbol("output"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -recordSize),
-		asm.Mov.Imm(asm.R3, recordSize),
+		asm.Add.Imm(asm.R2, -int32(size)),
+		asm.Mov.Imm(asm.R3, int32(size)),
 		asm.FnRingbufOutput.Call(),
 		asm.JEq.Imm(asm.R0, 0, "exit"),
-
-		asm.StoreImm(asm.RFP, -32, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -size-8, 0, asm.Word).WithSymbol("lost"),
 		asm.LoadMapPtr(asm.R1, lost),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -32),
+		asm.Add.Imm(asm.R2, -int32(size)-8),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "exit"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
@@ -234,33 +256,17 @@ func program(events, lost int) asm.Instructions {
 // Fds returns the descriptors to poll for readiness: the BPF ring. It
 // becomes readable when the ring is a quarter full; poll with a timeout to
 // read smaller amounts.
-func (s *Set) Fds() []int { return []int{s.events.FD()} }
+func (r *ring) Fds() []int { return []int{r.events.FD()} }
 
 // Read drains the events available now, calling fn for each, and returns
 // their number. A thread's events come in the order it hit the probes;
 // the events of threads running on different CPUs interleave with at most
 // a few microseconds of disorder in Time.
 func (s *Set) Read(fn func(Event)) int {
-	n := 0
-	for {
-		if err := s.rd.ReadInto(&s.rec); err != nil {
-			// os.ErrDeadlineExceeded: nothing left.
-			return n
-		}
-		b := s.rec.RawSample
-		if len(b) < recordSize {
-			continue
-		}
-		pidTgid := binary.NativeEndian.Uint64(b[8:])
-		cookie := binary.NativeEndian.Uint64(b[16:])
-		ev := Event{
-			Time: binary.NativeEndian.Uint64(b),
-			PID:  uint32(pidTgid >> 32),
-			TID:  uint32(pidTgid),
-			Site: int(cookie >> 2),
-		}
+	return s.each(recordSize, func(time uint64, pid, tid uint32, cookie uint64) int {
+		ev := Event{Time: time, PID: pid, TID: tid, Site: int(cookie >> 2)}
 		if ev.Site >= len(s.sites) {
-			continue
+			return 0
 		}
 		h := &s.hits[ev.Site]
 		switch cookie & 3 {
@@ -268,11 +274,11 @@ func (s *Set) Read(fn func(Event)) int {
 			ev.Entry = true
 			fn(ev)
 			h[0]++
-			n++
+			return 1
 		case kindExit:
 			fn(ev)
 			h[1]++
-			n++
+			return 1
 		case kindBoth:
 			ev.Entry = true
 			fn(ev)
@@ -280,16 +286,45 @@ func (s *Set) Read(fn func(Event)) int {
 			fn(ev)
 			h[0]++
 			h[1]++
-			n += 2
+			return 2
+		}
+		return 0
+	})
+}
+
+// each drains the records available now, of size bytes that begin with
+// {time, pid_tgid, value} u64s, and returns the sum of what fn returns.
+func (r *ring) each(size int, fn func(time uint64, pid, tid uint32, value uint64) int) int {
+	n := 0
+	for {
+		b, ok := r.next(size)
+		if !ok {
+			return n
+		}
+		pidTgid := binary.NativeEndian.Uint64(b[8:])
+		n += fn(binary.NativeEndian.Uint64(b), uint32(pidTgid>>32), uint32(pidTgid), binary.NativeEndian.Uint64(b[16:]))
+	}
+}
+
+// next returns the next record of at least size bytes, or false when
+// none is left. The bytes are valid until the next call.
+func (r *ring) next(size int) ([]byte, bool) {
+	for {
+		if err := r.rd.ReadInto(&r.rec); err != nil {
+			// os.ErrDeadlineExceeded: nothing left.
+			return nil, false
+		}
+		if len(r.rec.RawSample) >= size {
+			return r.rec.RawSample, true
 		}
 	}
 }
 
 // Lost returns the number of events the kernel could not deliver because
 // the ring was full.
-func (s *Set) Lost() uint64 {
+func (r *ring) Lost() uint64 {
 	var perCPU []uint64
-	if s.lost == nil || s.lost.Lookup(uint32(0), &perCPU) != nil {
+	if r.lost == nil || r.lost.Lookup(uint32(0), &perCPU) != nil {
 		return 0
 	}
 	var n uint64
@@ -302,24 +337,29 @@ func (s *Set) Lost() uint64 {
 // Close removes every probe, then frees the ring. Events not yet read are
 // discarded. The process continues unharmed.
 func (s *Set) Close() error {
+	return closeAll(&s.links, &s.ring)
+}
+
+// closeAll closes the links, then the ring and its program.
+func closeAll(links *[]link.Link, r *ring) error {
 	var errs []error
-	for _, l := range s.links {
+	for _, l := range *links {
 		errs = append(errs, l.Close())
 	}
-	s.links = nil
-	if s.rd != nil {
-		errs = append(errs, s.rd.Close())
-		s.rd = nil
+	*links = nil
+	if r.rd != nil {
+		errs = append(errs, r.rd.Close())
+		r.rd = nil
 	}
-	if s.prog != nil {
-		errs = append(errs, s.prog.Close())
+	if r.prog != nil {
+		errs = append(errs, r.prog.Close())
 	}
-	for _, m := range []*ebpf.Map{s.events, s.lost} {
+	for _, m := range []*ebpf.Map{r.events, r.lost} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	s.prog, s.events, s.lost = nil, nil, nil
+	r.prog, r.events, r.lost = nil, nil, nil
 	return errors.Join(errs...)
 }
 

@@ -2,7 +2,6 @@ package uprobe
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -152,19 +151,11 @@ func TestCExactCounts(t *testing.T) {
 			} else {
 				cmd = exec.Command(bin)
 			}
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			cmd.Stdout = &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
+			runs := ""
 			if mode == "running" {
-				waitExec(t, cmd.Process.Pid, bin)
+				runs = bin
 			}
+			in, _ := testutil.StartGated(t, cmd, runs)
 			set, err := Attach(cmd.Process.Pid, bin, sites, mode == "launched")
 			if err != nil {
 				t.Fatal(err)
@@ -199,20 +190,6 @@ func TestCExactCounts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitExec waits until pid runs bin (exec.Cmd.Start returns before exec).
-func waitExec(t *testing.T, pid int, bin string) {
-	t.Helper()
-	for range 500 {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe == bin {
-			// Let the dynamic loader map it.
-			time.Sleep(20 * time.Millisecond)
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never ran %s", pid, bin)
 }
 
 // goFixture has noinline functions with known call counts, deep recursion
@@ -311,17 +288,7 @@ func TestGoRetProbes(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(bin)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitExec(t, cmd.Process.Pid, bin)
+	in, out := testutil.StartGated(t, cmd, bin)
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {
 		t.Fatal(err)
@@ -507,15 +474,7 @@ func TestAttach5000(t *testing.T) {
 	}
 	planned := time.Since(t0)
 	cmd := exec.Command(bin)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitExec(t, cmd.Process.Pid, bin)
+	in, _ := testutil.StartGated(t, cmd, bin)
 	t1 := time.Now()
 	set, err := Attach(cmd.Process.Pid, bin, sites, false)
 	if err != nil {

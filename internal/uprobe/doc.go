@@ -45,5 +45,17 @@
 //		log.Println("warning:", h)
 //	}
 //
+// AttachGoroutines follows a Go process's goroutines instead: one link
+// on the scheduler (runtime.execute, and runtime.coroswitch_m for
+// coroutines) whose BPF program reads the id of the goroutine a thread
+// starts running, at the offset symbolize.ReadGoLayout finds, and
+// delivers it as a GoSwitch:
+//
+//	layout, err := symbolize.ReadGoLayout(path)
+//	...
+//	g, err := uprobe.AttachGoroutines(pid, path, layout, false)
+//	...
+//	g.Read(func(s uprobe.GoSwitch) { fmt.Println(s.Time, s.TID, s.GoID) })
+//
 // The package supports x86-64 only.
 package uprobe

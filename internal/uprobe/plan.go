@@ -84,14 +84,11 @@ type function struct {
 // symbols, ErrNoMatch when nothing matches, and a *SkipError alongside the
 // sites when some matching Go functions cannot be disassembled.
 func Plan(path string, patterns []string) ([]Site, error) {
-	f, err := elf.Open(path)
+	f, err := openX86(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%s: %w: machine %v (only x86-64)", path, ErrNotSupported, f.Machine)
-	}
 	match, err := compilePatterns(filepath.Base(path), patterns)
 	if err != nil {
 		return nil, err
@@ -133,6 +130,19 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	return sites, nil
 }
 
+// openX86 opens the ELF file at path if it is x86-64 code.
+func openX86(path string) (*elf.File, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Machine != elf.EM_X86_64 {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: machine %v (only x86-64)", path, ErrNotSupported, f.Machine)
+	}
+	return f, nil
+}
+
 // planFunction reads a function's code and places its probes. Exits are
 // probed on the instructions that leave the function when something may
 // unwind through it without returning (Go's moving stacks, C++ exceptions,
@@ -142,16 +152,10 @@ func Plan(path string, patterns []string) ([]Site, error) {
 // single-steps a probed RET (about 10 µs a hit here) but returns through a
 // return probe's trampoline in about a microsecond.
 func planFunction(f *elf.File, fn function, isGo, unwinds bool) (Site, error) {
-	prog := loadSegment(f, fn.addr)
-	if prog == nil {
-		return Site{}, fmt.Errorf("address %#x is in no executable segment", fn.addr)
-	}
-	size := min(fn.size, prog.Vaddr+prog.Filesz-fn.addr)
-	code := make([]byte, size)
-	if _, err := prog.ReadAt(code, int64(fn.addr-prog.Vaddr)); err != nil {
+	code, fileOff, err := readCode(f, fn)
+	if err != nil {
 		return Site{}, err
 	}
-	fileOff := func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }
 	s := Site{Function: fn.name, Start: fn.addr, Entry: fileOff(fn.addr)}
 	ins, err := decodeFunc(code)
 	retprobe := !isGo && !unwinds
@@ -178,6 +182,21 @@ func planFunction(f *elf.File, fn function, isGo, unwinds bool) (Site, error) {
 		s.Emulated = emulated(ins[k].raw)
 	}
 	return s, nil
+}
+
+// readCode reads a function's code and returns it with the conversion of
+// its addresses to file offsets.
+func readCode(f *elf.File, fn function) ([]byte, func(addr uint64) uint64, error) {
+	prog := loadSegment(f, fn.addr)
+	if prog == nil {
+		return nil, nil, fmt.Errorf("address %#x is in no executable segment", fn.addr)
+	}
+	size := min(fn.size, prog.Vaddr+prog.Filesz-fn.addr)
+	code := make([]byte, size)
+	if _, err := prog.ReadAt(code, int64(fn.addr-prog.Vaddr)); err != nil {
+		return nil, nil, err
+	}
+	return code, func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }, nil
 }
 
 // unwindSymbols are the imports of code that can leave functions without
