@@ -71,6 +71,7 @@ func recordCmd() *cobra.Command {
 		duration               time.Duration
 		patterns               []string
 		mech, root             string
+		noGoroutines           bool
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -106,7 +107,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 			cfg := record.Config{
 				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
-				Trace: patterns, Mech: mech, Root: root,
+				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines,
 			}
 			if mech != "" && mech != "hook" && mech != "uprobe" {
 				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
@@ -149,6 +150,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringArrayVar(&patterns, "trace", nil, "instrument functions matching this glob (\"name\" or \"module:name\"; repeatable)")
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
+	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
 	return c
 }
 
