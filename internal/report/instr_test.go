@@ -58,7 +58,7 @@ func instrJSON(t *testing.T, p *model.Profile, o report.Options) map[string]any 
 	return m
 }
 
-var metricKeys = []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "involuntary", "samples"}
+var metricKeys = []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "dispatches_voluntary", "dispatches_involuntary", "interrupts", "interrupt_ns", "samples"}
 
 func hasMetrics(t *testing.T, where string, v any) {
 	t.Helper()
@@ -246,8 +246,9 @@ func TestInstrRaw(t *testing.T) {
 	if !raw.Raw || raw.Calibrated || raw.Calibration != nil {
 		t.Errorf("raw header: raw %v calibrated %v calibration %v", raw.Raw, raw.Calibrated, raw.Calibration)
 	}
-	if raw.Total.WallNS != float64(raw.Total.WallNSRaw) || raw.Total.DeltaNS != 0 || raw.Total.WallNSRaw != 2_250_000 {
-		t.Errorf("raw total %+v, want wall = raw = 2.25ms, delta 0", raw.Total)
+	// The threads' lives: the recording's 1805µs each.
+	if raw.Total.WallNS != float64(raw.Total.WallNSRaw) || raw.Total.DeltaNS != 0 || raw.Total.WallNSRaw != 5_415_000 {
+		t.Errorf("raw total %+v, want wall = raw = 5.415ms, delta 0", raw.Total)
 	}
 	if cal.Total.WallNSRaw != raw.Total.WallNSRaw || cal.Total.WallNS >= raw.Total.WallNS || cal.Total.DeltaNS == 0 {
 		t.Errorf("calibrated total %+v vs raw %+v", cal.Total, raw.Total)
@@ -369,17 +370,17 @@ func TestInstrMetric(t *testing.T) {
 }
 
 func TestInstrMin(t *testing.T) {
-	p := reporttest.InstrFixture() // total wall 2.224ms
+	p := reporttest.InstrFixture() // total wall 5.389ms
 	tests := []struct {
 		name                         string
 		min                          float64
 		flat, arcflow, tree, threads int
 	}{
 		{"zero keeps all", 0, 10, 10, 17, 3},
-		// 1% is 22.24µs: the innermost parse, db's inner sort and memcpy go.
-		{"1%", 1, 9, 9, 14, 3},
-		// 5% is 111.2µs.
-		{"5%", 5, 3, 4, 7, 3},
+		// 1% is 53.89µs: the inner parses, db's sorts, hash and memcpy go.
+		{"1%", 1, 8, 8, 12, 3},
+		// 5% is 269.4µs: the threads' root times (after their last events) stay.
+		{"5%", 5, 2, 2, 5, 3},
 		{"above everything", 101, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
@@ -470,7 +471,7 @@ func TestInstrFilter(t *testing.T) {
 			for _, th := range flow.Threads {
 				names = append(names, th.Name)
 				for _, e := range th.Events {
-					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed {
+					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed && e.Kind != instr.FlowEnd {
 						events++
 					}
 				}
