@@ -139,7 +139,10 @@ type instrData struct {
 	mt     metric
 	r      *instr.Result
 	header InstrHeader
-	total  float64 // r.Total of the selected metric
+	// sampling is the header of the sampling views, with the analysis's
+	// warnings: the threads view's of a sampling recording.
+	sampling Header
+	total    float64 // r.Total of the selected metric
 }
 
 // InstrHeader is the header of the reports of an instrumented recording
@@ -292,6 +295,8 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	}
 	h.SpanNS = h.LastNS - h.FirstNS
 	in.header = h
+	in.sampling = sh
+	in.sampling.Warnings = h.Warnings
 	return in, nil
 }
 

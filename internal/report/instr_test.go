@@ -40,6 +40,11 @@ func TestInstrGolden(t *testing.T) {
 		report.Options{View: "tree", Format: "text", Filter: report.Filter{Thread: "io"}},
 		report.Options{View: "callflow", Format: "text", Filter: report.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
 		report.Options{View: "tprof", Format: "text"},
+		report.Options{View: "threads", Format: "text"},
+		report.Options{View: "threads", Format: "json"},
+		report.Options{View: "threads", Format: "text", Raw: true},
+		report.Options{View: "threads", Format: "text", Metric: "cpu", ExcludeInterrupts: true},
+		report.Options{View: "threads", Format: "text", Filter: report.Filter{Thread: "work*"}},
 	)
 	runGolden(t, "instr-", reporttest.InstrFixture(), opts)
 }
@@ -48,7 +53,7 @@ func TestInstrGolden(t *testing.T) {
 // samples alone (a sampling recording) too.
 func TestGoGolden(t *testing.T) {
 	var opts []report.Options
-	for _, view := range []string{"tree"} {
+	for _, view := range []string{"tree", "threads"} {
 		for _, format := range report.Formats() {
 			opts = append(opts, report.Options{View: view, Format: format, By: "goroutine"})
 		}

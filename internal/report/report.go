@@ -65,10 +65,12 @@ func (f Filter) String() string {
 
 // Options selects a report.
 type Options struct {
-	// View is "tprof", "flat", "tree", "arcflow" or "callflow"; see
-	// Views. For an instrumented recording (Profile.Events not empty)
-	// flat, tree, arcflow and callflow show the traced calls, tprof the
-	// samples taken alongside them; callflow needs such a recording.
+	// View is "tprof", "flat", "tree", "arcflow", "callflow" or
+	// "threads"; see Views. For an instrumented recording
+	// (Profile.Events not empty) flat, tree, arcflow and callflow show
+	// the traced calls, tprof the samples taken alongside them; callflow
+	// needs such a recording. threads shows each thread incarnation of
+	// any recording.
 	View   string
 	Format string // "text" or "json"; see Formats
 
@@ -79,7 +81,8 @@ type Options struct {
 
 	// By is "thread" (the default when empty) or "goroutine"; see
 	// Groupings. A Go program's goroutines move between threads, so
-	// "goroutine" gives tree and callflow one tree or flow per goroutine, and makes an instrumented recording's calls match
+	// "goroutine" gives tree, threads and callflow one tree, row or flow
+	// per goroutine, and makes an instrumented recording's calls match
 	// across threads (changing flat and arcflow too). A thread's records
 	// belong to the goroutine it last switched to. tprof, which counts
 	// threads, refuses it, and so does a recording without goroutine
@@ -135,6 +138,9 @@ var views = map[string]view{
 	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
 	// callflow has no sampling form: it lists traced entries and exits.
 	"callflow": {},
+	// threads measures threads from their records, whatever the
+	// recording: writeThreads.
+	"threads": {},
 }
 
 // Views returns the names of the report views, sorted.
@@ -187,11 +193,14 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	}
 	if o.By == "goroutine" {
 		if o.View == "tprof" {
-			return fmt.Errorf("report: tprof counts the samples of threads: --by goroutine applies to tree, flat, arcflow and callflow")
+			return fmt.Errorf("report: tprof counts the samples of threads: --by goroutine applies to tree, threads, flat, arcflow and callflow")
 		}
 		if len(p.GoIDs) == 0 {
 			return fmt.Errorf("report: by goroutine: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
 		}
+	}
+	if o.View == "threads" {
+		return writeThreads(w, p, o, mt)
 	}
 	if len(p.Events) > 0 {
 		if iv, ok := instrViews[o.View]; ok {

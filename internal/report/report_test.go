@@ -98,16 +98,17 @@ func TestWriteErrors(t *testing.T) {
 		is   error  // wrapped sentinel, if any
 		want string // substring of the message
 	}{
-		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
-		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
+		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, threads, tprof, tree"},
+		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, threads, tprof, tree"},
 		{"unknown format", report.Options{View: "flat", Format: "xml"}, report.ErrUnknownFormat, "valid: json, text"},
 		{"negative min", report.Options{View: "flat", Format: "text", Min: -1}, nil, "invalid minimum"},
 		{"unknown metric", report.Options{View: "flat", Format: "text", Metric: "cycles"}, report.ErrUnknownMetric, "valid: wall, cpu, dispatches"},
 		{"callflow of samples", report.Options{View: "callflow", Format: "text"}, report.ErrNotInstrumented,
-			"callflow needs an instrumented recording (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use arcflow, flat, tprof, tree"},
+			"callflow needs an instrumented recording (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use arcflow, flat, threads, tprof, tree"},
 		{"callflow of samples, json", report.Options{View: "callflow", Format: "json"}, report.ErrNotInstrumented, "callflow needs an instrumented recording"},
 		{"root of samples", report.Options{View: "tree", Format: "text", Root: "main"}, report.ErrNotInstrumented, "a root function needs an instrumented recording: this profile has only samples"},
 		{"cpu metric of samples", report.Options{View: "flat", Format: "text", Metric: "cpu"}, report.ErrNotInstrumented, "metric cpu needs an instrumented recording: this profile has only samples"},
+		{"cpu metric without switches", report.Options{View: "threads", Format: "text", Metric: "cpu"}, nil, "the recording has no context switches"},
 		{"unknown grouping", report.Options{View: "tree", Format: "text", By: "process"}, report.ErrUnknownGrouping, "valid: thread, goroutine"},
 		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, instr.ErrNoGoroutines, "not a Go target"},
 		{"bad thread glob", report.Options{View: "flat", Format: "text", Filter: report.Filter{Thread: "[a-"}}, path.ErrBadPattern, "thread pattern"},
@@ -405,7 +406,7 @@ func TestEmpty(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s %s: %v", view, format, err)
 			}
-			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" {
+			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" && view != "threads" {
 				t.Errorf("%s json has a null: %s", view, buf.Bytes())
 			}
 		}
