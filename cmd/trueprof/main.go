@@ -25,6 +25,7 @@ import (
 	"trueprof/internal/demo"
 	"trueprof/internal/export"
 	"trueprof/internal/hook"
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -210,39 +211,43 @@ every instrumented trace. record calibrates automatically when needed.`,
 
 func reportCmd() *cobra.Command {
 	var (
-		in, view, format, metric, root string
-		pid, tid                       int
-		min                            float64
-		raw                            bool
+		in, view, format, metric, root, by, thread string
+		pid, tid                                   int
+		min                                        float64
+		raw, noInterrupts                          bool
 	)
 	c := &cobra.Command{
 		Use:   "report",
-		Short: "Print a report of a trace: tprof, flat, tree, arcflow or callflow",
+		Short: "Print a report of a trace: tprof, flat, tree, arcflow, callflow or threads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := loadProfile(in, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid), Raw: raw, Metric: metric, Root: root}
+			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid, thread), Raw: raw, Metric: metric, Root: root,
+				By: by, ExcludeInterrupts: noInterrupts}
 			return report.Write(cmd.OutOrStdout(), p, o)
 		},
 	}
 	f := c.Flags()
 	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
-	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow | callflow (instrumented recordings)")
+	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow | callflow (instrumented recordings) | threads")
 	f.StringVar(&format, "format", "text", "text | json")
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
+	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
+	f.StringVar(&by, "by", "thread", "thread | goroutine: one tree (threads: row, callflow: flow) per goroutine of a Go program")
 	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
 	f.BoolVar(&raw, "raw", false, "instrumented recordings: times as recorded, probe cost included (default: calibrated)")
-	f.StringVar(&metric, "metric", "wall", "instrumented recordings: wall | cpu | dispatches")
+	f.BoolVar(&noInterrupts, "exclude-interrupts", false, "remove the time of interrupts handled while a thread ran from its wall and CPU time")
+	f.StringVar(&metric, "metric", "wall", "instrumented recordings and threads: wall | cpu | dispatches")
 	f.StringVar(&root, "root", "", "instrumented recordings: only calls inside this function's subgraph")
 	return c
 }
 
 func exportCmd() *cobra.Command {
-	var in, format, out string
+	var in, format, out, thread string
 	var pid, tid int
 	c := &cobra.Command{
 		Use:   "export",
@@ -253,7 +258,10 @@ func exportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := filter(cmd, pid, tid)
+			if err := instr.CheckThreadPattern(thread); err != nil {
+				return err
+			}
+			o := filter(cmd, pid, tid, thread)
 			write := export.PPROF
 			switch format {
 			case "pprof":
@@ -282,6 +290,7 @@ func exportCmd() *cobra.Command {
 	f.StringVarP(&out, "output", "o", "", "file to write (- for standard output)")
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
+	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
 	c.MarkFlagRequired("output")
 	return c
 }
@@ -315,9 +324,9 @@ func loadProfile(path string, log io.Writer) (*model.Profile, error) {
 	return p, nil
 }
 
-// filter selects the --pid and --tid given on the command line.
-func filter(cmd *cobra.Command, pid, tid int) report.Filter {
-	var f report.Filter
+// filter selects the --pid, --tid and --thread given on the command line.
+func filter(cmd *cobra.Command, pid, tid int, thread string) report.Filter {
+	f := report.Filter{Thread: thread}
 	if cmd.Flags().Changed("pid") {
 		f.PID, f.HasPID = uint32(pid), true
 	}

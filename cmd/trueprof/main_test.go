@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +16,7 @@ import (
 
 	"trueprof/examples"
 	"trueprof/internal/model"
+	"trueprof/internal/report"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
@@ -256,5 +258,114 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseSize(%q) = %d, %v", tt.in, got, err)
 		}
+	}
+}
+
+// writeThreadsTrace writes a trace of process srv (pid 7): its main
+// thread runs goroutine 1 and takes an interrupt; thread 8 is created as
+// pool, exits, and its tid is reused by a thread named io.
+func writeThreadsTrace(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := trace.NewWriter(f, &trace.Header{Event: "cpu-clock", Clock: "CLOCK_MONOTONIC", StartNS: 1000, Freq: 999}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) uint32 {
+		id, err := w.Intern(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	mod := str("/usr/bin/srv")
+	recs := []trace.Record{
+		&trace.Comm{Time: 1000, PID: 7, TID: 7, Name: str("srv")},
+		&trace.Location{ID: 1, Address: 0x401000, Module: mod, Lines: []trace.Line{{Function: str("main.serve")}}},
+		&trace.Location{ID: 2, Address: 0x402000, Module: mod, Lines: []trace.Line{{Function: str("main.work")}}},
+		&trace.StackNode{ID: 1, Location: 1},
+		&trace.StackNode{ID: 2, Parent: 1, Location: 2},
+		&trace.GoID{Time: 1100, PID: 7, TID: 7, GoID: 1},
+		&trace.Sample{Time: 1500, PID: 7, TID: 7, Period: 1, Stack: 1},
+		&trace.Fork{Time: 2000, PID: 7, PPID: 7, TID: 8, PTID: 7},
+		&trace.Comm{Time: 2000, PID: 7, TID: 8, Name: str("pool")},
+		&trace.Sample{Time: 2500, PID: 7, TID: 8, Period: 1, Stack: 2},
+		&trace.Switch{Time: 3000, PID: 7, TID: 8, Out: true},
+		&trace.Exit{Time: 5000, PID: 7, PPID: 7, TID: 8, PTID: 7},
+		&trace.Counter{Time: 5000, PID: 7, TID: 8, Kind: trace.CounterPageFaults, Value: 9},
+		&trace.Fork{Time: 6000, PID: 7, PPID: 7, TID: 8, PTID: 7},
+		&trace.Comm{Time: 6000, PID: 7, TID: 8, Name: str("io")},
+		&trace.Sample{Time: 6500, PID: 7, TID: 8, Period: 1, Stack: 2},
+		&trace.Sample{Time: 6600, PID: 7, TID: 8, Period: 1, Stack: 2},
+		&trace.IRQ{Time: 7000, PID: 7, TID: 7, Kind: trace.IRQHard, Vector: 30, Duration: 200},
+		&trace.End{Time: 9000},
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// TestThreadsCommand runs the threads view, --thread, --by goroutine and
+// --exclude-interrupts, and export --thread, on a written trace.
+func TestThreadsCommand(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "threads.trace")
+	writeThreadsTrace(t, tr)
+	run := func(args ...string) []byte {
+		t.Helper()
+		out, err := exec.Command(trueprof(), args...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out
+	}
+	var threads report.ThreadsReport
+	if err := json.Unmarshal(run("report", "-i", tr, "--view", "threads", "--format", "json"), &threads); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, th := range threads.Threads {
+		pf := "-"
+		if th.PageFaults != nil {
+			pf = strconv.FormatUint(*th.PageFaults, 10)
+		}
+		got = append(got, strings.Join([]string{strconv.Itoa(int(th.TID)), th.Name, strconv.FormatUint(th.StartNS, 10),
+			strconv.FormatUint(th.EndNS, 10), strconv.FormatFloat(th.WallNS, 'f', 0, 64), strconv.FormatFloat(th.CPUNS, 'f', 0, 64),
+			strconv.FormatUint(th.Samples, 10), strconv.FormatUint(th.Interrupts, 10), pf}, " "))
+	}
+	// srv lives 8µs; pool 3µs, 1 of them on CPU; io 3µs.
+	want := "[7 srv 0 0 8000 8000 1 1 - 8 pool 2000 5000 3000 1000 1 0 9 8 io 6000 0 3000 3000 2 0 -]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("threads %v\nwant    %s", got, want)
+	}
+	if err := json.Unmarshal(run("report", "-i", tr, "--view", "threads", "--format", "json", "--exclude-interrupts"), &threads); err != nil {
+		t.Fatal(err)
+	}
+	if threads.Threads[0].WallNS != 7800 {
+		t.Errorf("srv without its interrupt: wall %v, want 7800", threads.Threads[0].WallNS)
+	}
+	if out := string(run("report", "-i", tr, "--view", "tree", "--thread", "io")); !strings.Contains(out, "io_8") || strings.Contains(out, "pool") {
+		t.Errorf("tree of io:\n%s", out)
+	}
+	if out := string(run("report", "-i", tr, "--view", "tree", "--by", "goroutine")); !strings.Contains(out, "goroutine 1\n") || !strings.Contains(out, "pool_8") {
+		t.Errorf("tree by goroutine:\n%s", out)
+	}
+	folded := filepath.Join(dir, "io.folded")
+	run("export", "-i", tr, "--format", "folded", "--thread", "i?", "-o", folded)
+	if b, _ := os.ReadFile(folded); string(b) != "srv;main.serve;main.work 2\n" {
+		t.Errorf("folded io: %q", b)
+	}
+	out, err := exec.Command(trueprof(), "report", "-i", tr, "--thread", "[x").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "syntax error in pattern") {
+		t.Errorf("bad pattern: %v %s", err, out)
 	}
 }

@@ -298,3 +298,31 @@ func TestFoldedEscapes(t *testing.T) {
 		t.Errorf("got\n%swant\n%s", buf.String(), want)
 	}
 }
+
+// TestIncarnations: a reused tid's two threads are two pprof samples,
+// told apart by their names and creation; --thread selects by name.
+func TestIncarnations(t *testing.T) {
+	p := reporttest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "io", 1_003_500_000).
+		Add(1, 2, "main;work", 3). // 1.001s to 1.003s: pool
+		Add(1, 2, "main;work", 2). // 1.004s and 1.005s: io
+		Add(1, 1, "main", 1).
+		Profile()
+	prof, err := toPprof(p, report.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range prof.Sample {
+		got = append(got, fmt.Sprint(s.Label["thread"], s.NumLabel["tid"], s.NumLabel["thread_start"], s.NumUnit["thread_start"], s.Value[0]))
+	}
+	if want := "[[app] [1] [] [] 1 [pool] [2] [] [] 3 [io] [2] [1003500000] [nanoseconds] 2]"; fmt.Sprint(got) != want {
+		t.Errorf("samples %v, want %s", got, want)
+	}
+	var buf bytes.Buffer
+	if err := Folded(&buf, p, report.Filter{Thread: "i?"}); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != "app;main;work 2\n" {
+		t.Errorf("folded io: %q", buf.String())
+	}
+}

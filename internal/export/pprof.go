@@ -28,10 +28,12 @@ import (
 // Each module is a mapping without an address range (the model keeps no
 // ranges, and a module is mapped at different addresses in different
 // processes), marked as symbolized so that pprof does not look for the
-// binaries. Each sample carries the string label "thread" (the thread's
-// name) and the numeric labels "pid" and "tid". The report header's
-// warnings (lost records, throttling, truncated stacks, a damaged trace)
-// become the profile's comments.
+// binaries. Each sample carries the string label "thread" (the name of
+// its thread incarnation) and the numeric labels "pid" and "tid"; a
+// thread created during the recording also "thread_start" (its creation,
+// trace clock ns), so that a reused tid's two threads stay apart. The
+// report header's warnings (lost records, throttling, truncated stacks, a
+// damaged trace) become the profile's comments.
 func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
 	prof, err := toPprof(p, f)
 	if err != nil {
@@ -67,33 +69,12 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		prof.Comments = append(prof.Comments, "trueprof: "+w)
 	}
 
-	// Group the samples by thread and stack: one pprof sample per group.
-	type key struct{ pid, tid, stack uint32 }
-	type values struct{ count, period int64 }
-	groups := map[key]*values{}
-	var keys []key
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		if !f.Match(s.PID, s.TID) {
-			continue
-		}
-		k := key{s.PID, s.TID, s.Stack}
-		v := groups[k]
-		if v == nil {
-			v = &values{}
-			groups[k] = v
-			keys = append(keys, k)
-		}
-		v.count++
-		v.period += int64(s.Period)
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		return cmp.Or(cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid), cmp.Compare(a.stack, b.stack))
-	})
+	// One pprof sample per thread incarnation and stack.
+	stacks := report.Stacks(p, f)
 
 	// The locations used, in order of first use, and each function name's
 	// modules, to qualify the names that several modules define.
-	stacks := make([][]uint32, len(keys))
+	locs := make([][]uint32, len(stacks))
 	var locIDs []uint32
 	usedLoc := map[uint32]bool{}
 	modules := map[string]map[string]bool{}
@@ -103,12 +84,12 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		}
 		modules[name][module] = true
 	}
-	for i, k := range keys {
-		stacks[i] = p.Stack(k.stack, nil)
-		if len(stacks[i]) == 0 {
+	for i := range stacks {
+		locs[i] = p.Stack(stacks[i].StackID, nil)
+		if len(locs[i]) == 0 {
 			addName(report.Unknown.Name, report.Unknown.Module)
 		}
-		for _, id := range stacks[i] {
+		for _, id := range locs[i] {
 			if usedLoc[id] {
 				continue
 			}
@@ -144,13 +125,13 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	// pprof names a profile after its first mapping ("File:" in its
 	// reports): put first the most sampled module that looks like a
 	// program rather than a library or a pseudo module.
-	weight := map[string]int64{}
-	for i, k := range keys {
+	weight := map[string]uint64{}
+	for i := range stacks {
 		seen := map[string]bool{}
-		for _, id := range stacks[i] {
+		for _, id := range locs[i] {
 			if _, module := report.LocationFrames(p, id); !seen[module] {
 				seen[module] = true
-				weight[module] += groups[k].count
+				weight[module] += stacks[i].Samples
 			}
 		}
 	}
@@ -217,16 +198,22 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	for _, id := range locIDs {
 		unknownID = max(unknownID, uint64(id)+1)
 	}
-	names := threadNames(p)
-	for i, k := range keys {
+	for i := range stacks {
+		st := &stacks[i]
 		s := &profile.Sample{
-			Value:    []int64{groups[k].count, groups[k].period},
-			NumLabel: map[string][]int64{"pid": {int64(k.pid)}, "tid": {int64(k.tid)}},
+			Value:    []int64{int64(st.Samples), int64(st.Period)},
+			NumLabel: map[string][]int64{"pid": {int64(st.PID)}, "tid": {int64(st.TID)}},
 		}
-		if name, ok := names[[2]uint32{k.pid, k.tid}]; ok {
-			s.Label = map[string][]string{"thread": {name}}
+		if th := st.Thread; th != nil {
+			if th.Name != "" {
+				s.Label = map[string][]string{"thread": {th.Name}}
+			}
+			if th.Start > 0 {
+				s.NumLabel["thread_start"] = []int64{int64(th.Start)}
+				s.NumUnit = map[string][]string{"pid": {""}, "tid": {""}, "thread_start": {"nanoseconds"}}
+			}
 		}
-		for _, id := range stacks[i] {
+		for _, id := range locs[i] {
 			s.Location = append(s.Location, locations[id])
 		}
 		if len(s.Location) == 0 {
@@ -249,15 +236,3 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 
 // sharedLibrary matches the file names of shared libraries: "libc.so.6".
 var sharedLibrary = regexp.MustCompile(`\.so($|\.)`)
-
-// threadNames maps (pid, tid) to the thread's latest name; threads the
-// trace never named are absent.
-func threadNames(p *model.Profile) map[[2]uint32]string {
-	names := map[[2]uint32]string{}
-	for _, t := range p.Threads {
-		if t.Name != "" {
-			names[[2]uint32{t.PID, t.TID}] = t.Name
-		}
-	}
-	return names
-}

@@ -3,14 +3,18 @@ package instr
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
 
-// Build analyses the instrumented recording p (which must not be nil) as
-// o selects. See the package documentation and docs/calibration.md.
+// Build analyses the recording p (which must not be nil) as o selects:
+// the traced calls of an instrumented recording and, of any recording,
+// each thread's time, dispatches, interrupts and samples, which the
+// threads view shows for sampling recordings too. See the package
+// documentation and docs/calibration.md.
 func Build(p *model.Profile, o Options) (*Result, error) {
 	a, err := analyse(p, o, false)
 	if err != nil {
@@ -19,10 +23,13 @@ func Build(p *model.Profile, o Options) (*Result, error) {
 	return a.result(), nil
 }
 
-// threadKey identifies a thread incarnation.
+// threadKey identifies what gets a tree: a thread incarnation (pid, tid,
+// start) or, with Options.ByGoroutine, a goroutine (pid, goid).
 type threadKey struct {
-	pid, tid uint32
-	start    uint64
+	pid, tid  uint32
+	start     uint64
+	goid      uint64
+	goroutine bool
 }
 
 // node is a tree node while the tree is built; nodes live in their
@@ -46,17 +53,19 @@ type frame struct {
 }
 
 // pending accumulates what happens inside the open interval of a thread,
-// charged when the interval closes at the next event.
+// charged when the interval closes at the next event or at the end.
 type pending struct {
 	off               uint64   // closed off-CPU time
 	segs              []uint64 // the closed off-CPU segments, as start, end pairs
 	adjWall, adjCPU   uint64
 	adjEnd            uint64 // end of the last pause
 	dispatches, invol uint64
+	irqs, irqNS       uint64
 	samples           uint64
 }
 
-// thread is one thread incarnation's state during the analysis.
+// thread is the state during the analysis of what gets a tree: a thread
+// incarnation or, with Options.ByGoroutine, a goroutine.
 type thread struct {
 	key   threadKey
 	name  string
@@ -68,21 +77,47 @@ type thread struct {
 	onLoc  map[uint32]int
 	onFunc map[Func]int
 
-	// open: an interval is being measured since the event at last (of
-	// kind lastEntry). Between events of a thread it is always open,
-	// except outside the Root subgraph.
+	// Seed 000's read-and-reset: the metrics are measured from the
+	// thread's baseline (begin), and each event closes the open interval
+	// since the previous one (last; lastEntry its kind when events > 0),
+	// charging the pending deltas to the call then current. The end of
+	// the recording closes the last interval. Outside the Root subgraph
+	// no interval is open.
 	open      bool
+	begin     uint64
 	last      uint64
 	lastEntry bool
-	first     uint64
+	first     uint64 // the first event's time
+	lastEvent uint64
 	events    uint64
+	latest    uint64 // the time of its latest record
+	end       uint64 // where the sweep closed it
 
-	off      bool // switched out since offSince
+	off      bool // not running since offSince (switched out, or parked)
 	offSince uint64
 	pend     pending
 
+	// os is the thread it belongs to or, for a goroutine, the thread
+	// that ran it last; ran lists the tids of those that ran it. A
+	// parked goroutine's thread switched to another one at parkedSince.
+	os          *osThread
+	ran         []uint32
+	parked      bool
+	parkedSince uint64
+
 	repairs Repairs
 	flow    []FlowEvent
+}
+
+// osThread is the scheduling state of a thread incarnation: whether it
+// is switched out, and which goroutine it runs.
+type osThread struct {
+	key threadKey
+	mt  *model.Thread // nil when the trace does not know the thread
+	own *thread       // its records while it runs no goroutine
+	cur *thread       // the goroutine it runs (ByGoroutine); nil before its first
+	off bool          // switched out
+	end uint64        // its exit, or the end of the recording
 }
 
 // analysis is the state of one pass over a profile.
@@ -93,32 +128,45 @@ type analysis struct {
 	ovh  [trace.Transitions]float64
 	cal  *trace.Calibration
 	cpu  bool // the recording has context switches
+	// start and end bound the recording: the header's start (else its
+	// first record), and its End (or last record).
+	start, end uint64
 
 	funcs  []Func // by location id, filled on first use
 	known  []bool
 	stacks map[uint32][]Func // sample stack id -> functions, outermost first
 
-	threads map[threadKey]*thread
-	order   []*thread
+	os         map[threadKey]*osThread // nil for a filtered-out thread
+	goroutines map[threadKey]*thread
+	// recent is, per pid and tid, the incarnation of the latest record
+	// and the times it stays so: records come in time order.
+	recent map[[2]uint32]incarnation
+	order  []*thread // in order of creation
 
 	dropped     uint64
 	rootEntered bool
 }
 
 func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
-	if len(p.Events) == 0 {
-		return nil, ErrNoEvents
+	if o.ByGoroutine && len(p.GoIDs) == 0 {
+		return nil, ErrNoGoroutines
+	}
+	if err := CheckThreadPattern(o.Thread); err != nil {
+		return nil, err
 	}
 	a := &analysis{
-		p:       p,
-		o:       o,
-		flow:    flow,
-		cpu:     len(p.Switches) > 0,
-		funcs:   make([]Func, len(p.Locations)),
-		known:   make([]bool, len(p.Locations)),
-		stacks:  map[uint32][]Func{},
-		threads: map[threadKey]*thread{},
+		p:          p,
+		o:          o,
+		flow:       flow,
+		cpu:        len(p.Switches) > 0,
+		funcs:      make([]Func, len(p.Locations)),
+		known:      make([]bool, len(p.Locations)),
+		stacks:     map[uint32][]Func{},
+		os:         map[threadKey]*osThread{},
+		goroutines: map[threadKey]*thread{},
+		recent:     map[[2]uint32]incarnation{},
 	}
+	a.start, a.end = bounds(p)
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
 		if err := checkCalibration(c); err != nil {
 			return nil, err
@@ -138,89 +186,267 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		}
 	}
 	a.run()
-	for _, th := range a.order {
-		a.finish(th)
-	}
+	a.sweep()
 	return a, nil
 }
 
-// run merges the time-sorted events, switches, adjustments and samples
-// and hands each to its thread. At equal times an adjustment comes
-// first, then a switch, an event and a sample: the profiler's pause and a
-// switch-in precede the event that follows them.
-func (a *analysis) run() {
-	p := a.p
-	var ie, is, ia, ix int
-	for {
-		var t uint64
-		which := -1
-		if ia < len(p.Adjusts) {
-			t, which = p.Adjusts[ia].Time, 0
-		}
-		if is < len(p.Switches) && (which < 0 || p.Switches[is].Time < t) {
-			t, which = p.Switches[is].Time, 1
-		}
-		if ie < len(p.Events) && (which < 0 || p.Events[ie].Time < t) {
-			t, which = p.Events[ie].Time, 2
-		}
-		if ix < len(p.Samples) && (which < 0 || p.Samples[ix].Time < t) {
-			which = 3
-		}
-		switch which {
-		case -1:
-			return
-		case 0:
-			r := &p.Adjusts[ia]
-			ia++
-			if th := a.thread(r.PID, r.TID, r.Time, false); th != nil {
-				a.adjust(th, r)
+// bounds returns when the recording of p started and ended: the header's
+// start and the End record, else the first and last records (a trace cut
+// short has no End).
+func bounds(p *model.Profile) (start, end uint64) {
+	first := true
+	span := func(n int, at func(int) uint64) {
+		if n > 0 {
+			if first || at(0) < start {
+				start, first = at(0), false
 			}
-		case 1:
-			r := &p.Switches[is]
-			is++
-			if th := a.thread(r.PID, r.TID, r.Time, false); th != nil {
-				a.switched(th, r)
-			}
-		case 2:
-			r := &p.Events[ie]
-			ie++
-			if th := a.thread(r.PID, r.TID, r.Time, true); th != nil {
-				a.event(th, r)
-			}
-		case 3:
-			r := &p.Samples[ix]
-			ix++
-			if th := a.thread(r.PID, r.TID, r.Time, true); th != nil {
-				a.sample(th, r)
-			}
+			end = max(end, at(n-1))
 		}
+	}
+	span(len(p.Events), func(i int) uint64 { return p.Events[i].Time })
+	span(len(p.Switches), func(i int) uint64 { return p.Switches[i].Time })
+	span(len(p.Samples), func(i int) uint64 { return p.Samples[i].Time })
+	span(len(p.Adjusts), func(i int) uint64 { return p.Adjusts[i].Time })
+	span(len(p.IRQs), func(i int) uint64 { return p.IRQs[i].Time })
+	span(len(p.GoIDs), func(i int) uint64 { return p.GoIDs[i].Time })
+	if p.Header.StartNS > 0 {
+		start = p.Header.StartNS
+	}
+	if p.End != nil {
+		end = max(end, p.End.Time)
+	}
+	for _, t := range p.Threads {
+		end = max(end, t.Start, t.End)
+	}
+	return start, end
+}
+
+// stream is one of the time-sorted record slices run merges.
+type stream struct {
+	n  int
+	at func(i int) uint64
+	do func(i int)
+}
+
+// streamOf makes the stream of records rs: of record r, key returns the
+// time, pid, tid and whether it is a switch-in; do handles it with its
+// thread's state, unless that thread is filtered out.
+func streamOf[R any](a *analysis, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
+	return stream{
+		n:  len(rs),
+		at: func(i int) uint64 { t, _, _, _ := key(&rs[i]); return t },
+		do: func(i int) {
+			t, pid, tid, in := key(&rs[i])
+			if os := a.osThread(pid, tid, t, in); os != nil {
+				do(os, &rs[i])
+			}
+		},
 	}
 }
 
-// thread returns the state of the incarnation of pid/tid alive at time t,
-// creating it if create is set, or nil if it is filtered out (or does not
-// exist and create is false).
-func (a *analysis) thread(pid, tid uint32, t uint64, create bool) *thread {
-	if !a.o.match(pid, tid) {
-		return nil
+// run merges the time-sorted records and hands each to its thread or
+// goroutine. At equal times an adjustment comes first, then a switch, a
+// goroutine switch, an interrupt, an event and a sample: the profiler's
+// pause, a switch-in and an interrupt that ended then precede the event
+// that follows them.
+func (a *analysis) run() {
+	p := a.p
+	var goids []model.GoID // by thread, goroutine switches change nothing
+	if a.o.ByGoroutine {
+		goids = p.GoIDs
 	}
-	k := threadKey{pid: pid, tid: tid}
+	streams := []stream{
+		streamOf(a, p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
+			func(os *osThread, r *model.Adjust) { a.adjust(a.owner(os, r.Time), r) }),
+		streamOf(a, p.Switches, func(r *model.Switch) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, !r.Out },
+			func(os *osThread, r *model.Switch) {
+				th := a.owner(os, r.Time)
+				os.off = r.Out
+				a.switched(th, r)
+			}),
+		streamOf(a, goids, func(r *model.GoID) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
+			a.goSwitch),
+		streamOf(a, p.IRQs, func(r *model.IRQ) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
+			func(os *osThread, r *model.IRQ) { a.irq(a.owner(os, r.Time), r) }),
+		streamOf(a, p.Events, func(r *model.Event) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
+			func(os *osThread, r *model.Event) {
+				th := a.owner(os, r.Time)
+				os.off = false // the thread runs the probe
+				a.event(th, r)
+			}),
+		streamOf(a, p.Samples, func(r *model.Sample) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
+			func(os *osThread, r *model.Sample) { a.sample(a.owner(os, r.Time), r) }),
+	}
+	next := make([]int, len(streams))
+	for {
+		best, t := -1, uint64(0)
+		for k := range streams {
+			if s := &streams[k]; next[k] < s.n && (best < 0 || s.at(next[k]) < t) {
+				best, t = k, s.at(next[k])
+			}
+		}
+		if best < 0 {
+			return
+		}
+		streams[best].do(next[best])
+		next[best]++
+	}
+}
+
+// incarnation is the state of a thread incarnation, which records of
+// its tid from time from until time until belong to.
+type incarnation struct {
+	os          *osThread
+	from, until uint64
+}
+
+// osThread returns the state of the incarnation of pid/tid that a record
+// at time t belongs to, creating it (switched out when in: its first
+// record is a switch-in), or nil if o filters it out.
+func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
+	k := [2]uint32{pid, tid}
+	if c, ok := a.recent[k]; ok && c.from <= t && t < c.until {
+		return c.os
+	}
 	mt := a.p.ThreadAt(pid, tid, t)
+	c := incarnation{os: a.osThreadOf(pid, tid, mt, in), until: math.MaxUint64}
+	if mt != nil {
+		if mt.Start <= t {
+			c.from = mt.Start
+		}
+		if next := a.next(mt); next != nil {
+			c.until = next.Start
+		}
+	}
+	a.recent[k] = c
+	return c.os
+}
+
+// osThreadOf is osThread for incarnation mt (nil when the trace lacks
+// the thread).
+func (a *analysis) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThread {
+	k := threadKey{pid: pid, tid: tid}
 	if mt != nil {
 		k.start = mt.Start
 	}
-	th := a.threads[k]
-	if th == nil && create {
-		name := "[unknown]"
-		if mt != nil && mt.Name != "" {
-			name = mt.Name
+	os, ok := a.os[k]
+	if !ok {
+		if a.o.match(pid, tid, mt) {
+			os = &osThread{key: k, mt: mt, off: in, end: a.threadEnd(mt)}
 		}
-		th = &thread{key: k, name: name, onLoc: map[uint32]int{}, onFunc: map[Func]int{}}
-		th.nodes = append(th.nodes, node{fn: Func{Name: fmt.Sprintf("%s_%d", name, tid)}})
-		a.threads[k] = th
-		a.order = append(a.order, th)
+		a.os[k] = os
 	}
+	return os
+}
+
+// threadEnd is when incarnation mt (nil if unknown) ended: its exit,
+// else the creation of the next incarnation of its tid (its exit was
+// lost), else the end of the recording.
+func (a *analysis) threadEnd(mt *model.Thread) uint64 {
+	if mt == nil {
+		return a.end
+	}
+	if mt.End > 0 {
+		return mt.End
+	}
+	if next := a.next(mt); next != nil {
+		return next.Start
+	}
+	return a.end
+}
+
+// next returns the incarnation of mt's tid created after it, or nil.
+func (a *analysis) next(mt *model.Thread) *model.Thread {
+	ts := a.p.Threads
+	i, _ := slices.BinarySearchFunc(ts, mt, func(t, k *model.Thread) int {
+		return cmp.Or(cmp.Compare(t.PID, k.PID), cmp.Compare(t.TID, k.TID), cmp.Compare(t.Start, k.Start))
+	})
+	for ; i < len(ts) && ts[i].PID == mt.PID && ts[i].TID == mt.TID; i++ {
+		if ts[i].Start > mt.Start {
+			return ts[i]
+		}
+	}
+	return nil
+}
+
+// owner returns what the records of os at time t belong to: the
+// goroutine it runs or, before it ran any, the thread itself, whose
+// state is created then with its baseline.
+func (a *analysis) owner(os *osThread, t uint64) *thread {
+	th := os.cur
+	if th == nil {
+		th = a.own(os, t)
+	}
+	th.latest = max(th.latest, t)
 	return th
+}
+
+// own returns the state of thread os itself, creating it at t with its
+// baseline.
+func (a *analysis) own(os *osThread, t uint64) *thread {
+	if os.own == nil {
+		name := "[unknown]"
+		if os.mt != nil && os.mt.Name != "" {
+			name = os.mt.Name
+		}
+		os.own = a.newThread(os.key, name, fmt.Sprintf("%s_%d", name, os.key.tid), a.baseline(os.mt, t))
+		os.own.os = os
+		os.own.off = os.off
+	}
+	return os.own
+}
+
+// baseline is when the metrics of incarnation mt (nil if unknown),
+// whose first record is at t, start to count: its creation, else the
+// start of recording.
+func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
+	b := a.start
+	if mt != nil && mt.Start > 0 {
+		b = mt.Start
+	}
+	return min(b, t)
+}
+
+// newThread creates the state of what gets a tree, measured from begin.
+func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thread {
+	th := &thread{key: k, name: name, onLoc: map[uint32]int{}, onFunc: map[Func]int{},
+		open: a.o.Root == "", begin: begin, last: begin, offSince: begin}
+	th.nodes = append(th.nodes, node{fn: Func{Name: root}})
+	a.order = append(a.order, th)
+	return th
+}
+
+// goSwitch handles thread os switching to goroutine g: the goroutine (or
+// the thread's own records) it ran before is parked, and g runs, on CPU
+// or not as the thread is.
+func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
+	k := threadKey{pid: os.key.pid, goid: g.GoID, goroutine: true}
+	next := a.goroutines[k]
+	if next == nil {
+		name := fmt.Sprintf("goroutine %d", g.GoID)
+		next = a.newThread(k, name, name, g.Time)
+		a.goroutines[k] = next
+	}
+	prev := os.cur
+	if prev == nil {
+		prev = os.own
+	}
+	if prev == next {
+		return
+	}
+	if prev != nil {
+		prev.stop(g.Time)
+		prev.parked, prev.parkedSince = true, g.Time
+	}
+	os.cur, next.os, next.parked = next, os, false
+	if !slices.Contains(next.ran, os.key.tid) {
+		next.ran = append(next.ran, os.key.tid)
+	}
+	if os.off {
+		next.stop(g.Time)
+	} else {
+		next.resume(g.Time)
+	}
 }
 
 // fn returns the function of location id: its physical function, the
@@ -312,29 +538,54 @@ func (th *thread) offSegment(t uint64) (uint64, uint64) {
 
 // switched handles a context switch of th.
 func (a *analysis) switched(th *thread, s *model.Switch) {
-	if s.Out {
-		if th.off {
-			return // a switch-in was lost; the first switch-out stands
-		}
-		th.off, th.offSince = true, s.Time
-		if th.open && a.inside(th) {
-			th.pend.dispatches++
-			if s.Preempt {
-				th.pend.invol++
-			}
-		}
+	if !s.Out {
+		th.resume(s.Time)
 		return
 	}
+	if th.off {
+		return // a switch-in was lost; the first switch-out stands
+	}
+	th.stop(s.Time)
+	if th.open {
+		th.pend.dispatches++
+		if s.Preempt {
+			th.pend.invol++
+		}
+	}
+}
+
+// stop marks th as not running from t, if it was.
+func (th *thread) stop(t uint64) {
+	if !th.off {
+		th.off, th.offSince = true, t
+	}
+}
+
+// resume marks th as running again at t: the off-CPU segment that ends
+// then leaves its open interval's CPU time.
+func (th *thread) resume(t uint64) {
 	if !th.off {
 		return
 	}
 	if th.open {
-		if b, e := th.offSegment(s.Time); e > b {
+		if b, e := th.offSegment(t); e > b {
 			th.pend.off += e - b
 			th.pend.segs = append(th.pend.segs, b, e)
 		}
 	}
 	th.off = false
+}
+
+// irq handles an interrupt handled while th ran: counted in the open
+// interval, with the part of its time inside it.
+func (a *analysis) irq(th *thread, q *model.IRQ) {
+	if !th.open {
+		return
+	}
+	th.pend.irqs++
+	if b := max(th.last, q.Time-min(q.Duration, q.Time)); q.Time > b {
+		th.pend.irqNS += q.Time - b
+	}
 }
 
 // adjust handles time th lost in the profiler: the pause ended at r.Time
@@ -372,10 +623,12 @@ func (a *analysis) adjust(th *thread, r *model.Adjust) {
 	th.pend.adjCPU += we - ws - off
 }
 
-// closeInterval ends th's open interval at time t, at an event (an entry
-// when entry), and charges it to the current node. It returns the
-// interval's metrics, samples included.
-func (a *analysis) closeInterval(th *thread, t uint64, entry bool) Metrics {
+// closeInterval ends th's open interval at time t and charges it to the
+// current node. kind is the transition between the events at its ends,
+// whose probe cost calibration removes, or -1 when one end is not an
+// event (the thread's baseline, its end). It returns the interval's
+// metrics, samples included.
+func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
 	off := th.pend.off
@@ -384,27 +637,31 @@ func (a *analysis) closeInterval(th *thread, t uint64, entry bool) Metrics {
 	}
 	off = min(off, raw)
 	cpuRaw := raw - off
-	var wall, cpu float64
-	if a.o.Raw {
-		wall, cpu = float64(raw), float64(cpuRaw)
-	} else {
-		ovh := a.ovh[Transition(th.lastEntry, entry)]
-		wall = max(0, float64(raw-min(th.pend.adjWall, raw))-ovh)
-		cpu = max(0, float64(cpuRaw-min(th.pend.adjCPU, cpuRaw))-ovh)
+	irq := min(th.pend.irqNS, raw)
+	var adjWall, adjCPU uint64
+	var ovh float64
+	if !a.o.Raw {
+		adjWall, adjCPU = th.pend.adjWall, th.pend.adjCPU
+		if kind >= 0 {
+			ovh = a.ovh[kind]
+		}
 	}
-	if !a.cpu {
-		cpu = 0
+	if a.o.ExcludeInterrupts {
+		adjWall += irq
+		adjCPU += irq
 	}
+	wall := max(0, float64(raw-min(adjWall, raw))-ovh)
+	cpu := max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
 	m := Metrics{
 		WallNS:      wall,
 		WallNSRaw:   raw,
 		DeltaNS:     float64(raw) - wall,
-		CPUNS:       cpu,
-		Dispatches:  th.pend.dispatches,
-		Involuntary: th.pend.invol,
+		Interrupts:  th.pend.irqs,
+		InterruptNS: irq,
 	}
-	if !a.cpu {
-		m.Dispatches, m.Involuntary = 0, 0
+	if a.cpu {
+		m.CPUNS = cpu
+		m.Dispatches, m.Voluntary, m.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
 	}
 	th.nodes[th.current()].base.Add(m)
 	if n := len(th.stack); n > 0 {
@@ -412,6 +669,7 @@ func (a *analysis) closeInterval(th *thread, t uint64, entry bool) Metrics {
 	}
 	m.Samples = th.pend.samples
 	th.pend = pending{segs: th.pend.segs[:0]}
+	th.last = t
 	return m
 }
 
@@ -426,15 +684,20 @@ func (a *analysis) event(th *thread, e *model.Event) {
 	}
 	var d Metrics
 	if th.open {
-		d = a.closeInterval(th, e.Time, e.Entry)
+		kind := -1
+		if th.events > 0 {
+			kind = Transition(th.lastEntry, e.Entry)
+		}
+		d = a.closeInterval(th, e.Time, kind)
 	} else {
 		th.pend = pending{segs: th.pend.segs[:0]}
+		th.last = max(e.Time, th.last)
 	}
 	if th.events == 0 {
 		th.first = e.Time
 	}
 	th.events++
-	th.open, th.last, th.lastEntry = true, max(e.Time, th.last), e.Entry
+	th.open, th.lastEntry, th.lastEvent = true, e.Entry, th.last
 	th.off = false // the thread runs the probe
 
 	if e.Entry {
@@ -557,34 +820,66 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 	}
 }
 
-// finish closes the calls still open at the end of th's events: they end
-// at its last event.
-func (a *analysis) finish(th *thread) {
-	for len(th.stack) > 0 {
-		th.repairs.Unclosed++
-		a.pop(th, th.last, FlowUnclosed, Metrics{})
+// sweep applies, at the end of the recording, every thread's pending
+// deltas (seed 000's non-zero list): each open interval closes at its
+// thread's end, charged to the call then current, and the calls still
+// open end there. A thread the recording saw no record of has its
+// lifetime, off CPU: nothing says it ran.
+func (a *analysis) sweep() {
+	if !a.o.ByGoroutine {
+		for _, mt := range a.p.Threads {
+			if os := a.osThreadOf(mt.PID, mt.TID, mt, true); os != nil && os.own == nil {
+				a.own(os, os.end)
+			}
+		}
 	}
-	th.open = false
+	for _, th := range a.order {
+		th.end = a.endOf(th)
+		if th.open {
+			d := a.closeInterval(th, th.end, -1)
+			if a.flow && th.events > 0 {
+				n := &th.nodes[th.current()]
+				th.flow = append(th.flow, FlowEvent{TimeNS: th.end, Kind: FlowEnd, Level: n.level,
+					Name: n.fn.Name, Module: n.fn.Module, Delta: d})
+			}
+		}
+		for len(th.stack) > 0 {
+			th.repairs.Unclosed++
+			a.pop(th, th.end, FlowUnclosed, Metrics{})
+		}
+		th.open = false
+	}
+}
+
+// endOf is when th's metrics stop counting: when its thread exited or
+// the recording ended or, for a parked goroutine (or a thread's records
+// before its goroutines), when its thread last switched away from it;
+// never before its last record.
+func (a *analysis) endOf(th *thread) uint64 {
+	end := th.os.end
+	if th.parked {
+		end = th.parkedSince
+	}
+	return max(end, th.last, th.latest)
 }
 
 // result turns the analysis into a Result.
 func (a *analysis) result() *Result {
 	r := &Result{
-		Calibration: a.cal,
-		Raw:         a.o.Raw,
-		Root:        a.o.Root,
-		CPUMeasured: a.cpu,
-		Dropped:     a.dropped,
-		Processes:   []Process{},
-		Warnings:    []string{},
+		Calibration:        a.cal,
+		Raw:                a.o.Raw,
+		Root:               a.o.Root,
+		CPUMeasured:        a.cpu,
+		InterruptsMeasured: len(a.p.IRQs) > 0,
+		ExcludeInterrupts:  a.o.ExcludeInterrupts,
+		ByGoroutine:        a.o.ByGoroutine,
+		Dropped:            a.dropped,
+		Processes:          []Process{},
+		Warnings:           []string{},
 	}
-	threads := slices.Clone(a.order)
-	slices.SortFunc(threads, func(x, y *thread) int {
-		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid), cmp.Compare(x.key.start, y.key.start))
-	})
-	for _, th := range threads {
-		if th.events == 0 && len(th.nodes) == 1 {
-			continue // nothing of it was analysed (outside Root)
+	for _, th := range a.sorted() {
+		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
+			continue // nothing of it was measured (outside Root, or no time)
 		}
 		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != th.key.pid {
 			name := "[unknown]"
@@ -599,12 +894,17 @@ func (a *analysis) result() *Result {
 			TID:     th.key.tid,
 			Start:   th.key.start,
 			Name:    th.name,
+			BeginNS: th.begin,
+			EndNS:   th.end,
 			Events:  th.events,
 			Repairs: th.repairs,
 			Root:    th.tree(0),
 		}
+		if th.key.goroutine {
+			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
+		}
 		if th.events > 0 {
-			t.FirstNS, t.LastNS = th.first, th.last
+			t.FirstNS, t.LastNS = th.first, th.lastEvent
 		}
 		pr.Threads = append(pr.Threads, t)
 		pr.Total.Add(t.Root.Cum)
@@ -618,6 +918,17 @@ func (a *analysis) result() *Result {
 	}
 	r.Warnings = a.warnings(r)
 	return r
+}
+
+// sorted returns the threads by PID, goroutines (TID 0) first by id,
+// then threads by TID and Start.
+func (a *analysis) sorted() []*thread {
+	threads := slices.Clone(a.order)
+	slices.SortFunc(threads, func(x, y *thread) int {
+		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid),
+			cmp.Compare(x.key.start, y.key.start), cmp.Compare(x.key.goid, y.key.goid))
+	})
+	return threads
 }
 
 // tree converts node i of th and its descendants to a Node.
@@ -663,14 +974,19 @@ func (a *analysis) mismatched() bool {
 // warnings returns the sentences about what is missing or repaired.
 func (a *analysis) warnings(r *Result) []string {
 	w := []string{}
-	if c := a.p.Header.Calibration; c == nil && !a.o.Raw {
-		w = append(w, "the trace has no calibration: times include the probes' own cost (run `trueprof calibrate` before recording)")
-	} else if !a.o.Raw && a.mismatched() {
-		w = append(w, fmt.Sprintf("the calibration was measured for mechanism %q but the recording used %q: it is not applied, times include the probes' own cost",
-			c.Mechanism, a.p.Header.Instrument))
+	if c := a.p.Header.Calibration; len(a.p.Events) > 0 && !a.o.Raw {
+		if c == nil {
+			w = append(w, "the trace has no calibration: times include the probes' own cost (run `trueprof calibrate` before recording)")
+		} else if a.mismatched() {
+			w = append(w, fmt.Sprintf("the calibration was measured for mechanism %q but the recording used %q: it is not applied, times include the probes' own cost",
+				c.Mechanism, a.p.Header.Instrument))
+		}
 	}
 	if !a.cpu {
 		w = append(w, "the trace has no context switches: cpu_ns and dispatches are not measured")
+	}
+	if a.o.ExcludeInterrupts && len(a.p.IRQs) == 0 {
+		w = append(w, "the trace has no interrupt records: excluding interrupts removed nothing")
 	}
 	if r.Dropped > 0 {
 		w = append(w, fmt.Sprintf("%d events were DROPPED by the recorder: calls and times around them are wrong", r.Dropped))
@@ -682,7 +998,7 @@ func (a *analysis) warnings(r *Result) []string {
 		w = append(w, fmt.Sprintf("%d exits matched no open call and were ignored", n))
 	}
 	if n := r.Repairs.Unclosed; n > 0 {
-		w = append(w, fmt.Sprintf("%d calls were still open at the end and end at their thread's last event", n))
+		w = append(w, fmt.Sprintf("%d calls were still open at the end and end when their thread did (exit or end of recording)", n))
 	}
 	if a.o.Root != "" && !a.rootEntered {
 		w = append(w, fmt.Sprintf("the root function %q was never entered by a selected thread", a.o.Root))

@@ -1,11 +1,6 @@
 package instr
 
-import (
-	"cmp"
-	"slices"
-
-	"trueprof/internal/model"
-)
+import "trueprof/internal/model"
 
 // FlowKind says what a callflow line is.
 type FlowKind string
@@ -21,9 +16,15 @@ const (
 	// FlowUnmatched is an exit that matched no open call and was ignored
 	// (its Delta still ends the interval before it).
 	FlowUnmatched FlowKind = "exit-unmatched"
-	// FlowUnclosed is a call still open when the thread's events ended,
-	// closed at its last event (synthesised, zero Delta).
+	// FlowUnclosed is a call still open when the thread ended, closed
+	// then (synthesised, zero Delta; the FlowEnd line before it has the
+	// interval).
 	FlowUnclosed FlowKind = "exit-end"
+	// FlowEnd is the thread's end (its exit, or the end of the
+	// recording): its Delta is the interval since the last event, which
+	// would otherwise be lost; Level, Name and Module are those of the
+	// call then current (the thread's root outside any call).
+	FlowEnd FlowKind = "end"
 )
 
 // FlowEvent is one line of a callflow (seed 004's log-gen): an event of a
@@ -38,39 +39,43 @@ type FlowEvent struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
 	// Delta is the interval that ended at this event: raw and calibrated
-	// wall time, CPU time, dispatches and samples taken in it. Zero for
-	// the thread's first event (nothing was measured before it) and for
-	// synthesised lines.
+	// wall time, CPU time, dispatches, interrupts and samples taken in
+	// it; for the thread's first event, since its baseline (its creation
+	// or the start of recording). Zero for synthesised lines.
 	Delta Metrics `json:"delta"`
 }
 
-// FlowThread is the callflow of one thread incarnation.
+// FlowThread is the callflow of one thread incarnation or, with
+// Options.ByGoroutine, goroutine (Goroutine set, TID 0).
 type FlowThread struct {
-	PID    uint32      `json:"pid"`
-	TID    uint32      `json:"tid"`
-	Start  uint64      `json:"start_ns"` // as Thread.Start
-	Name   string      `json:"name"`
-	Events []FlowEvent `json:"events"` // in time order; never null
+	PID       uint32      `json:"pid"`
+	TID       uint32      `json:"tid"`
+	Start     uint64      `json:"start_ns"` // as Thread.Start
+	Name      string      `json:"name"`
+	Goroutine *uint64     `json:"goroutine,omitempty"`
+	Events    []FlowEvent `json:"events"` // in time order; never null
 }
 
-// Callflow returns, per thread (sorted by PID, TID and Start), the ordered
-// entries and exits that Build would analyse with the same Options, each
-// with the metrics of the interval before it. Repairs appear as
-// synthesised lines. Threads without events are left out.
+// Callflow returns, per thread (sorted by PID, then goroutines by id,
+// then TID and Start), the ordered entries and exits that Build would analyse
+// with the same Options, each with the metrics of the interval before it,
+// and the thread's end. Repairs appear as synthesised lines. Threads
+// without events are left out.
 func Callflow(p *model.Profile, o Options) ([]FlowThread, error) {
 	a, err := analyse(p, o, true)
 	if err != nil {
 		return nil, err
 	}
 	out := []FlowThread{}
-	for _, th := range a.order {
+	for _, th := range a.sorted() {
 		if len(th.flow) == 0 {
 			continue
 		}
-		out = append(out, FlowThread{PID: th.key.pid, TID: th.key.tid, Start: th.key.start, Name: th.name, Events: th.flow})
+		ft := FlowThread{PID: th.key.pid, TID: th.key.tid, Start: th.key.start, Name: th.name, Events: th.flow}
+		if th.key.goroutine {
+			ft.Goroutine = &th.key.goid
+		}
+		out = append(out, ft)
 	}
-	slices.SortFunc(out, func(x, y FlowThread) int {
-		return cmp.Or(cmp.Compare(x.PID, y.PID), cmp.Compare(x.TID, y.TID), cmp.Compare(x.Start, y.Start))
-	})
 	return out, nil
 }

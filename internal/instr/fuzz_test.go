@@ -27,7 +27,7 @@ func fuzzProfile(data []byte) *model.Profile {
 		op, arg, dt := data[i], uint32(data[i+1]), uint64(data[i+2])
 		now += dt
 		tid := uint32(1 + op%3)
-		switch op / 3 % 6 {
+		switch op / 3 % 8 {
 		case 0, 1:
 			p.Events = append(p.Events, model.Event{Time: now, PID: 1, TID: tid, Entry: op/3%6 == 0, Function: arg % 6})
 		case 2:
@@ -38,6 +38,10 @@ func fuzzProfile(data []byte) *model.Profile {
 			p.Samples = append(p.Samples, model.Sample{Time: now, PID: 1, TID: tid, Stack: arg % 6})
 		case 5:
 			p.Events = append(p.Events, model.Event{Time: now, PID: 1, TID: tid, Entry: arg%2 == 0, Function: 1 + arg%3})
+		case 6:
+			p.IRQs = append(p.IRQs, model.IRQ{Time: now, PID: 1, TID: tid, Soft: arg%2 == 0, Duration: uint64(arg)})
+		case 7:
+			p.GoIDs = append(p.GoIDs, model.GoID{Time: now, PID: 1, TID: tid, GoID: uint64(arg % 4)})
 		}
 	}
 	slices.SortStableFunc(p.Samples, func(x, y model.Sample) int { return cmp.Compare(x.Time, y.Time) })
@@ -48,23 +52,30 @@ func FuzzBuild(f *testing.F) {
 	f.Add([]byte{0, 1, 5, 0, 2, 5, 3, 1, 5, 3, 2, 5})
 	f.Add([]byte{15, 1, 10, 15, 2, 3, 16, 0, 4, 9, 200, 1, 6, 1, 9, 12, 0, 1, 3, 3, 3})
 	f.Add([]byte{0, 1, 1, 1, 2, 1, 2, 3, 1, 4, 4, 1, 5, 5, 1, 6, 6, 1, 7, 7, 1, 8, 8, 1})
+	// A goroutine taken by another thread without a switch away from the
+	// first, which then has a profiler pause.
+	f.Add([]byte("00\xcd00x.0\xc3_00\xef10710000\"00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := fuzzProfile(data)
 		if len(p.Events) == 0 {
 			return
 		}
-		for _, raw := range []bool{false, true} {
-			r, err := instr.Build(p, instr.Options{Raw: raw})
+		for _, o := range []instr.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {ByGoroutine: true}} {
+			if o.ByGoroutine && len(p.GoIDs) == 0 {
+				continue
+			}
+			r, err := instr.Build(p, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkTree(t, "fuzz", p, r, raw)
+			checkTree(t, "fuzz", p, r, o)
 			checkFunctions(t, "fuzz", r)
-			checkCallflow(t, "fuzz", p, r, instr.Options{Raw: raw})
+			checkCallflow(t, "fuzz", p, r, o)
 			if _, err := json.Marshal(r); err != nil {
 				t.Fatal(err)
 			}
 		}
+		checkLifetimes(t, "fuzz", p)
 		if _, err := instr.Build(p, instr.Options{Root: "g"}); err != nil && !errors.Is(err, instr.ErrRootNotFound) {
 			t.Fatal(err)
 		}

@@ -3,21 +3,24 @@ package instr
 import (
 	"errors"
 	"fmt"
+	"path"
+	"strconv"
 
+	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
 
 // Errors returned by Build and Callflow.
 var (
-	// ErrNoEvents: the profile has no function events; it is not an
-	// instrumented recording.
-	ErrNoEvents = errors.New("no function entry/exit events: not an instrumented recording")
 	// ErrRootNotFound: Options.Root names no function seen in the events.
 	// It is wrapped with the name.
 	ErrRootNotFound = errors.New("root function not found in the events")
 	// ErrBadCalibration: the header's calibration has a negative or
 	// non-finite overhead. It is wrapped with the offending value.
 	ErrBadCalibration = errors.New("bad calibration")
+	// ErrNoGoroutines: Options.ByGoroutine on a recording without
+	// goroutine switches (not a Go target, or recorded without them).
+	ErrNoGoroutines = errors.New("the recording has no goroutine switches (GoID records)")
 )
 
 // Options select what Build and Callflow analyse. The zero Options
@@ -36,11 +39,60 @@ type Options struct {
 	// process and/or thread.
 	PID, TID       uint32
 	HasPID, HasTID bool
+	// Thread, when not empty, keeps only the thread incarnations it
+	// names (see MatchThread): a thread is often known by its name
+	// rather than by a tid that changes from run to run.
+	Thread string
+	// ByGoroutine analyses each goroutine of a Go target as a thread of
+	// its own: a goroutine moves between OS threads, so only a shadow
+	// stack per goroutine sees its calls return. A thread's records
+	// belong to the goroutine it last switched to (model.GoID); those
+	// from before its first switch stay the thread's. Build fails with
+	// ErrNoGoroutines when the recording has no goroutine switches.
+	ByGoroutine bool
+	// ExcludeInterrupts removes the time of the interrupts handled while
+	// a thread ran (model.IRQ) from its wall and CPU time, as it removes
+	// the profiler's pauses: they land at random, so repeatable
+	// measurements leave them out (seed 004 §3). Removing them from both
+	// keeps wall − CPU the time the thread was blocked or waiting.
+	ExcludeInterrupts bool
 }
 
-// match reports whether thread tid of process pid passes o's filters.
-func (o *Options) match(pid, tid uint32) bool {
-	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID)
+// match reports whether the records of thread tid of process pid,
+// incarnation mt (nil when the trace lacks it), pass o's filters.
+func (o *Options) match(pid, tid uint32, mt *model.Thread) bool {
+	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID) && (o.Thread == "" || MatchThread(o.Thread, tid, mt))
+}
+
+// MatchThread reports whether pattern names thread tid, incarnation mt
+// (nil when the trace does not know it): a decimal number names the
+// thread with that tid, anything else is a path.Match glob that one of
+// its names must match. The reports and exports select threads with it
+// so that every view of a trace keeps the same ones.
+func MatchThread(pattern string, tid uint32, mt *model.Thread) bool {
+	if n, err := strconv.ParseUint(pattern, 10, 32); err == nil {
+		return uint32(n) == tid
+	}
+	if mt == nil {
+		return false
+	}
+	for _, name := range mt.Names {
+		if ok, _ := path.Match(pattern, name); ok {
+			return true
+		}
+	}
+	ok, _ := path.Match(pattern, mt.Name)
+	return ok
+}
+
+// CheckThreadPattern returns an error wrapping path.ErrBadPattern when
+// pattern is not a valid MatchThread pattern; MatchThread matches
+// nothing with it.
+func CheckThreadPattern(pattern string) error {
+	if _, err := path.Match(pattern, ""); err != nil {
+		return fmt.Errorf("thread pattern %q: %w", pattern, err)
+	}
+	return nil
 }
 
 // Func identifies a function by name and module, as the sampling reports
@@ -78,10 +130,19 @@ type Metrics struct {
 	// (Result.CPUMeasured).
 	CPUNS float64 `json:"cpu_ns"`
 	// Dispatches counts the times the thread was switched out of its CPU
-	// (seed 004's DS); Involuntary counts those that were preemptions.
-	// Dispatches − Involuntary switched out voluntarily (blocked).
+	// (seed 004's DS): Voluntary when it blocked, Involuntary when it was
+	// preempted. Together with wall − CPU they tell blocking from
+	// waiting for a CPU.
 	Dispatches  uint64 `json:"dispatches"`
-	Involuntary uint64 `json:"involuntary"`
+	Voluntary   uint64 `json:"dispatches_voluntary"`
+	Involuntary uint64 `json:"dispatches_involuntary"`
+	// Interrupts counts the hardware interrupts and softirqs handled
+	// while the thread ran (seed 004's IN), InterruptNS their time: the
+	// CPU time they took from the thread, which
+	// Options.ExcludeInterrupts removes from WallNS and CPUNS. Zero when
+	// the recording has none (Result.InterruptsMeasured).
+	Interrupts  uint64 `json:"interrupts"`
+	InterruptNS uint64 `json:"interrupt_ns"`
 	// Samples counts the samples merged into the tree.
 	Samples uint64 `json:"samples"`
 }
@@ -93,7 +154,10 @@ func (m *Metrics) Add(n Metrics) {
 	m.DeltaNS += n.DeltaNS
 	m.CPUNS += n.CPUNS
 	m.Dispatches += n.Dispatches
+	m.Voluntary += n.Voluntary
 	m.Involuntary += n.Involuntary
+	m.Interrupts += n.Interrupts
+	m.InterruptNS += n.InterruptNS
 	m.Samples += n.Samples
 }
 
@@ -143,8 +207,8 @@ type Repairs struct {
 	// thread (recording started inside it, or its entry was lost); they
 	// are ignored, apart from ending an interval.
 	Unmatched uint64 `json:"unmatched"`
-	// Unclosed counts calls still open when their thread's events ended;
-	// they end at the thread's last event.
+	// Unclosed counts calls still open when their thread ended (it
+	// exited, or the recording stopped or was cut short); they end then.
 	Unclosed uint64 `json:"unclosed"`
 }
 
@@ -156,24 +220,39 @@ func (r *Repairs) add(s Repairs) {
 
 // Thread is the call-stack tree of one thread incarnation: a thread id
 // reused after the first thread exited is another Thread (Start tells
-// them apart).
+// them apart). With Options.ByGoroutine it is a goroutine's (Goroutine
+// set), or a thread's records from before it ran any goroutine.
 type Thread struct {
 	PID uint32 `json:"pid"`
+	// TID is the thread's id; 0 for a goroutine.
 	TID uint32 `json:"tid"`
 	// Start is the incarnation's creation time (model.Thread.Start); 0 if
-	// it existed before recording started or is not in the trace.
+	// it existed before recording started, is not in the trace, or is a
+	// goroutine.
 	Start uint64 `json:"start_ns"`
 	Name  string `json:"name"`
+	// Goroutine is the goroutine's id; nil for a thread.
+	Goroutine *uint64 `json:"goroutine,omitempty"`
+	// OSThreads are the tids of the threads a goroutine ran on, in the
+	// order it first ran on them; nil for a thread.
+	OSThreads []uint32 `json:"os_threads,omitempty"`
+	// BeginNS and EndNS bound the time the thread's metrics cover (seed
+	// 000's per-thread baseline, then every delta up to the end): from
+	// its creation, the start of recording or its first record, to its
+	// exit or the end of the recording. A goroutine's run from the
+	// first time a thread ran it to the last time one stopped.
+	BeginNS uint64 `json:"begin_ns"`
+	EndNS   uint64 `json:"end_ns"`
 	// FirstNS and LastNS are the times of the thread's first and last
-	// analysed events; time is measured only between them. Zero if the
-	// thread has only samples.
+	// analysed events; zero if it has none.
 	FirstNS uint64  `json:"first_ns"`
 	LastNS  uint64  `json:"last_ns"`
 	Events  uint64  `json:"events"` // events analysed
 	Repairs Repairs `json:"repairs"`
-	// Root is the thread itself ("name_tid", level 0): its base is the
-	// time between its outermost calls and the samples outside any call;
-	// its cum is the thread's total.
+	// Root is the thread itself ("name_tid", or "goroutine N", level 0):
+	// its base is the time outside its outermost calls (before the first,
+	// between them, after the last) and the samples outside any call; its
+	// cum is the thread's total.
 	Root Node `json:"root"`
 }
 
@@ -182,7 +261,7 @@ type Process struct {
 	PID     uint32   `json:"pid"`
 	Name    string   `json:"name"`
 	Total   Metrics  `json:"total"`   // sum of its threads' root cum
-	Threads []Thread `json:"threads"` // by TID, then Start
+	Threads []Thread `json:"threads"` // goroutines first, by id; then by TID and Start
 }
 
 // Arc is a caller or callee row of a Function: the calls between the two
@@ -236,6 +315,12 @@ type Result struct {
 	// CPUMeasured tells whether the recording has context switches:
 	// without them cpu_ns and dispatches are zero, not measured.
 	CPUMeasured bool `json:"cpu_measured"`
+	// InterruptsMeasured tells whether the recording has interrupts
+	// (IRQ records): without them interrupts are zero, not measured.
+	InterruptsMeasured bool `json:"interrupts_measured"`
+	// ExcludeInterrupts and ByGoroutine are the Options'.
+	ExcludeInterrupts bool `json:"exclude_interrupts"`
+	ByGoroutine       bool `json:"by_goroutine"`
 
 	Total Metrics `json:"total"` // sum of every thread's root cum
 	Calls uint64  `json:"calls"` // entries analysed

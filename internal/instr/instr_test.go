@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -185,7 +187,7 @@ func TestMissingExit(t *testing.T) {
 	for _, e := range fl[0].Events {
 		got = append(got, strings.Join([]string{string(e.Kind), e.Name, itoa(e.Level), itoa(int(e.Delta.WallNSRaw))}, " "))
 	}
-	wantFlow := "entry main 1 0|entry f 2 10|entry g 3 10|exit-missing g 3 0|exit f 2 10|exit main 1 10|entry main 1 10|exit main 1 5"
+	wantFlow := "entry main 1 0|entry f 2 10|entry g 3 10|exit-missing g 3 0|exit f 2 10|exit main 1 10|entry main 1 10|exit main 1 5|end app_1 0 0"
 	if strings.Join(got, "|") != wantFlow {
 		t.Errorf("callflow\n got %s\nwant %s", strings.Join(got, "|"), wantFlow)
 	}
@@ -234,7 +236,10 @@ func TestThreadsInterleaved(t *testing.T) {
 	check(t, node(t, &thread(t, r, 1).Root, "main"), want{1, 1, 1, 0, 20, 40, 20, 40})
 	check(t, node(t, &thread(t, r, 2).Root, "main"), want{1, 1, 1, 0, 35, 45, 35, 45})
 	check(t, node(t, &thread(t, r, 2).Root, "main;g"), want{1, 0, 2, 0, 10, 10, 10, 10})
-	if r.Total.WallNSRaw != 85 || r.Processes[0].Total.WallNSRaw != 85 {
+	// Both threads live from the start of the recording to its end.
+	check(t, &thread(t, r, 1).Root, want{0, 1, 0, 0, 10, 50, 10, 50})
+	check(t, &thread(t, r, 2).Root, want{0, 1, 0, 0, 5, 50, 5, 50})
+	if r.Total.WallNSRaw != 100 || r.Processes[0].Total.WallNSRaw != 100 {
 		t.Errorf("totals %d %d", r.Total.WallNSRaw, r.Processes[0].Total.WallNSRaw)
 	}
 	m := function(t, r, "main")
@@ -257,8 +262,14 @@ func TestThreadIncarnations(t *testing.T) {
 	if len(th) != 2 || th[0].Name != "old" || th[1].Name != "new" || th[1].Start != 100 {
 		t.Fatalf("threads %+v", th)
 	}
-	if th[0].Repairs.Unclosed != 2 || th[0].Root.Cum.WallNSRaw != 10 || th[1].Root.Cum.WallNSRaw != 10 {
-		t.Errorf("old %+v new %+v", th[0], th[1])
+	// The old thread's exit was lost: it ends when the new one starts,
+	// its open calls with it. The new one is measured from its creation.
+	if th[0].Repairs.Unclosed != 2 || th[0].Root.Cum.WallNSRaw != 100 || th[0].EndNS != 100 ||
+		node(t, &th[0].Root, "a;b").Base.WallNSRaw != 90 {
+		t.Errorf("old %+v", th[0])
+	}
+	if th[1].BeginNS != 100 || th[1].Root.Base.WallNSRaw != 50 || th[1].Root.Cum.WallNSRaw != 60 {
+		t.Errorf("new %+v", th[1])
 	}
 }
 
@@ -438,18 +449,18 @@ func TestCallflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fl) != 1 || fl[0].Name != "app" || len(fl[0].Events) != 5 {
+	if len(fl) != 1 || fl[0].Name != "app" || len(fl[0].Events) != 6 {
 		t.Fatalf("callflow %+v", fl)
 	}
 	ev := fl[0].Events
-	wantKinds := []instr.FlowKind{instr.FlowEntry, instr.FlowEntry, instr.FlowExit, instr.FlowExit, instr.FlowUnmatched}
-	wantLevels := []int{1, 2, 2, 1, 1}
+	wantKinds := []instr.FlowKind{instr.FlowEntry, instr.FlowEntry, instr.FlowExit, instr.FlowExit, instr.FlowUnmatched, instr.FlowEnd}
+	wantLevels := []int{1, 2, 2, 1, 1, 0}
 	for i, e := range ev {
 		if e.Kind != wantKinds[i] || e.Level != wantLevels[i] {
 			t.Errorf("line %d: %+v", i, e)
 		}
 	}
-	if d := ev[2].Delta; d.WallNSRaw != 10 || d.WallNS != 8 || d.CPUNS != 6 || d.Dispatches != 1 || d.Involuntary != 1 {
+	if d := ev[2].Delta; d.WallNSRaw != 10 || d.WallNS != 8 || d.CPUNS != 6 || d.Dispatches != 1 || d.Involuntary != 1 || d.Voluntary != 0 {
 		t.Errorf("f's exit delta: %+v", d)
 	}
 	if d := ev[3].Delta; d.WallNSRaw != 10 || d.WallNS != 6 || d.CPUNS != 6 {
@@ -461,10 +472,17 @@ func TestCallflow(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	if _, err := instr.Build(&model.Profile{}, instr.Options{}); !errors.Is(err, instr.ErrNoEvents) {
-		t.Errorf("empty profile: %v", err)
+	if r, err := instr.Build(&model.Profile{}, instr.Options{}); err != nil || len(r.Processes) != 0 {
+		t.Errorf("empty profile: %v %+v", err, r)
 	}
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
+	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main").Profile()
+	if _, err := instr.Build(p, instr.Options{ByGoroutine: true}); !errors.Is(err, instr.ErrNoGoroutines) {
+		t.Errorf("goroutines of a C program: %v", err)
+	}
+	if _, err := instr.Build(p, instr.Options{Thread: "[x"}); !errors.Is(err, path.ErrBadPattern) {
+		t.Errorf("bad thread pattern: %v", err)
+	}
+	p = instrtest.New().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
 	if _, err := instr.Build(p, instr.Options{}); !errors.Is(err, instr.ErrBadCalibration) {
 		t.Errorf("negative overhead: %v", err)
 	}
@@ -486,7 +504,7 @@ func TestJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := m["total"].(map[string]any)
-	for _, k := range []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "involuntary", "samples"} {
+	for _, k := range []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "dispatches_voluntary", "dispatches_involuntary", "interrupts", "interrupt_ns", "samples"} {
 		if _, ok := total[k]; !ok {
 			t.Errorf("total has no %q: %v", k, total)
 		}
@@ -552,5 +570,152 @@ func TestCalibrationMechanismMismatch(t *testing.T) {
 	r := build(t, p, instr.Options{})
 	if r.Calibration != nil || r.Total.WallNS != 10 || !strings.Contains(strings.Join(r.Warnings, "\n"), "not applied") {
 		t.Errorf("calibration %v, wall %v, warnings %q", r.Calibration, r.Total.WallNS, r.Warnings)
+	}
+}
+
+// TestBaselineAndEnd: a thread's metrics count from its creation (seed
+// 000's baseline) to its exit, even outside any event: before its first
+// event at its root, after its last in the call then open.
+func TestBaselineAndEnd(t *testing.T) {
+	p := instrtest.New().ThreadAt(1, 2, "w", 100).
+		Run(1, 2, "130 out 140 in 150 +main 170 +f 190 preempt 200 in 250 irq:10 260 exit").Profile()
+	r := build(t, p, instr.Options{})
+	th := thread(t, r, 2)
+	if th.BeginNS != 100 || th.EndNS != 260 || th.FirstNS != 150 || th.LastNS != 170 || th.Repairs.Unclosed != 2 {
+		t.Errorf("thread: %+v", th)
+	}
+	root := &th.Root
+	if root.Base.WallNSRaw != 50 || root.Base.CPUNS != 40 || root.Base.Dispatches != 1 || root.Base.Voluntary != 1 {
+		t.Errorf("root base (before main): %+v", root.Base)
+	}
+	f := node(t, root, "main;f")
+	if f.Base.WallNSRaw != 90 || f.Base.CPUNS != 80 || f.Base.Involuntary != 1 || f.Base.Interrupts != 1 || f.Base.InterruptNS != 10 {
+		t.Errorf("f (open at the exit): %+v", f.Base)
+	}
+	if root.Cum.WallNSRaw != 160 {
+		t.Errorf("root cum %d, want the thread's life, 160", root.Cum.WallNSRaw)
+	}
+	fl, err := instr.Callflow(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := fl[0].Events
+	if len(ev) != 5 || ev[0].Delta.WallNSRaw != 50 || ev[2].Kind != instr.FlowEnd || ev[2].Delta.WallNSRaw != 90 || ev[2].Name != "f" ||
+		ev[3].Kind != instr.FlowUnclosed || ev[3].TimeNS != 260 {
+		t.Errorf("callflow %+v", ev)
+	}
+
+	// Without a creation time, the start of recording; a first switch-in
+	// says the thread was off CPU until then.
+	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "80 in 90 +main 100 -main").Profile()
+	p.Header.StartNS = 50
+	th = thread(t, build(t, p, instr.Options{}), 1)
+	if th.BeginNS != 50 || th.Root.Base.WallNSRaw != 40 || th.Root.Base.CPUNS != 10 {
+		t.Errorf("from the start: %+v", th)
+	}
+
+	// A thread with no record lived off CPU; the end of a recording cut
+	// short is its last record.
+	p = instrtest.New().Thread(1, 1, "app").Thread(1, 3, "idle").Run(1, 1, "0 +main 10 out 20 in 30 s:main").Profile()
+	p.End = nil
+	r = build(t, p, instr.Options{})
+	if idle := thread(t, r, 3); idle.Root.Cum.WallNSRaw != 30 || idle.Root.Cum.CPUNS != 0 || idle.EndNS != 30 {
+		t.Errorf("idle: %+v", idle)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); m.Base.WallNSRaw != 30 || m.Base.CPUNS != 20 {
+		t.Errorf("main, open when the trace ends: %+v", m.Base)
+	}
+}
+
+// TestSampling: a recording without events still measures each thread.
+func TestSampling(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main;f 10 out 30 in 40 s:main;g 50 softirq:5").Profile()
+	r := build(t, p, instr.Options{})
+	th := thread(t, r, 1)
+	if th.Root.Cum.WallNSRaw != 50 || th.Root.Cum.CPUNS != 30 || th.Root.Cum.Samples != 2 || th.Root.Cum.Interrupts != 1 ||
+		node(t, &th.Root, "main;f").Cum.Samples != 1 || len(r.Warnings) != 0 {
+		t.Errorf("thread: %+v, warnings %q", th, r.Warnings)
+	}
+}
+
+// TestInterrupts: the IN metric per node, the part of an interrupt
+// inside the interval it ended in, and excluding them.
+func TestInterrupts(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 10 +f 15 irq:20 20 softirq:3 30 -f 40 -main").Profile()
+	r := build(t, p, instr.Options{})
+	if !r.InterruptsMeasured {
+		t.Error("interrupts not measured")
+	}
+	f := node(t, &thread(t, r, 1).Root, "main;f")
+	if f.Base.Interrupts != 2 || f.Base.InterruptNS != 8 || f.Base.WallNS != 19 {
+		t.Errorf("f: %+v", f.Base)
+	}
+	x := build(t, p, instr.Options{ExcludeInterrupts: true})
+	f = node(t, &thread(t, x, 1).Root, "main;f")
+	if f.Base.WallNS != 11 || f.Base.DeltaNS != 9 || f.Base.InterruptNS != 8 || !x.ExcludeInterrupts {
+		t.Errorf("f without interrupts: %+v", f.Base)
+	}
+	x = build(t, p, instr.Options{ExcludeInterrupts: true, Raw: true})
+	if f = node(t, &thread(t, x, 1).Root, "main;f"); f.Base.WallNS != 12 {
+		t.Errorf("f raw without interrupts: %+v", f.Base)
+	}
+	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 +main 10 -main").Profile()
+	if w := build(t, p, instr.Options{ExcludeInterrupts: true}).Warnings; !strings.Contains(strings.Join(w, "\n"), "no interrupt records") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
+// TestGoroutines: with ByGoroutine a goroutine's calls match across the
+// threads it ran on, and its parked time is off CPU.
+func TestGoroutines(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "app").
+		Run(1, 1, "0 +rt 5 -rt 10 go:7 20 +handle 30 +read 40 go:8 45 +other 50 -other 55 preempt").
+		Run(1, 2, "60 go:7 70 -read 80 -handle 90 go:9").Profile()
+	r := build(t, p, instr.Options{ByGoroutine: true})
+	// Thread 2 runs a goroutine from its first record; goroutine 9 runs
+	// for no time.
+	if !r.ByGoroutine || len(r.Processes) != 1 || len(r.Processes[0].Threads) != 3 {
+		t.Fatalf("threads %+v", r.Processes)
+	}
+	ths := r.Processes[0].Threads // goroutines first
+	if own := ths[2]; own.TID != 1 || own.Goroutine != nil || own.EndNS != 10 || own.Root.Cum.WallNSRaw != 10 || own.Events != 2 {
+		t.Errorf("thread 1 before its goroutines: %+v", own)
+	}
+	g := ths[0]
+	if g.Goroutine == nil || *g.Goroutine != 7 || g.Name != "goroutine 7" || g.Root.Name != "goroutine 7" ||
+		!slices.Equal(g.OSThreads, []uint32{1, 2}) || g.BeginNS != 10 || g.EndNS != 90 || g.Repairs != (instr.Repairs{}) {
+		t.Fatalf("goroutine 7: %+v", g)
+	}
+	read := node(t, &g.Root, "handle;read")
+	if read.Calls != 1 || read.Base.WallNSRaw != 40 || read.Base.CPUNS != 20 {
+		t.Errorf("read, parked from 40 to 60: %+v", read.Base)
+	}
+	if g8 := ths[1]; *g8.Goroutine != 8 || g8.EndNS != 90 || g8.Root.Cum.Dispatches != 1 || g8.Root.Cum.Involuntary != 1 {
+		t.Errorf("goroutine 8, preempted with its thread: %+v", g8)
+	}
+	// By thread, the same events are two threads' unmatched calls.
+	if r := build(t, p, instr.Options{}); r.Repairs.Unmatched != 2 {
+		t.Errorf("by thread: %+v", r.Repairs)
+	}
+}
+
+// TestThreadPattern: a thread is selected by any of its names or its tid.
+func TestThreadPattern(t *testing.T) {
+	b := instrtest.New().Thread(1, 1, "app").ThreadAt(1, 2, "pool-1", 0).ThreadAt(1, 2, "reader", 100)
+	p := b.Run(1, 1, "0 +main 10 -main").Run(1, 2, "5 +work 15 -work 120 +read 130 -read").Profile()
+	p.Threads[1].Names = []string{"app", "pool-1"} // renamed after creation
+	for pattern, want := range map[string][]string{
+		"pool-*": {"pool-1"}, "app": {"app", "pool-1"}, "2": {"pool-1", "reader"}, "r?ader": {"reader"}, "nosuch": nil,
+	} {
+		var got []string
+		for _, pr := range build(t, p, instr.Options{Thread: pattern}).Processes {
+			for _, th := range pr.Threads {
+				got = append(got, th.Name)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q selects %q, want %q", pattern, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package instr_test
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -29,17 +30,22 @@ func TestProperties(t *testing.T) {
 			continue
 		}
 		name := fmt.Sprintf("seed %d", seed)
-		for _, raw := range []bool{false, true} {
-			res, err := instr.Build(p, instr.Options{Raw: raw})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
+		for _, o := range []instr.Options{{}, {Raw: true}, {ByGoroutine: true}, {ByGoroutine: true, Raw: true}, {ExcludeInterrupts: true}} {
+			if o.ByGoroutine && len(p.GoIDs) == 0 {
+				continue
 			}
-			checkTree(t, name, p, res, raw)
+			res, err := instr.Build(p, o)
+			if err != nil {
+				t.Fatalf("%s: %+v: %v", name, o, err)
+			}
+			checkTree(t, name, p, res, o)
 			checkFunctions(t, name, res)
-			checkCallflow(t, name, p, res, instr.Options{Raw: raw})
+			checkCallflow(t, name, p, res, o)
 		}
 		res, _ := instr.Build(p, instr.Options{})
 		checkFilter(t, name, p, res)
+		checkLifetimes(t, name, p)
+		checkInterrupts(t, name, p)
 		if !broken {
 			checkPaths(t, name, p, res)
 			checkRoots(t, name, p, res)
@@ -50,7 +56,8 @@ func TestProperties(t *testing.T) {
 // sameMetrics compares metrics, the float ones up to rounding.
 func sameMetrics(a, b instr.Metrics) bool {
 	return near(a.WallNS, b.WallNS) && a.WallNSRaw == b.WallNSRaw && near(a.DeltaNS, b.DeltaNS) &&
-		near(a.CPUNS, b.CPUNS) && a.Dispatches == b.Dispatches && a.Involuntary == b.Involuntary && a.Samples == b.Samples
+		near(a.CPUNS, b.CPUNS) && a.Dispatches == b.Dispatches && a.Voluntary == b.Voluntary && a.Involuntary == b.Involuntary &&
+		a.Interrupts == b.Interrupts && a.InterruptNS == b.InterruptNS && a.Samples == b.Samples
 }
 
 // walk calls fn for n and its descendants with their depth below n and
@@ -78,7 +85,7 @@ func walk(n *instr.Node, fn func(n *instr.Node, depth, rl int)) {
 // Σ children calls, levels and recursion levels, calibrated values
 // within [0, raw], tree totals = Σ thread totals, every event and sample
 // accounted for.
-func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, raw bool) {
+func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, o instr.Options) {
 	t.Helper()
 	var total instr.Metrics
 	var events, samples uint64
@@ -105,10 +112,11 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, raw
 				}
 				for _, m := range []instr.Metrics{n.Base, n.Cum} {
 					if m.WallNS < 0 || m.CPUNS < 0 || m.WallNS > float64(m.WallNSRaw)+1e-6 || m.CPUNS > m.WallNS+1e-6 ||
-						!near(m.DeltaNS, float64(m.WallNSRaw)-m.WallNS) || m.Involuntary > m.Dispatches {
+						!near(m.DeltaNS, float64(m.WallNSRaw)-m.WallNS) || m.Voluntary+m.Involuntary != m.Dispatches ||
+						m.InterruptNS > m.WallNSRaw || (m.InterruptNS > 0 && m.Interrupts == 0) {
 						t.Errorf("%s: node %s: metrics out of range %+v", name, n.Name, m)
 					}
-					if raw && m.WallNS != float64(m.WallNSRaw) {
+					if o.Raw && !o.ExcludeInterrupts && m.WallNS != float64(m.WallNSRaw) {
 						t.Errorf("%s: node %s: raw wall %v != %d", name, n.Name, m.WallNS, m.WallNSRaw)
 					}
 				}
@@ -239,7 +247,7 @@ func checkCallflow(t *testing.T, name string, p *model.Profile, r *instr.Result,
 			if th.Events == 0 {
 				continue
 			}
-			if i >= len(flows) || flows[i].TID != th.TID || flows[i].Start != th.Start {
+			if i >= len(flows) || flows[i].TID != th.TID || flows[i].Start != th.Start || !reflect.DeepEqual(flows[i].Goroutine, th.Goroutine) {
 				t.Fatalf("%s: callflow threads do not match the tree's", name)
 			}
 			var sum instr.Metrics
@@ -264,66 +272,261 @@ func checkCallflow(t *testing.T, name string, p *model.Profile, r *instr.Result,
 	}
 }
 
-// checkFilter: a thread analysed alone is the same as in the whole.
+// checkFilter: a thread analysed alone is the same as in the whole, and
+// so is each incarnation of it when selected by name.
 func checkFilter(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 	t.Helper()
 	for _, pr := range r.Processes {
 		for _, th := range pr.Threads {
-			one, err := instr.Build(p, instr.Options{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if len(one.Processes) != 1 || len(one.Processes[0].Threads) != 1 || !reflect.DeepEqual(one.Processes[0].Threads[0], th) {
-				t.Errorf("%s: thread %d alone differs", name, th.TID)
+			for _, o := range []instr.Options{
+				{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true},
+				{Thread: fmt.Sprint(th.TID)},
+				{Thread: th.Name},
+			} {
+				one, err := instr.Build(p, o)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				found := false
+				for _, op := range one.Processes {
+					for _, oth := range op.Threads {
+						if oth.TID == th.TID && oth.Start == th.Start {
+							found = true
+							if !reflect.DeepEqual(oth, th) {
+								t.Errorf("%s: thread %d (start %d) alone (%+v) differs", name, th.TID, th.Start, o)
+							}
+						} else if o.Thread == th.Name && !slices.Contains(p.ThreadAt(oth.PID, oth.TID, oth.Start).Names, th.Name) {
+							t.Errorf("%s: thread %s selects %s", name, th.Name, oth.Name)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("%s: thread %d (start %d) not selected by %+v", name, th.TID, th.Start, o)
+				}
 			}
 		}
 	}
 }
 
+// incarnation is what a test knows of a thread incarnation from the
+// records alone.
+type incarnation struct {
+	mt         *model.Thread
+	begin, end uint64
+	first      uint64 // the first record's time
+	seen       bool   // it has records
+	firstIn    bool   // the first is a switch-in
+}
+
+// incarnations computes, independently of the analysis, each thread
+// incarnation's span: from its creation, the start of recording or its
+// first record, to its exit, the next incarnation's creation or the end
+// of the recording (its last record).
+func incarnations(p *model.Profile) map[*model.Thread]*incarnation {
+	out := map[*model.Thread]*incarnation{}
+	end := p.End.Time
+	start, started := p.Header.StartNS, p.Header.StartNS > 0
+	for _, mt := range p.Threads {
+		out[mt] = &incarnation{mt: mt}
+		end = max(end, mt.Start, mt.End)
+	}
+	see := func(pid, tid uint32, t uint64, in bool) {
+		end = max(end, t)
+		if !started || t < start {
+			start, started = t, true
+		}
+		inc := out[p.ThreadAt(pid, tid, t)]
+		if inc == nil {
+			return // a thread the trace does not know
+		}
+		if !inc.seen || t < inc.first {
+			inc.seen, inc.first, inc.firstIn = true, t, in
+		}
+	}
+	for _, r := range p.Adjusts {
+		see(r.PID, r.TID, r.Time, false)
+	}
+	for _, r := range p.Switches {
+		see(r.PID, r.TID, r.Time, !r.Out)
+	}
+	for _, r := range p.IRQs {
+		see(r.PID, r.TID, r.Time, false)
+	}
+	for _, r := range p.Events {
+		see(r.PID, r.TID, r.Time, false)
+	}
+	for _, r := range p.Samples {
+		see(r.PID, r.TID, r.Time, false)
+	}
+	for _, g := range p.GoIDs {
+		end = max(end, g.Time)
+		if !started || g.Time < start {
+			start, started = g.Time, true
+		}
+	}
+	if p.Header.StartNS > 0 {
+		start = p.Header.StartNS
+	}
+	for i, mt := range p.Threads {
+		inc := out[mt]
+		inc.end = end
+		if mt.End > 0 {
+			inc.end = mt.End
+		} else if i+1 < len(p.Threads) && p.Threads[i+1].TID == mt.TID {
+			inc.end = p.Threads[i+1].Start
+		}
+		inc.begin = start
+		if mt.Start > 0 {
+			inc.begin = mt.Start
+		}
+		if inc.seen {
+			inc.begin = min(inc.begin, inc.first)
+		} else {
+			inc.begin = min(inc.begin, inc.end)
+		}
+	}
+	return out
+}
+
+// checkLifetimes: with Raw, every thread incarnation's tree measures its
+// whole life, as the records alone tell it: wall time from its baseline
+// to its end, the CPU time and dispatches of its switches, its
+// interrupts, samples and events. Nothing pending is lost.
+func checkLifetimes(t *testing.T, name string, p *model.Profile) {
+	t.Helper()
+	r, err := instr.Build(p, instr.Options{Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[*model.Thread]instr.Metrics{}
+	events := map[*model.Thread]uint64{}
+	for _, pr := range r.Processes {
+		for _, th := range pr.Threads {
+			mt := p.ThreadAt(th.PID, th.TID, th.Start)
+			got[mt], events[mt] = th.Root.Cum, th.Events
+		}
+	}
+	for mt, inc := range incarnations(p) {
+		var want instr.Metrics
+		want.WallNSRaw = inc.end - inc.begin
+		// On or off CPU: off before a first switch-in, or all along
+		// without a record; a switch-out, a switch-in and a probe change
+		// it.
+		type change struct {
+			t        uint64
+			out, run bool
+			preempt  bool
+		}
+		var changes []change
+		var nEvents uint64
+		for _, s := range p.Switches {
+			if p.ThreadAt(s.PID, s.TID, s.Time) == mt {
+				changes = append(changes, change{t: s.Time, out: s.Out, run: !s.Out, preempt: s.Preempt})
+			}
+		}
+		for _, e := range p.Events {
+			if p.ThreadAt(e.PID, e.TID, e.Time) == mt {
+				changes = append(changes, change{t: e.Time, run: true})
+				nEvents++
+			}
+		}
+		slices.SortStableFunc(changes, func(a, b change) int { return cmp.Compare(a.t, b.t) })
+		off, since := inc.firstIn || !inc.seen, inc.begin
+		var offNS uint64
+		for _, c := range changes {
+			switch {
+			case c.out && !off:
+				off, since = true, c.t
+				want.Dispatches++
+				if c.preempt {
+					want.Involuntary++
+				} else {
+					want.Voluntary++
+				}
+			case c.run && off:
+				offNS += c.t - since
+				off = false
+			}
+		}
+		if off {
+			offNS += inc.end - since
+		}
+		if len(p.Switches) > 0 {
+			want.CPUNS = float64(want.WallNSRaw - offNS)
+		} else {
+			want.Dispatches, want.Voluntary, want.Involuntary = 0, 0, 0
+		}
+		want.WallNS = float64(want.WallNSRaw)
+		for _, q := range p.IRQs {
+			if p.ThreadAt(q.PID, q.TID, q.Time) == mt {
+				want.Interrupts++
+			}
+		}
+		for _, s := range p.Samples {
+			if p.ThreadAt(s.PID, s.TID, s.Time) == mt {
+				want.Samples++
+			}
+		}
+		g := got[mt]
+		want.InterruptNS = g.InterruptNS // checked by checkInterrupts
+		if want.WallNSRaw == 0 && nEvents == 0 && want.Samples == 0 {
+			continue // nothing measured: not in the result
+		}
+		if !sameMetrics(g, want) || events[mt] != nEvents {
+			t.Errorf("%s: thread %d (start %d) measured %+v (%d events), its records say %+v (%d)", name, mt.TID, mt.Start, g, events[mt], want, nEvents)
+		}
+	}
+}
+
+// checkInterrupts: an interrupt's time counts in the interval it ended
+// in, clipped to it, and ExcludeInterrupts removes exactly that from the
+// wall time, also from the CPU time.
+func checkInterrupts(t *testing.T, name string, p *model.Profile) {
+	t.Helper()
+	raw, err := instr.Build(p, instr.Options{Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	excl, err := instr.Build(p, instr.Options{Raw: true, ExcludeInterrupts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for _, q := range p.IRQs {
+		sum += q.Duration
+	}
+	if raw.Total.InterruptNS > sum || raw.Total.Interrupts != uint64(len(p.IRQs)) {
+		t.Errorf("%s: %d interrupts, %dns of %d and %dns", name, raw.Total.Interrupts, raw.Total.InterruptNS, len(p.IRQs), sum)
+	}
+	for i, pr := range raw.Processes {
+		for j := range pr.Threads {
+			a, b := &pr.Threads[j].Root, &excl.Processes[i].Threads[j].Root
+			walk2(a, b, func(a, b *instr.Node) {
+				if b.Base.WallNS != float64(a.Base.WallNSRaw-a.Base.InterruptNS) || b.Base.CPUNS > a.Base.CPUNS ||
+					b.Base.CPUNS < a.Base.CPUNS-float64(a.Base.InterruptNS) {
+					t.Errorf("%s: %s: excluding interrupts %+v, with them %+v", name, a.Name, b.Base, a.Base)
+				}
+			})
+		}
+	}
+}
+
+// walk2 calls fn for the nodes of two trees of the same shape, whose
+// children may be in another order.
+func walk2(a, b *instr.Node, fn func(a, b *instr.Node)) {
+	fn(a, b)
+	for i := range a.Children {
+		j := slices.IndexFunc(b.Children, func(c instr.Node) bool { return c.Func() == a.Children[i].Func() })
+		walk2(&a.Children[i], &b.Children[j], fn)
+	}
+}
+
 // checkPaths recomputes, independently, each call path's calls and raw
-// base time, and its calibrated base time without the adjustments.
+// base time, and its calibrated base time without the adjustments: the
+// time before a thread's first event and after its last counts (without
+// probe cost) at its root and at the calls open at its end.
 func checkPaths(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 	t.Helper()
-	type key struct {
-		tid  uint32
-		path string
-	}
-	calls := map[key]uint64{}
-	rawBase := map[key]uint64{}
-	calBase := map[key]float64{}
-	var ovh [trace.Transitions]float64
-	if c := p.Header.Calibration; c != nil {
-		ovh = c.Overhead
-	}
-	type state struct {
-		path      []string
-		last      uint64
-		lastEntry bool
-		started   bool
-	}
-	threads := map[uint32]*state{}
-	for _, e := range p.Events {
-		s := threads[e.TID]
-		if s == nil {
-			s = &state{}
-			threads[e.TID] = s
-		}
-		k := key{e.TID, strings.Join(s.path, ";")}
-		if s.started {
-			d := e.Time - s.last
-			rawBase[k] += d
-			calBase[k] += max(0, float64(d)-ovh[instr.Transition(s.lastEntry, e.Entry)])
-		}
-		f := p.Locations[e.Function].Frames[0].Function
-		if e.Entry {
-			s.path = append(s.path, f)
-			calls[key{e.TID, strings.Join(s.path, ";")}]++
-		} else {
-			s.path = s.path[:len(s.path)-1]
-		}
-		s.started, s.last, s.lastEntry = true, e.Time, e.Entry
-	}
-
 	noAdj := *p
 	noAdj.Adjusts = nil
 	r2, err := instr.Build(&noAdj, instr.Options{})
@@ -331,18 +534,24 @@ func checkPaths(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 		t.Fatal(err)
 	}
 	for _, res := range []*instr.Result{r, r2} {
+		q := p
+		if res == r2 {
+			q = &noAdj // whose threads' first records may be later
+		}
+		calls, rawBase, calBase := pathTimes(q)
 		for _, pr := range res.Processes {
 			for ti := range pr.Threads {
 				th := &pr.Threads[ti]
+				mt := p.ThreadAt(th.PID, th.TID, th.Start)
 				var path []string
 				var rec func(n *instr.Node)
 				rec = func(n *instr.Node) {
-					k := key{th.TID, strings.Join(path, ";")}
+					k := pathKey{mt, strings.Join(path, ";")}
 					if !n.Sampled && (n.Calls != calls[k] || n.Base.WallNSRaw != rawBase[k]) {
-						t.Errorf("%s: %v: calls %d raw base %d, want %d %d", name, k, n.Calls, n.Base.WallNSRaw, calls[k], rawBase[k])
+						t.Errorf("%s: tid %d %q: calls %d raw base %d, want %d %d", name, th.TID, k.path, n.Calls, n.Base.WallNSRaw, calls[k], rawBase[k])
 					}
 					if res == r2 && !n.Sampled && !near(n.Base.WallNS, calBase[k]) {
-						t.Errorf("%s: %v: calibrated base %v, want %v", name, k, n.Base.WallNS, calBase[k])
+						t.Errorf("%s: tid %d %q: calibrated base %v, want %v", name, th.TID, k.path, n.Base.WallNS, calBase[k])
 					}
 					for i := range n.Children {
 						path = append(path, n.Children[i].Name)
@@ -354,6 +563,59 @@ func checkPaths(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 			}
 		}
 	}
+}
+
+// pathKey is a call path of a thread incarnation.
+type pathKey struct {
+	thread *model.Thread
+	path   string
+}
+
+// pathTimes computes each call path's calls, raw base time and
+// calibrated base time without adjustments from the events of p alone.
+func pathTimes(p *model.Profile) (calls, rawBase map[pathKey]uint64, calBase map[pathKey]float64) {
+	calls, rawBase, calBase = map[pathKey]uint64{}, map[pathKey]uint64{}, map[pathKey]float64{}
+	var ovh [trace.Transitions]float64
+	if c := p.Header.Calibration; c != nil {
+		ovh = c.Overhead
+	}
+	type state struct {
+		path      []string
+		last      uint64
+		lastEntry bool
+		started   bool
+	}
+	incs := incarnations(p)
+	threads := map[*model.Thread]*state{}
+	for _, mt := range p.Threads {
+		threads[mt] = &state{last: incs[mt].begin}
+	}
+	for _, e := range p.Events {
+		mt := p.ThreadAt(e.PID, e.TID, e.Time)
+		s := threads[mt]
+		k := pathKey{mt, strings.Join(s.path, ";")}
+		d := e.Time - s.last
+		rawBase[k] += d
+		if s.started {
+			calBase[k] += max(0, float64(d)-ovh[instr.Transition(s.lastEntry, e.Entry)])
+		} else {
+			calBase[k] += float64(d)
+		}
+		f := p.Locations[e.Function].Frames[0].Function
+		if e.Entry {
+			s.path = append(s.path, f)
+			calls[pathKey{mt, strings.Join(s.path, ";")}]++
+		} else {
+			s.path = s.path[:len(s.path)-1]
+		}
+		s.started, s.last, s.lastEntry = true, e.Time, e.Entry
+	}
+	for mt, s := range threads {
+		k := pathKey{mt, strings.Join(s.path, ";")}
+		rawBase[k] += incs[mt].end - s.last
+		calBase[k] += float64(incs[mt].end - s.last)
+	}
+	return calls, rawBase, calBase
 }
 
 // checkRoots: the subgraph of f analysed alone (Scheme B) measures what

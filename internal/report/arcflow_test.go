@@ -14,7 +14,7 @@ func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
 		p := reporttest.Random(r)
-		d := prepare(p, Filter{})
+		d := prepare(p, Filter{}, false)
 		arc := buildArcflow(d, Options{})
 		var bases Metrics
 		for _, s := range arc.Functions {
@@ -117,7 +117,7 @@ func TestArcflowRecursion(t *testing.T) {
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g
 		Profile()
-	arc := buildArcflow(prepare(p, Filter{}), Options{})
+	arc := buildArcflow(prepare(p, Filter{}, false), Options{})
 	var f *ArcStanza
 	for i := range arc.Functions {
 		if arc.Functions[i].Name == "f" {

@@ -16,13 +16,15 @@ type CallflowEvent struct {
 	instr.FlowEvent
 }
 
-// CallflowThread is the callflow of one thread incarnation.
+// CallflowThread is the callflow of one thread incarnation or, by
+// goroutine, goroutine.
 type CallflowThread struct {
-	PID    uint32          `json:"pid"`
-	TID    uint32          `json:"tid"`
-	Start  uint64          `json:"start_ns"` // creation time; 0 if before recording
-	Name   string          `json:"name"`     // "name_tid"
-	Events []CallflowEvent `json:"events"`   // in time order; never null
+	PID       uint32          `json:"pid"`
+	TID       uint32          `json:"tid"`                 // 0 for a goroutine
+	Start     uint64          `json:"start_ns"`            // creation time; 0 if before recording
+	Name      string          `json:"name"`                // "name_tid", or "goroutine N"
+	Goroutine *uint64         `json:"goroutine,omitempty"` // absent for a thread
+	Events    []CallflowEvent `json:"events"`              // in time order; never null
 }
 
 // CallflowReport is the JSON form of the callflow view (seed 004's
@@ -33,7 +35,7 @@ type CallflowReport struct {
 	// recording's start when the header has it, else the first event
 	// shown.
 	BaseNS  uint64           `json:"base_ns"`
-	Threads []CallflowThread `json:"threads"` // by pid, tid and start; never null
+	Threads []CallflowThread `json:"threads"` // by pid, goroutine, tid and start; never null
 }
 
 func buildCallflow(in *instrData) (CallflowReport, error) {
@@ -56,7 +58,10 @@ func buildCallflow(in *instrData) (CallflowReport, error) {
 	}
 	for _, ft := range flows {
 		ct := CallflowThread{PID: ft.PID, TID: ft.TID, Start: ft.Start, Name: fmt.Sprintf("%s_%d", ft.Name, ft.TID),
-			Events: make([]CallflowEvent, len(ft.Events))}
+			Goroutine: ft.Goroutine, Events: make([]CallflowEvent, len(ft.Events))}
+		if ft.Goroutine != nil {
+			ct.Name = ft.Name
+		}
 		for i, e := range ft.Events {
 			ct.Events[i] = CallflowEvent{OffsetNS: e.TimeNS - min(e.TimeNS, rep.BaseNS), FlowEvent: e}
 		}
@@ -70,6 +75,7 @@ var flowNotes = map[instr.FlowKind]string{
 	instr.FlowPopped:    "  [exit missing: closed by a caller's exit]",
 	instr.FlowUnmatched: "  [unmatched exit: ignored]",
 	instr.FlowUnclosed:  "  [no exit: still open at the end]",
+	instr.FlowEnd:       "  [end: its exit, its last run, or the end of the recording]",
 }
 
 func callflowView(in *instrData) (func(io.Writer), any, error) {
@@ -84,30 +90,41 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 		if rep.BaseNS != in.p.Header.StartNS || rep.BaseNS == 0 {
 			since = "the first event"
 		}
-		fmt.Fprintf(w, "TIME is since %s; WALL (calibrated), RAW, CPU and DS (dispatches) are\n", since)
-		fmt.Fprintln(w, "what the interval since the thread's previous event measured. > entry, < exit.")
+		fmt.Fprintf(w, "TIME is since %s; WALL (calibrated), RAW, CPU, DS (dispatches) and IN\n", since)
+		fmt.Fprintln(w, "(interrupts) are what the interval since the thread's previous event (for the")
+		fmt.Fprintln(w, "first, since the thread began) measured. > entry, < exit, = the thread's end.")
 		for _, th := range rep.Threads {
-			fmt.Fprintf(w, "\nThread %s (pid %d, tid %d): %d lines\n\n", th.Name, th.PID, th.TID, len(th.Events))
-			fmt.Fprintf(w, "%12s %10s %10s %10s %6s", "TIME", "WALL", "RAW", "CPU", "DS")
+			if th.Goroutine != nil {
+				fmt.Fprintf(w, "\nGoroutine %d (pid %d): %d lines\n\n", *th.Goroutine, th.PID, len(th.Events))
+			} else {
+				fmt.Fprintf(w, "\nThread %s (pid %d, tid %d): %d lines\n\n", th.Name, th.PID, th.TID, len(th.Events))
+			}
+			fmt.Fprintf(w, "%12s %10s %10s %10s %6s %6s", "TIME", "WALL", "RAW", "CPU", "DS", "IN")
 			if samples {
 				fmt.Fprintf(w, " %6s", "SMP")
 			}
 			fmt.Fprintf(w, "  %s\n", "EVENT")
 			for _, e := range th.Events {
 				d := &e.Delta
-				cpu, ds := formatNS(d.CPUNS), fmt.Sprint(d.Dispatches)
+				cpu, ds, in := formatNS(d.CPUNS), fmt.Sprint(d.Dispatches), fmt.Sprint(d.Interrupts)
 				if !h.CPUMeasured {
 					cpu, ds = "-", "-"
 				}
-				fmt.Fprintf(w, "%12s %10s %10s %10s %6s", formatNS(float64(e.OffsetNS)), formatNS(d.WallNS), formatNS(float64(d.WallNSRaw)), cpu, ds)
+				if !h.InterruptsMeasured {
+					in = "-"
+				}
+				fmt.Fprintf(w, "%12s %10s %10s %10s %6s %6s", formatNS(float64(e.OffsetNS)), formatNS(d.WallNS), formatNS(float64(d.WallNSRaw)), cpu, ds, in)
 				if samples {
 					fmt.Fprintf(w, " %6d", d.Samples)
 				}
-				mark := "<"
-				if e.Kind == instr.FlowEntry {
+				mark, indent := "<", strings.Repeat("  ", max(0, e.Level-1))
+				switch e.Kind {
+				case instr.FlowEntry:
 					mark = ">"
+				case instr.FlowEnd:
+					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", strings.Repeat("  ", max(0, e.Level-1)), mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])
+				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])
 			}
 		}
 	}

@@ -1,13 +1,20 @@
 // Package report renders the views of a recorded profile: tprof (process
 // → thread → module → symbol ticks), flat (self and total per function),
-// tree (each thread's call-stack tree), arcflow (caller/callee stanzas)
-// and callflow (every entry and exit), as text or JSON.
+// tree (each thread's call-stack tree), arcflow (caller/callee stanzas),
+// callflow (every entry and exit) and threads (each thread's life: time,
+// CPU, dispatches, interrupts, counters), as text or JSON.
 //
 // A sampling recording is shown by tprof, flat, tree and arcflow from its
 // samples. An instrumented recording (model.Profile.Events not empty) is
 // analysed by package instr, and flat, tree, arcflow and callflow show its
 // exact calls and calibrated times (seed 004's log-rt and log-gen);
-// Options.Raw, Metric and Root select how.
+// Options.Raw, Metric, Root and ExcludeInterrupts select how. threads
+// shows either kind, from the same analysis, so that its rows add up to
+// the trees.
+//
+// A thread id the kernel reused is another thread (an incarnation) in
+// every view. Options.By "goroutine" groups a Go program's records by the
+// goroutine they ran, and Filter.Thread selects threads by name.
 //
 // Every report starts with a header that says what is missing from the
 // data (lost records, throttling, truncated call chains, a damaged trace,
@@ -20,7 +27,7 @@
 //	err := report.Write(os.Stdout, prof, report.Options{
 //		View:   "flat",
 //		Format: "text",
-//		Filter: report.Filter{PID: 1234, HasPID: true},
+//		Filter: report.Filter{PID: 1234, HasPID: true, Thread: "worker-*"},
 //		Min:    0.5,   // hide functions below 0.5% self
 //		Metric: "cpu", // instrumented recordings: columns of CPU time
 //	})

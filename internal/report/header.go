@@ -21,6 +21,9 @@ type Header struct {
 	PeriodUnit string      `json:"period_unit"`      // unit of the "period" metric: "nanoseconds" or "events"
 	StartTime  time.Time   `json:"start_time"`       // wall clock when recording started
 	Filter     *FilterJSON `json:"filter,omitempty"`
+	// By is "goroutine" when the samples were grouped by goroutine, else
+	// absent.
+	By string `json:"by,omitempty"`
 
 	Total     Metrics `json:"total"`     // of the filtered samples
 	FirstNS   uint64  `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
@@ -50,8 +53,36 @@ type Header struct {
 
 // FilterJSON is the JSON form of a Filter: absent fields are not filtered.
 type FilterJSON struct {
-	PID *uint32 `json:"pid,omitempty"`
-	TID *uint32 `json:"tid,omitempty"`
+	PID    *uint32 `json:"pid,omitempty"`
+	TID    *uint32 `json:"tid,omitempty"`
+	Thread string  `json:"thread,omitempty"`
+}
+
+// filterJSON returns the JSON form of f, nil for the zero Filter.
+func filterJSON(f Filter) *FilterJSON {
+	if !f.HasPID && !f.HasTID && f.Thread == "" {
+		return nil
+	}
+	j := &FilterJSON{Thread: f.Thread}
+	if f.HasPID {
+		j.PID = &f.PID
+	}
+	if f.HasTID {
+		j.TID = &f.TID
+	}
+	return j
+}
+
+// filter is the Filter j describes.
+func (j *FilterJSON) filter() Filter {
+	f := Filter{Thread: j.Thread}
+	if j.PID != nil {
+		f.PID, f.HasPID = *j.PID, true
+	}
+	if j.TID != nil {
+		f.TID, f.HasTID = *j.TID, true
+	}
+	return f
 }
 
 // LostJSON is model.LostCounts in JSON.
@@ -75,7 +106,7 @@ func PeriodUnit(event string) string {
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f Filter) Header {
-	return prepare(p, f).header("")
+	return prepare(p, f, false).header("")
 }
 
 // header returns the header of sampling view view. For an instrumented
@@ -115,30 +146,26 @@ func (d *data) baseHeader(view string) Header {
 		Truncated:        d.truncated,
 		TruncatedPercent: percent(d.truncated, d.total.Samples),
 		Complete:         p.End != nil,
+		Filter:           filterJSON(f),
 		Warnings:         []string{},
 	}
-	if f.HasPID || f.HasTID {
-		h.Filter = &FilterJSON{}
-		if f.HasPID {
-			h.Filter.PID = &f.PID
-		}
-		if f.HasTID {
-			h.Filter.TID = &f.TID
-		}
+	if d.byGoroutine {
+		h.By = "goroutine"
 	}
+	// A process counts when it passes the filter, and one of its threads
+	// does when threads are selected.
+	threads := f.HasTID || f.Thread != ""
+	procs := map[uint32]bool{}
 	for _, t := range p.Threads {
-		if f.Match(t.PID, t.TID) {
+		if f.Match(t.PID, t.TID, t) {
 			h.Threads++
+			procs[t.PID] = true
 		}
 	}
 	for _, pr := range p.Processes {
-		if f.HasPID && pr.PID != f.PID {
-			continue
+		if (!f.HasPID || pr.PID == f.PID) && (!threads || procs[pr.PID]) {
+			h.Processes++
 		}
-		if f.HasTID && p.Thread(pr.PID, f.TID) == nil {
-			continue
-		}
-		h.Processes++
 	}
 	if p.End != nil {
 		h.EndReason = p.End.Reason
@@ -183,14 +210,10 @@ func writeHeaderText(w io.Writer, h Header) {
 		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))
 	}
 	if h.Filter != nil {
-		var f Filter
-		if h.Filter.PID != nil {
-			f.PID, f.HasPID = *h.Filter.PID, true
-		}
-		if h.Filter.TID != nil {
-			f.TID, f.HasTID = *h.Filter.TID, true
-		}
-		fmt.Fprintf(w, "Filter:     %s\n", f)
+		fmt.Fprintf(w, "Filter:     %s\n", h.Filter.filter())
+	}
+	if h.By != "" {
+		fmt.Fprintf(w, "By:         %s (a thread's samples before it ran one stay its own)\n", h.By)
 	}
 	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
 		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)

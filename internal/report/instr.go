@@ -139,7 +139,10 @@ type instrData struct {
 	mt     metric
 	r      *instr.Result
 	header InstrHeader
-	total  float64 // r.Total of the selected metric
+	// sampling is the header of the sampling views, with the analysis's
+	// warnings: the threads view's of a sampling recording.
+	sampling Header
+	total    float64 // r.Total of the selected metric
 }
 
 // InstrHeader is the header of the reports of an instrumented recording
@@ -165,6 +168,8 @@ type InstrHeader struct {
 	StartTime  time.Time   `json:"start_time"`
 	Filter     *FilterJSON `json:"filter,omitempty"`
 	Root       string      `json:"root,omitempty"` // Options.Root
+	// By is what gets a tree (a row, a flow): "thread" or "goroutine".
+	By string `json:"by"`
 
 	// Total is the sum over the analysed threads (samples: those merged
 	// into the trees).
@@ -188,6 +193,12 @@ type InstrHeader struct {
 	// CPUMeasured tells whether the recording has context switches:
 	// without them cpu_ns and dispatches are zero, not measured.
 	CPUMeasured bool `json:"cpu_measured"`
+	// InterruptsMeasured tells whether the recording has interrupts:
+	// without them interrupts and interrupt_ns are zero, not measured.
+	// ExcludeInterrupts says their time was removed from wall and CPU
+	// time.
+	InterruptsMeasured bool `json:"interrupts_measured"`
+	ExcludeInterrupts  bool `json:"exclude_interrupts"`
 	// Repairs counts what the shadow stacks repaired (missing and
 	// unmatched exits, calls open at the end); Dropped the events the
 	// recorder reported lost.
@@ -220,7 +231,8 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 		// A --root recording covers its root's subgraph: show that.
 		o.Root = p.Header.Root
 	}
-	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID}
+	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
+		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts}
 	r, err := instr.Build(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -229,39 +241,42 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 		return nil, fmt.Errorf("report: metric %s: the recording has no context switches, so CPU time and dispatches were not measured", mt.name)
 	}
 	in := &instrData{p: p, o: o, opts: opts, mt: mt, r: r, total: mt.of(&r.Total)}
-	d := prepare(p, o.Filter)
+	d := prepare(p, o.Filter, opts.ByGoroutine)
 	sh := d.baseHeader(o.View)
 	h := InstrHeader{
-		View:             o.View,
-		Instrument:       p.Header.Instrument,
-		Probes:           probeInfos(p),
-		Metric:           mt.name,
-		Event:            sh.Event,
-		Freq:             sh.Freq,
-		Period:           sh.Period,
-		PeriodUnit:       sh.PeriodUnit,
-		StartTime:        sh.StartTime,
-		Filter:           sh.Filter,
-		Root:             o.Root,
-		Total:            r.Total,
-		Calls:            r.Calls,
-		Events:           r.Events,
-		Raw:              r.Raw,
-		Calibrated:       r.Calibration != nil,
-		Calibration:      r.Calibration,
-		CPUMeasured:      r.CPUMeasured,
-		Repairs:          r.Repairs,
-		Dropped:          r.Dropped,
-		Lost:             sh.Lost,
-		LostByKind:       sh.LostByKind,
-		Throttled:        sh.Throttled,
-		Truncated:        sh.Truncated,
-		TruncatedPercent: sh.TruncatedPercent,
-		Complete:         sh.Complete,
-		EndReason:        sh.EndReason,
-		Error:            sh.Error,
-		ErrorOffset:      sh.ErrorOffset,
-		Warnings:         append(sh.Warnings, r.Warnings...),
+		View:               o.View,
+		Instrument:         p.Header.Instrument,
+		Probes:             probeInfos(p),
+		Metric:             mt.name,
+		Event:              sh.Event,
+		Freq:               sh.Freq,
+		Period:             sh.Period,
+		PeriodUnit:         sh.PeriodUnit,
+		StartTime:          sh.StartTime,
+		Filter:             sh.Filter,
+		Root:               o.Root,
+		By:                 cmp.Or(o.By, "thread"),
+		Total:              r.Total,
+		Calls:              r.Calls,
+		Events:             r.Events,
+		Raw:                r.Raw,
+		Calibrated:         r.Calibration != nil,
+		Calibration:        r.Calibration,
+		CPUMeasured:        r.CPUMeasured,
+		InterruptsMeasured: r.InterruptsMeasured,
+		ExcludeInterrupts:  r.ExcludeInterrupts,
+		Repairs:            r.Repairs,
+		Dropped:            r.Dropped,
+		Lost:               sh.Lost,
+		LostByKind:         sh.LostByKind,
+		Throttled:          sh.Throttled,
+		Truncated:          sh.Truncated,
+		TruncatedPercent:   sh.TruncatedPercent,
+		Complete:           sh.Complete,
+		EndReason:          sh.EndReason,
+		Error:              sh.Error,
+		ErrorOffset:        sh.ErrorOffset,
+		Warnings:           append(sh.Warnings, r.Warnings...),
 	}
 	first := true
 	for _, pr := range r.Processes {
@@ -280,6 +295,8 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	}
 	h.SpanNS = h.LastNS - h.FirstNS
 	in.header = h
+	in.sampling = sh
+	in.sampling.Warnings = h.Warnings
 	return in, nil
 }
 
@@ -329,14 +346,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))
 	}
 	if h.Filter != nil {
-		var f Filter
-		if h.Filter.PID != nil {
-			f.PID, f.HasPID = *h.Filter.PID, true
-		}
-		if h.Filter.TID != nil {
-			f.TID, f.HasTID = *h.Filter.TID, true
-		}
-		fmt.Fprintf(w, "Filter:     %s\n", f)
+		fmt.Fprintf(w, "Filter:     %s\n", h.Filter.filter())
 	}
 	if h.Root != "" {
 		fmt.Fprintf(w, "Root:       %s (only the calls made while it is on the stack)\n", h.Root)
@@ -344,9 +354,13 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	t := &h.Total
 	fmt.Fprintf(w, "Wall:       %s (raw %s, DELTA %s removed)\n", formatNS(t.WallNS), formatNS(float64(t.WallNSRaw)), formatNS(t.DeltaNS))
 	if h.CPUMeasured {
-		fmt.Fprintf(w, "CPU:        %s, %s (%d involuntary)\n", formatNS(t.CPUNS), plural(t.Dispatches, "dispatch", "dispatches"), t.Involuntary)
+		fmt.Fprintf(w, "CPU:        %s, %s (%d voluntary, %d involuntary)\n", formatNS(t.CPUNS), plural(t.Dispatches, "dispatch", "dispatches"), t.Voluntary, t.Involuntary)
 	} else {
 		fmt.Fprintf(w, "CPU:        not measured (no context switches)\n")
+	}
+	writeInterrupts(w, h.InterruptsMeasured, h.ExcludeInterrupts, t)
+	if h.By == "goroutine" {
+		fmt.Fprintf(w, "By:         goroutine (a thread's records before it ran one stay its own)\n")
 	}
 	switch c := h.Calibration; {
 	case c != nil:
@@ -375,6 +389,19 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
 	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
+}
+
+// writeInterrupts says how many interrupts the threads took and whether
+// their time was left out.
+func writeInterrupts(w io.Writer, measured, excluded bool, t *instr.Metrics) {
+	switch {
+	case !measured:
+		fmt.Fprintf(w, "Interrupts: not measured (no interrupt records)\n")
+	case excluded:
+		fmt.Fprintf(w, "Interrupts: %s, %s: removed from wall and CPU time\n", plural(t.Interrupts, "interrupt", "interrupts"), formatNS(float64(t.InterruptNS)))
+	default:
+		fmt.Fprintf(w, "Interrupts: %s, %s: included in wall and CPU time (--exclude-interrupts)\n", plural(t.Interrupts, "interrupt", "interrupts"), formatNS(float64(t.InterruptNS)))
+	}
 }
 
 // plural returns "1 call" or "2 calls": n with the singular or plural

@@ -36,10 +36,35 @@ func TestInstrGolden(t *testing.T) {
 	opts = append(opts,
 		report.Options{View: "tree", Format: "text", Metric: "dispatches"},
 		report.Options{View: "tree", Format: "text", Root: "compute"},
+		report.Options{View: "tree", Format: "text", ExcludeInterrupts: true},
+		report.Options{View: "tree", Format: "text", Filter: report.Filter{Thread: "io"}},
 		report.Options{View: "callflow", Format: "text", Filter: report.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
 		report.Options{View: "tprof", Format: "text"},
+		report.Options{View: "threads", Format: "text"},
+		report.Options{View: "threads", Format: "json"},
+		report.Options{View: "threads", Format: "text", Raw: true},
+		report.Options{View: "threads", Format: "text", Metric: "cpu", ExcludeInterrupts: true},
+		report.Options{View: "threads", Format: "text", Filter: report.Filter{Thread: "work*"}},
 	)
 	runGolden(t, "instr-", reporttest.InstrFixture(), opts)
+}
+
+// TestGoGolden renders a Go program's recording by goroutine, and its
+// samples alone (a sampling recording) too.
+func TestGoGolden(t *testing.T) {
+	var opts []report.Options
+	for _, view := range []string{"tree", "threads"} {
+		for _, format := range report.Formats() {
+			opts = append(opts, report.Options{View: view, Format: format, By: "goroutine"})
+		}
+	}
+	runGolden(t, "go-", reporttest.GoFixture(), append(opts,
+		report.Options{View: "callflow", Format: "text", By: "goroutine"},
+		report.Options{View: "flat", Format: "text", By: "goroutine"},
+		report.Options{View: "tree", Format: "text"}))
+	p := reporttest.GoFixture()
+	p.Events = nil
+	runGolden(t, "go-sampling-", p, opts)
 }
 
 // instrJSON runs a JSON report of an instrumented recording into a
@@ -58,7 +83,7 @@ func instrJSON(t *testing.T, p *model.Profile, o report.Options) map[string]any 
 	return m
 }
 
-var metricKeys = []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "involuntary", "samples"}
+var metricKeys = []string{"wall_ns", "wall_ns_raw", "delta_ns", "cpu_ns", "dispatches", "dispatches_voluntary", "dispatches_involuntary", "interrupts", "interrupt_ns", "samples"}
 
 func hasMetrics(t *testing.T, where string, v any) {
 	t.Helper()
@@ -81,16 +106,17 @@ func TestInstrJSONSchema(t *testing.T) {
 	for _, view := range []string{"flat", "tree", "arcflow", "callflow"} {
 		t.Run(view, func(t *testing.T) {
 			r := instrJSON(t, p, report.Options{View: view})
-			for _, k := range []string{"view", "instrument", "metric", "event", "start_time", "total", "calls", "events",
+			for _, k := range []string{"view", "instrument", "metric", "event", "start_time", "by", "total", "calls", "events",
 				"first_ns", "last_ns", "span_ns", "processes", "threads", "raw", "calibrated", "calibration", "cpu_measured",
-				"repairs", "dropped", "lost", "lost_by_kind", "throttled", "truncated", "complete", "warnings"} {
+				"interrupts_measured", "exclude_interrupts", "repairs", "dropped", "lost", "lost_by_kind", "throttled",
+				"truncated", "complete", "warnings"} {
 				if _, ok := r[k]; !ok {
 					t.Errorf("header field %q missing", k)
 				}
 			}
 			hasMetrics(t, "total", r["total"])
 			if r["view"] != view || r["instrument"] != "hook" || r["metric"] != "wall" || r["lost"] != 0.0 ||
-				r["events"] != 28.0 || r["calls"] != 14.0 || r["calibrated"] != true {
+				r["events"] != 30.0 || r["calls"] != 15.0 || r["calibrated"] != true {
 				t.Errorf("header: view %v instrument %v metric %v lost %v events %v calls %v calibrated %v",
 					r["view"], r["instrument"], r["metric"], r["lost"], r["events"], r["calls"], r["calibrated"])
 			}
@@ -181,8 +207,8 @@ func TestInstrJSONSchema(t *testing.T) {
 					t.Errorf("base_ns = %v", r["base_ns"])
 				}
 				threads := r["threads"].([]any)
-				if len(threads) != 3 {
-					t.Fatalf("%d threads, want 3", len(threads))
+				if len(threads) != 4 {
+					t.Fatalf("%d threads, want 4", len(threads))
 				}
 				for _, th := range threads {
 					for _, e := range th.(map[string]any)["events"].([]any) {
@@ -208,10 +234,11 @@ func textRows(t *testing.T, out string) []map[string]string {
 	var rows []map[string]string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) > 0 && (f[0] == "Thread" || f[0] == "Process") {
+		if len(f) > 0 && (f[0] == "Thread" || f[0] == "Goroutine" || f[0] == "Process") {
 			continue
 		}
-		if len(f) > 2 && (f[0] == "LV" || f[0] == "CALLS" || f[0] == "TIME") {
+		if len(f) > 2 && (f[0] == "LV" || f[0] == "CALLS" || f[0] == "TIME" || f[0] == "PID") &&
+			(f[len(f)-1] == "NAME" || f[len(f)-1] == "EVENT") {
 			cols = f
 			continue
 		}
@@ -246,8 +273,9 @@ func TestInstrRaw(t *testing.T) {
 	if !raw.Raw || raw.Calibrated || raw.Calibration != nil {
 		t.Errorf("raw header: raw %v calibrated %v calibration %v", raw.Raw, raw.Calibrated, raw.Calibration)
 	}
-	if raw.Total.WallNS != float64(raw.Total.WallNSRaw) || raw.Total.DeltaNS != 0 || raw.Total.WallNSRaw != 2_250_000 {
-		t.Errorf("raw total %+v, want wall = raw = 2.25ms, delta 0", raw.Total)
+	// The threads' lives: app and db 1805µs, worker 260µs, io 100µs.
+	if raw.Total.WallNS != float64(raw.Total.WallNSRaw) || raw.Total.DeltaNS != 0 || raw.Total.WallNSRaw != 3_970_000 {
+		t.Errorf("raw total %+v, want wall = raw = 3.97ms, delta 0", raw.Total)
 	}
 	if cal.Total.WallNSRaw != raw.Total.WallNSRaw || cal.Total.WallNS >= raw.Total.WallNS || cal.Total.DeltaNS == 0 {
 		t.Errorf("calibrated total %+v vs raw %+v", cal.Total, raw.Total)
@@ -369,17 +397,17 @@ func TestInstrMetric(t *testing.T) {
 }
 
 func TestInstrMin(t *testing.T) {
-	p := reporttest.InstrFixture() // total wall 2.224ms
+	p := reporttest.InstrFixture() // total wall 3.944ms
 	tests := []struct {
 		name                         string
 		min                          float64
 		flat, arcflow, tree, threads int
 	}{
-		{"zero keeps all", 0, 10, 10, 17, 3},
-		// 1% is 22.24µs: the innermost parse, db's inner sort and memcpy go.
-		{"1%", 1, 9, 9, 14, 3},
-		// 5% is 111.2µs.
-		{"5%", 5, 3, 4, 7, 3},
+		{"zero keeps all", 0, 11, 11, 19, 4},
+		// 1% is 39.44µs: the innermost parses, db's sorts and memcpy go.
+		{"1%", 1, 9, 9, 14, 4},
+		// 5% is 197.2µs: db's root time (1.605ms after query) stays.
+		{"5%", 5, 2, 4, 7, 3},
 		{"above everything", 101, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
@@ -438,11 +466,15 @@ func TestInstrFilter(t *testing.T) {
 		events             uint64
 		flows              []string // callflow threads
 	}{
-		{"none", report.Filter{}, 2, 3, 28, []string{"app_1", "worker_2", "db_3"}},
-		{"pid 1", report.Filter{PID: 1, HasPID: true}, 1, 2, 22, []string{"app_1", "worker_2"}},
-		{"tid 2", report.Filter{TID: 2, HasTID: true}, 1, 1, 8, []string{"worker_2"}},
+		{"none", report.Filter{}, 2, 4, 30, []string{"app_1", "worker_2", "io_2", "db_3"}},
+		{"pid 1", report.Filter{PID: 1, HasPID: true}, 1, 3, 24, []string{"app_1", "worker_2", "io_2"}},
+		{"tid 2", report.Filter{TID: 2, HasTID: true}, 1, 2, 10, []string{"worker_2", "io_2"}},
 		{"pid 3 tid 3", report.Filter{PID: 3, TID: 3, HasPID: true, HasTID: true}, 1, 1, 6, []string{"db_3"}},
 		{"no such pid", report.Filter{PID: 7, HasPID: true}, 0, 0, 0, nil},
+		// Any of a thread's names: the second tid 2 was worker first.
+		{"thread worker", report.Filter{Thread: "worker"}, 1, 2, 10, []string{"worker_2", "io_2"}},
+		{"thread i?", report.Filter{Thread: "i?"}, 1, 1, 2, []string{"io_2"}},
+		{"thread 3", report.Filter{Thread: "3"}, 1, 1, 6, []string{"db_3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -470,7 +502,7 @@ func TestInstrFilter(t *testing.T) {
 			for _, th := range flow.Threads {
 				names = append(names, th.Name)
 				for _, e := range th.Events {
-					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed {
+					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed && e.Kind != instr.FlowEnd {
 						events++
 					}
 				}

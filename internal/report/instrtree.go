@@ -42,11 +42,20 @@ type InstrTreeNode struct {
 	Children []InstrTreeNode `json:"children"`
 }
 
-// InstrTreeThread is the call-stack tree of one thread incarnation.
+// InstrTreeThread is the call-stack tree of one thread incarnation or,
+// by goroutine, goroutine.
 type InstrTreeThread struct {
-	TID     uint32        `json:"tid"`
-	Start   uint64        `json:"start_ns"` // creation time; 0 if before recording
-	Name    string        `json:"name"`     // "name_tid"
+	TID   uint32 `json:"tid"`      // 0 for a goroutine
+	Start uint64 `json:"start_ns"` // creation time; 0 if before recording
+	Name  string `json:"name"`     // "name_tid", or "goroutine N"
+	// Goroutine is the goroutine's id and OSThreads the tids of the
+	// threads it ran on; absent for a thread.
+	Goroutine *uint64  `json:"goroutine,omitempty"`
+	OSThreads []uint32 `json:"os_threads,omitempty"`
+	// BeginNS and EndNS bound the time the tree covers: the thread's
+	// life in the recording (instr.Thread).
+	BeginNS uint64        `json:"begin_ns"`
+	EndNS   uint64        `json:"end_ns"`
 	FirstNS uint64        `json:"first_ns"` // first analysed event
 	LastNS  uint64        `json:"last_ns"`  // last analysed event
 	Events  uint64        `json:"events"`
@@ -89,10 +98,13 @@ func buildInstrTree(in *instrData) InstrTreeReport {
 				continue
 			}
 			tp.Threads = append(tp.Threads, InstrTreeThread{TID: th.TID, Start: th.Start, Name: th.Root.Name,
+				Goroutine: th.Goroutine, OSThreads: th.OSThreads, BeginNS: th.BeginNS, EndNS: th.EndNS,
 				FirstNS: th.FirstNS, LastNS: th.LastNS, Events: th.Events, Repairs: th.Repairs, Root: root})
 		}
+		// instr sorts by goroutine, tid and start: a stable sort by the
+		// metric keeps that order among equals.
 		slices.SortStableFunc(tp.Threads, func(a, b InstrTreeThread) int {
-			return cmp.Or(cmp.Compare(mt.of(&b.Root.Cum), mt.of(&a.Root.Cum)), cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
+			return cmp.Compare(mt.of(&b.Root.Cum), mt.of(&a.Root.Cum))
 		})
 		rep.Processes = append(rep.Processes, tp)
 	}
@@ -134,7 +146,8 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 	text := func(w io.Writer) {
 		mt, h := in.mt, &rep.InstrHeader
 		samples := h.Total.Samples > 0
-		fmt.Fprintf(w, "BASE, CUM and CUM%% are %s; DELTA is the wall time calibration removed from BASE; DS counts dispatches.\n", metricTitle(mt))
+		fmt.Fprintf(w, "BASE, CUM and CUM%% are %s; DELTA is the wall time calibration removed from BASE;\n", metricTitle(mt))
+		fmt.Fprintln(w, "DS counts dispatches (switched out: blocked or preempted), IN interrupts.")
 		if anySampled(rep.Processes) {
 			fmt.Fprintln(w, sampledLegend)
 		}
@@ -142,7 +155,7 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 		for _, pr := range rep.Processes {
 			fmt.Fprintf(w, "Process %s: %s %s (%.2f%%)\n", pr.Name, mt.name, mt.format(mt.of(&pr.Total)), pr.Percent)
 			for _, th := range pr.Threads {
-				fmt.Fprintf(w, "\n%4s %4s %8s %8s %10s %10s %6s", "LV", "RL", "CALLS", "CEE", "BASE", "DELTA", "DS")
+				fmt.Fprintf(w, "\n%4s %4s %8s %8s %10s %10s %6s %6s", "LV", "RL", "CALLS", "CEE", "BASE", "DELTA", "DS", "IN")
 				if samples {
 					fmt.Fprintf(w, " %6s", "SMP")
 				}
@@ -155,12 +168,15 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 					} else if n.Level == 0 {
 						calls = "-" // a thread is not called
 					}
-					ds := fmt.Sprint(n.Base.Dispatches)
+					ds, in := fmt.Sprint(n.Base.Dispatches), fmt.Sprint(n.Base.Interrupts)
 					if !h.CPUMeasured {
 						ds = "-"
 					}
-					fmt.Fprintf(w, "%4d %4d %8s %8s %10s %10s %6s", n.Level, n.Recursion, calls, cee,
-						mt.format(mt.of(&n.Base)), formatNS(n.Base.DeltaNS), ds)
+					if !h.InterruptsMeasured {
+						in = "-"
+					}
+					fmt.Fprintf(w, "%4d %4d %8s %8s %10s %10s %6s %6s", n.Level, n.Recursion, calls, cee,
+						mt.format(mt.of(&n.Base)), formatNS(n.Base.DeltaNS), ds, in)
 					if samples {
 						fmt.Fprintf(w, " %6d", n.Base.Samples)
 					}

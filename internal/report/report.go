@@ -10,15 +10,18 @@ import (
 	"slices"
 	"strings"
 
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
 
-// Errors returned by Write for options it does not know. They are wrapped
-// with the offending value and the list of valid ones.
+// Errors returned by Write for options it does not know (a view, format,
+// metric or Options.By). They are wrapped with the offending value and
+// the list of valid ones.
 var (
-	ErrUnknownView   = errors.New("unknown report view")
-	ErrUnknownFormat = errors.New("unknown report format")
-	ErrUnknownMetric = errors.New("unknown report metric")
+	ErrUnknownView     = errors.New("unknown report view")
+	ErrUnknownFormat   = errors.New("unknown report format")
+	ErrUnknownMetric   = errors.New("unknown report metric")
+	ErrUnknownGrouping = errors.New("unknown report grouping")
 )
 
 // ErrNotInstrumented is returned by Write for an option that only an
@@ -27,20 +30,25 @@ var (
 // wrapped with an explanation.
 var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
-// Filter restricts a report or an export to the samples of one process
-// and/or thread. The zero Filter keeps everything.
+// Filter restricts a report or an export to the records of one process
+// and/or some threads. The zero Filter keeps everything.
 type Filter struct {
 	PID, TID       uint32
 	HasPID, HasTID bool // whether PID and TID are set
+	// Thread keeps the thread incarnations one of whose names matches
+	// this glob, or whose tid it is when a number (instr.MatchThread):
+	// names are stable from run to run, tids are not.
+	Thread string
 }
 
-// Match reports whether a sample of thread tid of process pid passes f.
-func (f Filter) Match(pid, tid uint32) bool {
-	return (!f.HasPID || pid == f.PID) && (!f.HasTID || tid == f.TID)
+// Match reports whether a record of thread tid of process pid,
+// incarnation th (nil when the trace does not know it), passes f.
+func (f Filter) Match(pid, tid uint32, th *model.Thread) bool {
+	return (!f.HasPID || pid == f.PID) && (!f.HasTID || tid == f.TID) && (f.Thread == "" || instr.MatchThread(f.Thread, tid, th))
 }
 
-// String describes f for report headers: "pid 42 tid 43", or "" for the
-// zero Filter.
+// String describes f for report headers: `pid 42 tid 43 thread
+// "worker-*"`, or "" for the zero Filter.
 func (f Filter) String() string {
 	var parts []string
 	if f.HasPID {
@@ -49,21 +57,43 @@ func (f Filter) String() string {
 	if f.HasTID {
 		parts = append(parts, fmt.Sprintf("tid %d", f.TID))
 	}
+	if f.Thread != "" {
+		parts = append(parts, fmt.Sprintf("thread %q", f.Thread))
+	}
 	return strings.Join(parts, " ")
 }
 
 // Options selects a report.
 type Options struct {
-	// View is "tprof", "flat", "tree", "arcflow" or "callflow"; see
-	// Views. For an instrumented recording (Profile.Events not empty)
-	// flat, tree, arcflow and callflow show the traced calls, tprof the
-	// samples taken alongside them; callflow needs such a recording.
+	// View is "tprof", "flat", "tree", "arcflow", "callflow" or
+	// "threads"; see Views. For an instrumented recording
+	// (Profile.Events not empty) flat, tree, arcflow and callflow show
+	// the traced calls, tprof the samples taken alongside them; callflow
+	// needs such a recording. threads shows each thread incarnation of
+	// any recording.
 	View   string
 	Format string // "text" or "json"; see Formats
 
 	// Filter restricts the report, header counts included, to one
-	// process and/or thread. Percentages are of the filtered total.
+	// process and/or some threads. Percentages are of the filtered
+	// total.
 	Filter
+
+	// By is "thread" (the default when empty) or "goroutine"; see
+	// Groupings. A Go program's goroutines move between threads, so
+	// "goroutine" gives tree, threads and callflow one tree, row or flow
+	// per goroutine, and makes an instrumented recording's calls match
+	// across threads (changing flat and arcflow too). A thread's records
+	// belong to the goroutine it last switched to. tprof, which counts
+	// threads, refuses it, and so does a recording without goroutine
+	// switches (an error wrapping instr.ErrNoGoroutines).
+	By string
+
+	// ExcludeInterrupts removes the time of the interrupts handled while
+	// a thread ran from its wall and CPU time (instr.Options): for
+	// repeatable measurements. The views that count samples are
+	// unchanged.
+	ExcludeInterrupts bool
 
 	// Min is a percentage of the (filtered) total sample count below
 	// which rows are hidden: tree prunes nodes (with their subtrees)
@@ -108,6 +138,9 @@ var views = map[string]view{
 	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
 	// callflow has no sampling form: it lists traced entries and exits.
 	"callflow": {},
+	// threads measures threads from their records, whatever the
+	// recording: writeThreads.
+	"threads": {},
 }
 
 // Views returns the names of the report views, sorted.
@@ -123,11 +156,17 @@ func Views() []string {
 // Formats returns the names of the output formats, sorted.
 func Formats() []string { return []string{"json", "text"} }
 
+// Groupings returns the values of Options.By, the default ("thread")
+// first.
+func Groupings() []string { return []string{"thread", "goroutine"} }
+
 // Write writes the report o.View of p to w in o.Format. An unknown view,
-// format or metric is an error (wrapping ErrUnknownView, ErrUnknownFormat
-// or ErrUnknownMetric) that lists the valid ones; an option the profile
-// has no data for wraps ErrNotInstrumented; a failed analysis of an
-// instrumented recording wraps instr's error. Nothing is written then.
+// format, metric or grouping is an error (wrapping ErrUnknownView,
+// ErrUnknownFormat, ErrUnknownMetric or ErrUnknownGrouping) that lists
+// the valid ones; an option the profile has no data for wraps
+// ErrNotInstrumented or instr.ErrNoGoroutines; a bad thread pattern wraps
+// path.ErrBadPattern; a failed analysis of an instrumented recording
+// wraps instr's error. Nothing is written then.
 func Write(w io.Writer, p *model.Profile, o Options) error {
 	v, ok := views[o.View]
 	if !ok {
@@ -143,8 +182,25 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if !ok {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownMetric, o.Metric, strings.Join(MetricNames(), ", "))
 	}
+	if o.By != "" && !slices.Contains(Groupings(), o.By) {
+		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownGrouping, o.By, strings.Join(Groupings(), ", "))
+	}
+	if err := instr.CheckThreadPattern(o.Thread); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
 	if p == nil {
 		return errors.New("report: nil profile")
+	}
+	if o.By == "goroutine" {
+		if o.View == "tprof" {
+			return fmt.Errorf("report: tprof counts the samples of threads: --by goroutine applies to tree, threads, flat, arcflow and callflow")
+		}
+		if len(p.GoIDs) == 0 {
+			return fmt.Errorf("report: by goroutine: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
+		}
+	}
+	if o.View == "threads" {
+		return writeThreads(w, p, o, mt)
 	}
 	if len(p.Events) > 0 {
 		if iv, ok := instrViews[o.View]; ok {
@@ -153,7 +209,7 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	}
 	if v.text == nil {
 		return fmt.Errorf("report: %s %w (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use %s",
-			o.View, ErrNotInstrumented, strings.Join(slices.DeleteFunc(Views(), func(s string) bool { return views[s].text == nil }), ", "))
+			o.View, ErrNotInstrumented, strings.Join(slices.DeleteFunc(Views(), func(s string) bool { return s == "callflow" }), ", "))
 	}
 	what := "this profile has only samples"
 	if len(p.Events) > 0 {
@@ -165,7 +221,7 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if mt.name != "wall" {
 		return fmt.Errorf("report: metric %s %w: %s", mt.name, ErrNotInstrumented, what)
 	}
-	d := prepare(p, o.Filter)
+	d := prepare(p, o.Filter, o.By == "goroutine")
 	bw := bufio.NewWriter(w)
 	if o.Format == "json" {
 		enc := json.NewEncoder(bw)

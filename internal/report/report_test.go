@@ -6,14 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
-	"trueprof/internal/testutil"
 
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/report/reporttest"
+	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
 
@@ -40,6 +42,15 @@ func goldenName(prefix string, o report.Options) string {
 	}
 	if o.Root != "" {
 		name += "-root=" + o.Root
+	}
+	if o.Thread != "" {
+		name += "-thread=" + o.Thread
+	}
+	if o.By != "" {
+		name += "-by=" + o.By
+	}
+	if o.ExcludeInterrupts {
+		name += "-exclude-interrupts"
 	}
 	return filepath.Join("testdata", name+"."+o.Format+".golden")
 }
@@ -87,16 +98,20 @@ func TestWriteErrors(t *testing.T) {
 		is   error  // wrapped sentinel, if any
 		want string // substring of the message
 	}{
-		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
-		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, tprof, tree"},
+		{"unknown view", report.Options{View: "top", Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, threads, tprof, tree"},
+		{"empty view", report.Options{Format: "text"}, report.ErrUnknownView, "valid: arcflow, callflow, flat, threads, tprof, tree"},
 		{"unknown format", report.Options{View: "flat", Format: "xml"}, report.ErrUnknownFormat, "valid: json, text"},
 		{"negative min", report.Options{View: "flat", Format: "text", Min: -1}, nil, "invalid minimum"},
 		{"unknown metric", report.Options{View: "flat", Format: "text", Metric: "cycles"}, report.ErrUnknownMetric, "valid: wall, cpu, dispatches"},
 		{"callflow of samples", report.Options{View: "callflow", Format: "text"}, report.ErrNotInstrumented,
-			"callflow needs an instrumented recording (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use arcflow, flat, tprof, tree"},
+			"callflow needs an instrumented recording (function entry/exit events, from trueprof record --trace or --root); this trace has only samples: use arcflow, flat, threads, tprof, tree"},
 		{"callflow of samples, json", report.Options{View: "callflow", Format: "json"}, report.ErrNotInstrumented, "callflow needs an instrumented recording"},
 		{"root of samples", report.Options{View: "tree", Format: "text", Root: "main"}, report.ErrNotInstrumented, "a root function needs an instrumented recording: this profile has only samples"},
 		{"cpu metric of samples", report.Options{View: "flat", Format: "text", Metric: "cpu"}, report.ErrNotInstrumented, "metric cpu needs an instrumented recording: this profile has only samples"},
+		{"cpu metric without switches", report.Options{View: "threads", Format: "text", Metric: "cpu"}, nil, "the recording has no context switches"},
+		{"unknown grouping", report.Options{View: "tree", Format: "text", By: "process"}, report.ErrUnknownGrouping, "valid: thread, goroutine"},
+		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, instr.ErrNoGoroutines, "not a Go target"},
+		{"bad thread glob", report.Options{View: "flat", Format: "text", Filter: report.Filter{Thread: "[a-"}}, path.ErrBadPattern, "thread pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -391,9 +406,69 @@ func TestEmpty(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s %s: %v", view, format, err)
 			}
-			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" {
+			if format == "json" && bytes.Contains(buf.Bytes(), []byte("null,")) && view != "flat" && view != "threads" {
 				t.Errorf("%s json has a null: %s", view, buf.Bytes())
 			}
 		}
+	}
+}
+
+// TestSamplingIncarnations: a reused tid's two threads are two trees and
+// two tprof threads, and --thread selects them by name.
+func TestSamplingIncarnations(t *testing.T) {
+	p := reporttest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "pool", 1_003_500_000).
+		Add(1, 2, "main;work", 3).
+		Add(1, 2, "main;rest", 2).
+		Add(1, 1, "main", 1).
+		Profile()
+	p.Threads[2].Names = []string{"pool", "io"}
+	p.Threads[2].Name = "io"
+	var tree report.TreeReport
+	writeJSON(t, p, report.Options{View: "tree"}, &tree)
+	var got []string
+	for _, th := range tree.Processes[0].Threads {
+		leaf := &th.Root
+		for len(leaf.Children) > 0 {
+			leaf = &leaf.Children[0]
+		}
+		got = append(got, fmt.Sprint(th.Name, " ", th.Start, " ", th.Root.Cum.Samples, " ", leaf.Name))
+	}
+	if want := "[pool_2 0 3 work io_2 1003500000 2 rest app_1 0 1 main]"; fmt.Sprint(got) != want {
+		t.Errorf("trees %v, want %s", got, want)
+	}
+	out := writeText(t, p, report.Options{View: "tprof"})
+	if !strings.Contains(out, "TID          3   50.00  pool_2\n") || !strings.Contains(out, "TID          2   33.33  io_2\n") {
+		t.Errorf("tprof:\n%s", out)
+	}
+	for pattern, want := range map[string]uint64{"pool": 5, "io": 2, "2": 5, "a*": 1} {
+		var flat report.FlatReport
+		writeJSON(t, p, report.Options{View: "flat", Filter: report.Filter{Thread: pattern}}, &flat)
+		if flat.Total.Samples != want || flat.Filter == nil || flat.Filter.Thread != pattern {
+			t.Errorf("--thread %s: %d samples, want %d", pattern, flat.Total.Samples, want)
+		}
+	}
+	if out := writeText(t, p, report.Options{View: "flat", Filter: report.Filter{Thread: "io"}}); !strings.Contains(out, "Filter:     thread \"io\"\nSamples:    2") ||
+		!strings.Contains(out, "Processes:  1, threads 1") {
+		t.Errorf("filtered header:\n%s", out)
+	}
+}
+
+// TestSamplingGoroutines: by goroutine, a thread's samples go to the
+// goroutine it last switched to, before that to the thread.
+func TestSamplingGoroutines(t *testing.T) {
+	p := reporttest.New().Thread(1, 1, "app").
+		Add(1, 1, "rt0", 1).    // 1.001s
+		Add(1, 1, "main", 2).   // 1.002s, 1.003s
+		Add(1, 1, "worker", 1). // 1.004s
+		Profile()
+	p.GoIDs = []model.GoID{{Time: 1_002_000_000, PID: 1, TID: 1, GoID: 1}, {Time: 1_003_500_000, PID: 1, TID: 1, GoID: 9}}
+	var tree report.TreeReport
+	writeJSON(t, p, report.Options{View: "tree", By: "goroutine"}, &tree)
+	var got []string
+	for _, th := range tree.Processes[0].Threads {
+		got = append(got, fmt.Sprint(th.Name, " ", th.Root.Cum.Samples))
+	}
+	if want := "[goroutine 1 2 app_1 1 goroutine 9 1]"; fmt.Sprint(got) != want {
+		t.Errorf("trees %v, want %s", got, want)
 	}
 }

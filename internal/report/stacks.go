@@ -20,9 +20,20 @@ type Func struct {
 // counted under.
 var Unknown = Func{Name: "[unknown]"}
 
-// Stack is the samples of one thread that share a call stack.
+// Stack is the samples of one thread incarnation (or goroutine) that
+// share a call stack.
 type Stack struct {
 	PID, TID uint32
+	// Thread is the incarnation of the thread the samples are of (nil
+	// when the trace does not know it, and for a goroutine): a tid the
+	// kernel reused is another thread, which no view mixes with the first.
+	Thread *model.Thread
+	// Goroutine is the goroutine the samples ran (grouping by goroutine);
+	// nil when grouping by thread, and for samples of a thread before it
+	// ran any. TID is then 0.
+	Goroutine *uint64
+	// StackID is the trace's stack node of the samples (0: no stack).
+	StackID uint32
 	// Funcs is the function-level call stack, outermost first: each
 	// location's frames with inlined functions after the function they
 	// were inlined into. Never empty: a sample without a stack has
@@ -35,52 +46,93 @@ type Stack struct {
 	Truncated uint64 // how many of the samples had a truncated call chain
 }
 
-// Stacks returns the samples of p that pass f grouped by thread and call
-// stack, sorted by PID, TID and stack. Inlined functions are functions of
-// their own; samples without a stack have the stack [Unknown]. Stacks
-// running the same code share their Funcs slice: do not modify it.
+// owner says whose samples a Stack holds: a thread incarnation, or a
+// goroutine.
+type owner struct {
+	pid, tid  uint32
+	start     uint64
+	goroutine bool
+	goid      uint64
+}
+
+// compare orders owners by pid, goroutines (tid 0) by id before threads
+// by tid and start.
+func (o owner) compare(p owner) int {
+	return cmp.Or(cmp.Compare(o.pid, p.pid), cmp.Compare(o.tid, p.tid), cmp.Compare(o.start, p.start), cmp.Compare(o.goid, p.goid))
+}
+
+// Stacks returns the samples of p that pass f grouped by thread
+// incarnation and call stack, sorted by PID, TID, the incarnation's start
+// and stack. Inlined functions are functions of their own; samples
+// without a stack have the stack [Unknown]. Stacks running the same code
+// share their Funcs slice: do not modify it.
 func Stacks(p *model.Profile, f Filter) []Stack {
-	return prepare(p, f).stacks
+	return prepare(p, f, false).stacks
 }
 
 // data is a profile prepared for the views: the filtered samples grouped
-// by (pid, tid, stack) and expanded to functions, plus header totals.
+// by owner and stack and expanded to functions, plus header totals.
 type data struct {
-	p      *model.Profile
-	filter Filter
-	stacks []Stack
+	p           *model.Profile
+	filter      Filter
+	byGoroutine bool
+	stacks      []Stack
 
 	total       Metrics
 	truncated   uint64
 	first, last uint64 // time of the first and last sample; 0 if none
-
-	threadNames map[[2]uint32]string // built on first use
 }
 
-func prepare(p *model.Profile, f Filter) *data {
-	d := &data{p: p, filter: f}
-	type key struct{ pid, tid, stack uint32 }
+// prepare groups the samples of p that pass f by thread incarnation or,
+// byGoroutine, by the goroutine their thread last switched to (the
+// thread's own samples before it ran any).
+func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
+	d := &data{p: p, filter: f, byGoroutine: byGoroutine}
+	type key struct {
+		owner
+		stack uint32
+	}
 	index := map[key]int{}
 	var keys []key
 	var groups []Stack
+	running := map[*model.Thread]uint64{} // the goroutine each thread runs
+	var g int                             // the next goroutine switch
 	for i := range p.Samples {
 		s := &p.Samples[i]
-		if !f.Match(s.PID, s.TID) {
+		th := p.ThreadAt(s.PID, s.TID, s.Time)
+		if !f.Match(s.PID, s.TID, th) {
 			continue
 		}
-		k := key{s.PID, s.TID, s.Stack}
+		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {
+			r := &p.GoIDs[g]
+			running[p.ThreadAt(r.PID, r.TID, r.Time)] = r.GoID
+		}
+		k := key{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
+		if th != nil {
+			k.start = th.Start
+		}
+		goid, ok := running[th]
+		if ok && th != nil {
+			k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
+		}
 		j, ok := index[k]
 		if !ok {
 			j = len(groups)
 			index[k] = j
 			keys = append(keys, k)
-			groups = append(groups, Stack{PID: s.PID, TID: s.TID})
+			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
+			if k.goroutine {
+				st.Goroutine = &goid
+			} else {
+				st.Thread = th
+			}
+			groups = append(groups, st)
 		}
-		g := &groups[j]
-		g.Samples++
-		g.Period += s.Period
+		gr := &groups[j]
+		gr.Samples++
+		gr.Period += s.Period
 		if s.Truncated {
-			g.Truncated++
+			gr.Truncated++
 			d.truncated++
 		}
 		d.total.Samples++
@@ -108,7 +160,7 @@ func prepare(p *model.Profile, f Filter) *data {
 		groups[j].Symbol = symbols[id]
 	}
 
-	// Sort by (pid, tid, stack id) so that every view walks the samples in
+	// Sort by owner and stack id so that every view walks the samples in
 	// the same order whatever the order of the trace.
 	order := make([]int, len(groups))
 	for i := range order {
@@ -116,7 +168,7 @@ func prepare(p *model.Profile, f Filter) *data {
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		ka, kb := keys[a], keys[b]
-		return cmp.Or(cmp.Compare(ka.pid, kb.pid), cmp.Compare(ka.tid, kb.tid), cmp.Compare(ka.stack, kb.stack))
+		return cmp.Or(ka.owner.compare(kb.owner), cmp.Compare(ka.stack, kb.stack))
 	})
 	d.stacks = make([]Stack, len(groups))
 	for i, j := range order {
@@ -168,22 +220,16 @@ func (d *data) processName(pid uint32) string {
 	return fmt.Sprintf("%s_%d", name, pid)
 }
 
-// threadName returns "name_tid" for a thread. When a tid was reused its
-// latest name wins: samples carry only pid and tid, so the reports cannot
-// tell the two lifetimes apart.
-func (d *data) threadName(pid, tid uint32) string {
-	if d.threadNames == nil {
-		d.threadNames = map[[2]uint32]string{}
-		// Threads is sorted by start time within a tid: the last one wins.
-		for _, t := range d.p.Threads {
-			if t.Name != "" {
-				d.threadNames[[2]uint32{t.PID, t.TID}] = t.Name
-			}
-		}
+// ownerName names the owner of the samples of s as tprof does:
+// "name_tid" for a thread, with the name of its incarnation, and
+// "goroutine N" for a goroutine.
+func ownerName(s *Stack) string {
+	if s.Goroutine != nil {
+		return fmt.Sprintf("goroutine %d", *s.Goroutine)
 	}
-	name, ok := d.threadNames[[2]uint32{pid, tid}]
-	if !ok {
-		name = "[unknown]"
+	name := "[unknown]"
+	if s.Thread != nil && s.Thread.Name != "" {
+		name = s.Thread.Name
 	}
-	return fmt.Sprintf("%s_%d", name, tid)
+	return fmt.Sprintf("%s_%d", name, s.TID)
 }

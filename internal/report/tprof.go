@@ -26,33 +26,42 @@ type TprofReport struct {
 
 // tprofNode accumulates ticks while the hierarchy is built.
 type tprofNode struct {
+	name     string
 	id       *uint32
+	start    uint64 // a thread incarnation's creation, which tells two apart
 	ticks    uint64
 	children map[string]*tprofNode
 }
 
-func (n *tprofNode) child(name string) *tprofNode {
-	c := n.children[name]
+// child returns n's child of key, named name.
+func (n *tprofNode) child(key, name string) *tprofNode {
+	c := n.children[key]
 	if c == nil {
-		c = &tprofNode{children: map[string]*tprofNode{}}
-		n.children[name] = c
+		c = &tprofNode{name: name, children: map[string]*tprofNode{}}
+		n.children[key] = c
 	}
 	return c
 }
 
 // buildTprof builds the process → thread → module → symbol hierarchy of
 // seed 004's figure 4. The symbol is the physical function, as in perf
-// report, not the inlined frame.
+// report, not the inlined frame. A reused tid is another thread.
 func buildTprof(d *data, o Options) TprofReport {
 	root := &tprofNode{children: map[string]*tprofNode{}}
 	for i := range d.stacks {
 		s := &d.stacks[i]
-		pr := root.child(d.processName(s.PID))
+		name := d.processName(s.PID)
+		pr := root.child(name, name)
 		pr.id = &s.PID
-		th := pr.child(d.threadName(s.PID, s.TID))
-		th.id = &s.TID
-		mod := th.child(moduleName(s.Symbol.Module))
-		sym := mod.child(s.Symbol.Name)
+		var start uint64
+		if s.Thread != nil {
+			start = s.Thread.Start
+		}
+		name = ownerName(s)
+		th := pr.child(fmt.Sprintf("%s@%d", name, start), name)
+		th.id, th.start = &s.TID, start
+		mod := th.child(moduleName(s.Symbol.Module), moduleName(s.Symbol.Module))
+		sym := mod.child(s.Symbol.Name, s.Symbol.Name)
 		for _, n := range []*tprofNode{pr, th, mod, sym} {
 			n.ticks += s.Samples
 		}
@@ -64,28 +73,31 @@ func buildTprof(d *data, o Options) TprofReport {
 }
 
 // tprofRows returns n's children as rows labelled labels[0], sorted by
-// ticks, largest first, then by name.
+// ticks, largest first, then by name (and creation).
 func tprofRows(n *tprofNode, labels []string, total uint64, o Options) []TprofRow {
 	if len(labels) == 0 {
 		return nil
 	}
-	rows := []TprofRow{}
-	for name, c := range n.children {
-		if hidden(c.ticks, total, o) {
-			continue
+	kids := make([]*tprofNode, 0, len(n.children))
+	for _, c := range n.children {
+		if !hidden(c.ticks, total, o) {
+			kids = append(kids, c)
 		}
+	}
+	slices.SortFunc(kids, func(a, b *tprofNode) int {
+		return cmp.Or(cmp.Compare(b.ticks, a.ticks), cmp.Compare(a.name, b.name), cmp.Compare(a.start, b.start))
+	})
+	rows := []TprofRow{}
+	for _, c := range kids {
 		rows = append(rows, TprofRow{
 			Label:    labels[0],
 			ID:       c.id,
-			Name:     name,
+			Name:     c.name,
 			Ticks:    c.ticks,
 			Percent:  percent(c.ticks, total),
 			Children: tprofRows(c, labels[1:], total, o),
 		})
 	}
-	slices.SortFunc(rows, func(a, b TprofRow) int {
-		return cmp.Or(cmp.Compare(b.Ticks, a.Ticks), cmp.Compare(a.Name, b.Name))
-	})
 	return rows
 }
 

@@ -27,12 +27,17 @@ type TreeNode struct {
 	childByFunc map[Func]int
 }
 
-// TreeThread is the call-stack tree of one thread. Its root is the thread
-// itself (named "name_tid" like tprof) at level 0.
+// TreeThread is the call-stack tree of one thread incarnation (a reused
+// tid is another thread) or, by goroutine, of one goroutine. Its root is
+// the thread itself (named "name_tid" like tprof), or "goroutine N", at
+// level 0.
 type TreeThread struct {
-	TID  uint32   `json:"tid"`
-	Name string   `json:"name"`
-	Root TreeNode `json:"root"`
+	TID   uint32 `json:"tid"`                // 0 for a goroutine
+	Start uint64 `json:"start_ns,omitempty"` // the incarnation's creation; absent if before recording
+	// Goroutine is the goroutine's id; absent for a thread.
+	Goroutine *uint64  `json:"goroutine,omitempty"`
+	Name      string   `json:"name"`
+	Root      TreeNode `json:"root"`
 }
 
 // TreeProcess groups the trees of a process's threads.
@@ -41,7 +46,7 @@ type TreeProcess struct {
 	Name    string       `json:"name"`
 	Total   Metrics      `json:"total"`   // the process's samples
 	Percent float64      `json:"percent"` // of the filtered total
-	Threads []TreeThread `json:"threads"` // by cum, largest first, then tid
+	Threads []TreeThread `json:"threads"` // by cum, largest first, then goroutine, tid and start
 }
 
 // TreeReport is the JSON form of the tree view.
@@ -51,21 +56,25 @@ type TreeReport struct {
 }
 
 // buildTree merges each thread's function-level stacks from the outermost
-// frame into a tree. d.stacks is sorted by pid and tid, so each thread's
-// stacks are contiguous.
+// frame into a tree. d.stacks is sorted by owner, so each thread's (or
+// goroutine's) stacks are contiguous.
 func buildTree(d *data, o Options) TreeReport {
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
 	total := d.total.Samples
 	depth := map[Func]int{} // occurrences of each function on the current path
 	for i := 0; i < len(d.stacks); {
-		pid, tid := d.stacks[i].PID, d.stacks[i].TID
+		first := &d.stacks[i]
+		pid := first.PID
 		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != pid {
 			r.Processes = append(r.Processes, TreeProcess{PID: pid, Name: d.processName(pid), Threads: []TreeThread{}})
 		}
 		pr := &r.Processes[len(r.Processes)-1]
-		th := TreeThread{TID: tid, Name: d.threadName(pid, tid)}
+		th := TreeThread{TID: first.TID, Goroutine: first.Goroutine, Name: ownerName(first)}
+		if first.Thread != nil {
+			th.Start = first.Thread.Start
+		}
 		th.Root = TreeNode{Name: th.Name, Children: []TreeNode{}}
-		for ; i < len(d.stacks) && d.stacks[i].PID == pid && d.stacks[i].TID == tid; i++ {
+		for ; i < len(d.stacks) && sameOwner(&d.stacks[i], first); i++ {
 			s := &d.stacks[i]
 			n := &th.Root
 			n.Cum.add(s.Metrics)
@@ -89,13 +98,29 @@ func buildTree(d *data, o Options) TreeReport {
 		pr := &r.Processes[i]
 		pr.Percent = percent(pr.Total.Samples, total)
 		slices.SortFunc(pr.Threads, func(a, b TreeThread) int {
-			return cmp.Or(cmp.Compare(b.Root.Cum.Samples, a.Root.Cum.Samples), cmp.Compare(a.TID, b.TID))
+			return cmp.Or(cmp.Compare(b.Root.Cum.Samples, a.Root.Cum.Samples), cmp.Compare(goid(a.Goroutine), goid(b.Goroutine)),
+				cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
 		})
 	}
 	slices.SortFunc(r.Processes, func(a, b TreeProcess) int {
 		return cmp.Or(cmp.Compare(b.Total.Samples, a.Total.Samples), cmp.Compare(a.PID, b.PID))
 	})
 	return r
+}
+
+// sameOwner reports whether two stacks are of the same thread
+// incarnation or goroutine.
+func sameOwner(s, t *Stack) bool {
+	return s.PID == t.PID && s.TID == t.TID && s.Thread == t.Thread &&
+		(s.Goroutine == nil) == (t.Goroutine == nil) && goid(s.Goroutine) == goid(t.Goroutine)
+}
+
+// goid is a goroutine's id, 0 for none, for comparisons.
+func goid(g *uint64) uint64 {
+	if g == nil {
+		return 0
+	}
+	return *g
 }
 
 // child returns n's child for f, creating it with recursion level rl.

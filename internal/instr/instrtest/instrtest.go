@@ -13,6 +13,11 @@
 //	adj:40       the thread lost 40ns to the profiler, ending now
 //	adj:40:3     ... and dropped 3 events
 //	s:main;f;g   a sample, stack outermost first
+//	irq:30       a hardware interrupt handled for 30ns, ending now
+//	softirq:30   a softirq, likewise
+//	go:17        the thread switches to goroutine 17
+//	exit         the thread exits (its incarnation at this time)
+//	pf:12 mig:3  the thread's page fault and migration counters
 //
 // Function names may carry a module, "f@/lib/libx.so" (default
 // DefaultModule). Sample stacks use reporttest's syntax: ';' separates
@@ -45,6 +50,24 @@ type Builder struct {
 	p     *model.Profile
 	locs  map[string]uint32
 	nodes map[[2]uint32]uint32
+	// exits and counters apply to the incarnation of their time, known
+	// once the threads are sorted.
+	exits    []exit
+	counters []counter
+}
+
+// exit is an exit token of a script.
+type exit struct {
+	time     uint64
+	pid, tid uint32
+}
+
+// counter is a counter token of a script.
+type counter struct {
+	time     uint64
+	pid, tid uint32
+	kind     trace.CounterKind
+	value    uint64
 }
 
 // New returns a Builder for a hook recording without calibration, with
@@ -128,11 +151,35 @@ func (b *Builder) Run(pid, tid uint32, script string) *Builder {
 			b.p.Adjusts = append(b.p.Adjusts, model.Adjust{Time: now, PID: pid, TID: tid, Duration: d, Dropped: dropped})
 		case strings.HasPrefix(tok, "s:"):
 			b.p.Samples = append(b.p.Samples, model.Sample{Time: now, PID: pid, TID: tid, Period: 1, Stack: b.stack(tok[2:])})
+		case strings.HasPrefix(tok, "irq:") || strings.HasPrefix(tok, "softirq:"):
+			kind, arg, _ := strings.Cut(tok, ":")
+			q := model.IRQ{Time: now, PID: pid, TID: tid, Soft: kind == "softirq", Vector: 1, Duration: number(tok, arg)}
+			if q.Soft {
+				q.Vector = 3
+			}
+			b.p.IRQs = append(b.p.IRQs, q)
+		case strings.HasPrefix(tok, "go:"):
+			b.p.GoIDs = append(b.p.GoIDs, model.GoID{Time: now, PID: pid, TID: tid, GoID: number(tok, tok[3:])})
+		case tok == "exit":
+			b.exits = append(b.exits, exit{now, pid, tid})
+		case strings.HasPrefix(tok, "pf:"):
+			b.counters = append(b.counters, counter{now, pid, tid, trace.CounterPageFaults, number(tok, tok[3:])})
+		case strings.HasPrefix(tok, "mig:"):
+			b.counters = append(b.counters, counter{now, pid, tid, trace.CounterMigrations, number(tok, tok[4:])})
 		default:
 			panic(fmt.Sprintf("instrtest: bad token %q", tok))
 		}
 	}
 	return b
+}
+
+// number parses the number s of token tok, and panics if it is not one.
+func number(tok, s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("instrtest: bad token %q", tok))
+	}
+	return n
 }
 
 // Function returns the location id of the entry of function fn
@@ -197,23 +244,45 @@ func (b *Builder) Profile() *model.Profile {
 	slices.SortStableFunc(p.Switches, func(x, y model.Switch) int { return cmp.Compare(x.Time, y.Time) })
 	slices.SortStableFunc(p.Adjusts, func(x, y model.Adjust) int { return cmp.Compare(x.Time, y.Time) })
 	slices.SortStableFunc(p.Samples, func(x, y model.Sample) int { return cmp.Compare(x.Time, y.Time) })
+	slices.SortStableFunc(p.IRQs, func(x, y model.IRQ) int { return cmp.Compare(x.Time, y.Time) })
+	slices.SortStableFunc(p.GoIDs, func(x, y model.GoID) int { return cmp.Compare(x.Time, y.Time) })
 	slices.SortFunc(p.Processes, func(x, y *model.Process) int { return cmp.Compare(x.PID, y.PID) })
 	slices.SortStableFunc(p.Threads, func(x, y *model.Thread) int {
 		return cmp.Or(cmp.Compare(x.PID, y.PID), cmp.Compare(x.TID, y.TID), cmp.Compare(x.Start, y.Start))
 	})
+	for _, e := range b.exits {
+		if t := p.ThreadAt(e.pid, e.tid, e.time); t != nil {
+			t.End = e.time
+		}
+	}
+	for _, c := range b.counters {
+		if t := p.ThreadAt(c.pid, c.tid, c.time); t != nil {
+			if t.Counters == nil {
+				t.Counters = map[trace.CounterKind]uint64{}
+			}
+			t.Counters[c.kind] = c.value
+		}
+	}
+	// The recording ends with its last event or exit (the analysis
+	// takes any later record as the end).
 	var last uint64
 	for _, e := range p.Events {
 		last = max(last, e.Time)
 	}
-	p.End.Time = last + 1
+	for _, e := range b.exits {
+		last = max(last, e.time)
+	}
+	p.End.Time = last
 	return p
 }
 
 // Random builds a profile of one to four threads of process 10, each a
 // random well-nested timeline of calls among a few functions (recursion,
 // direct and indirect, is common) with context switches, profiler
-// pauses and samples whose stacks extend the traced stack with untraced
-// frames. With calibrate set the header has a calibration whose
+// pauses, interrupts, goroutine switches and samples whose stacks extend
+// the traced stack with untraced frames. A thread may be created during
+// the recording, exit before its end, and have its tid reused by a second
+// incarnation. With calibrate set the header has a calibration whose
 // overheads often exceed the intervals, so clamping at zero is exercised.
 func Random(r *rand.Rand, calibrate bool) *model.Profile {
 	names := []string{"a", "b", "c", "d", "e@/lib/libx.so"}
@@ -223,58 +292,85 @@ func Random(r *rand.Rand, calibrate bool) *model.Profile {
 	}
 	threads := 1 + r.IntN(4)
 	for t := range threads {
-		b.Thread(10, uint32(10+t), fmt.Sprintf("t%d", t))
-	}
-	for t := range threads {
-		var sb strings.Builder
-		now := uint64(r.IntN(100))
-		var stack []string
-		off := false
-		emit := func(tok string) {
-			fmt.Fprintf(&sb, "%d %s ", now, tok)
+		tid := uint32(10 + t)
+		var start uint64
+		if r.IntN(3) == 0 {
+			start = 1 + uint64(r.IntN(50)) // created during the recording
 		}
-		for range 1 + r.IntN(60) {
-			now += uint64(r.IntN(50))
-			switch k := r.IntN(20); {
-			case k < 8 && len(stack) < 12:
-				f := names[r.IntN(len(names))]
-				stack = append(stack, f)
-				emit("+" + f)
-			case k < 14 && len(stack) > 0:
-				emit("-" + stack[len(stack)-1])
-				stack = stack[:len(stack)-1]
-			case k < 16:
-				if off {
-					emit("in")
-				} else if r.IntN(2) == 0 {
-					emit("out")
-				} else {
-					emit("preempt")
-				}
-				off = !off
-			case k < 17:
-				emit(fmt.Sprintf("adj:%d:%d", r.IntN(80), r.IntN(2)))
-			default:
-				frames := append([]string{"_start"}, stack...)
-				for range r.IntN(3) {
-					frames = append(frames, fmt.Sprintf("u%d", r.IntN(3)))
-				}
-				if last := frames[len(frames)-1]; r.IntN(4) == 0 && !strings.Contains(last, "@") {
-					frames[len(frames)-1] += ">inl"
-				}
-				emit("s:" + strings.Join(frames, ";"))
-			}
+		b.ThreadAt(10, tid, fmt.Sprintf("t%d", t), start)
+		now := start + uint64(r.IntN(100))
+		now = b.randomRun(r, names, tid, now)
+		if r.IntN(3) != 0 {
+			continue
 		}
-		for len(stack) > 0 && r.IntN(8) != 0 { // sometimes leave calls open
-			now += uint64(r.IntN(50))
-			emit("-" + stack[len(stack)-1])
-			stack = stack[:len(stack)-1]
+		// The thread exits; sometimes a new one gets its tid.
+		now += uint64(r.IntN(20))
+		b.Run(10, tid, fmt.Sprintf("%d exit pf:%d mig:%d", now, r.IntN(9), r.IntN(3)))
+		if r.IntN(2) == 0 {
+			now += 1 + uint64(r.IntN(20))
+			b.ThreadAt(10, tid, fmt.Sprintf("t%d-again", t), now)
+			b.randomRun(r, names, tid, now+uint64(r.IntN(10)))
 		}
-		if off {
-			now += uint64(r.IntN(50))
-			emit("in")
-		}
-		b.Run(10, uint32(10+t), sb.String())
 	}
 	return b.Profile()
+}
+
+// randomRun appends Random's timeline of thread tid from time now, and
+// returns its last time.
+func (b *Builder) randomRun(r *rand.Rand, names []string, tid uint32, now uint64) uint64 {
+	var sb strings.Builder
+	var stack []string
+	off := false
+	emit := func(tok string) {
+		fmt.Fprintf(&sb, "%d %s ", now, tok)
+	}
+	for range 1 + r.IntN(60) {
+		now += uint64(r.IntN(50))
+		switch k := r.IntN(23); {
+		case k < 8 && len(stack) < 12:
+			f := names[r.IntN(len(names))]
+			stack = append(stack, f)
+			emit("+" + f)
+		case k < 14 && len(stack) > 0:
+			emit("-" + stack[len(stack)-1])
+			stack = stack[:len(stack)-1]
+		case k < 16:
+			if off {
+				emit("in")
+			} else if r.IntN(2) == 0 {
+				emit("out")
+			} else {
+				emit("preempt")
+			}
+			off = !off
+		case k < 17:
+			emit(fmt.Sprintf("adj:%d:%d", r.IntN(80), r.IntN(2)))
+		case k < 19:
+			if !off {
+				emit(fmt.Sprintf("%s:%d", []string{"irq", "softirq"}[r.IntN(2)], r.IntN(30)))
+			}
+		case k < 20:
+			emit(fmt.Sprintf("go:%d", 1+r.IntN(4)))
+		default:
+			frames := append([]string{"_start"}, stack...)
+			for range r.IntN(3) {
+				frames = append(frames, fmt.Sprintf("u%d", r.IntN(3)))
+			}
+			if last := frames[len(frames)-1]; r.IntN(4) == 0 && !strings.Contains(last, "@") {
+				frames[len(frames)-1] += ">inl"
+			}
+			emit("s:" + strings.Join(frames, ";"))
+		}
+	}
+	for len(stack) > 0 && r.IntN(8) != 0 { // sometimes leave calls open
+		now += uint64(r.IntN(50))
+		emit("-" + stack[len(stack)-1])
+		stack = stack[:len(stack)-1]
+	}
+	if off {
+		now += uint64(r.IntN(50))
+		emit("in")
+	}
+	b.Run(10, tid, sb.String())
+	return now
 }

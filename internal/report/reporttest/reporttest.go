@@ -34,8 +34,9 @@ type Builder struct {
 	time  uint64
 }
 
-// New returns a Builder for a cpu-clock profile sampled every 1ms, started
-// at a fixed time so that reports of it are reproducible.
+// New returns a Builder for a cpu-clock profile sampled every 1ms from
+// 1s (trace clock), started at a fixed time so that reports of it are
+// reproducible.
 func New() *Builder {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return &Builder{
@@ -63,8 +64,14 @@ func New() *Builder {
 // Thread records a thread; a thread whose tid is its pid also names the
 // process.
 func (b *Builder) Thread(pid, tid uint32, name string) *Builder {
-	b.p.Threads = append(b.p.Threads, &model.Thread{PID: pid, TID: tid, Name: name, Names: []string{name}})
-	if pid == tid {
+	return b.ThreadAt(pid, tid, name, 0)
+}
+
+// ThreadAt is Thread for a thread created at time start: samples from
+// then on are its, not those of an earlier thread with the same tid.
+func (b *Builder) ThreadAt(pid, tid uint32, name string, start uint64) *Builder {
+	b.p.Threads = append(b.p.Threads, &model.Thread{PID: pid, TID: tid, Name: name, Names: []string{name}, Start: start})
+	if pid == tid && start == 0 {
 		b.p.Processes = append(b.p.Processes, &model.Process{PID: pid, Name: name})
 	}
 	return b
@@ -218,33 +225,65 @@ func Random(r *rand.Rand) *model.Profile {
 
 // InstrFixture returns the instrumented recording the golden files of
 // the instrumented views are made of (hook probes, calibrated, with
-// context switches and samples alongside). Process app (pid 1) has thread
-// app (tid 1), whose main recurses through parse, then calls compute,
-// which blocks for 200µs and calls write in libc and helper, whose exit
-// is missing (a repair); a last exit of main matches no call (another
-// repair); a sample under helper adds the untraced memcpy. Its thread
-// worker (tid 2) calls compute twice, once losing 20µs to the profiler,
-// then hash in libcrypto. Process db (pid 3) has one thread with direct
+// context switches, interrupts, per-thread counters and samples
+// alongside), recorded from 1000µs to 2805µs. Process app (pid 1) has
+// thread app (tid 1), whose main recurses through parse, then calls
+// compute, which blocks for 200µs and calls write in libc and helper,
+// whose exit is missing (a repair); an interrupt lands in helper, a
+// softirq in main; a last exit of main matches no call (another repair);
+// a sample under helper adds the untraced memcpy. Its thread worker (tid
+// 2) calls compute twice, once losing 20µs to the profiler, then hash in
+// libcrypto, and exits; a new thread gets tid 2, is renamed io and calls
+// read until it exits. Process db (pid 3) has one thread with direct
 // recursion in another module.
 func InstrFixture() *model.Profile {
 	b := instrtest.New().Calibrate(300, 250, 400, 100).
 		Thread(1, 1, "app").
 		Thread(1, 2, "worker").
+		ThreadAt(1, 2, "worker", 1_400_000).
 		Thread(3, 3, "db")
 	// Times are in µs.
 	b.Run(1, 1, micro(`1000 +main 1010 +parse 1020 +parse 1030 +parse 1045 -parse 1060 -parse 1070 -parse
 		1080 +compute 1100 out 1300 in 1400 +write@/lib/libc.so.6 1500 -write@/lib/libc.so.6
-		1510 +helper 1515 s:_start;main;compute;helper;memcpy@/lib/libc.so.6 1600 -compute
-		1700 preempt 1750 in 2800 -main 2805 -main`))
+		1510 +helper 1515 s:_start;main;compute;helper;memcpy@/lib/libc.so.6 1530 irq:4000 1600 -compute
+		1700 preempt 1750 in 2000 softirq:12000 2800 -main 2805 -main pf:120 mig:2`))
 	b.Run(1, 2, micro(`1005 +worker_loop 1020 +compute 1050 -compute 1060 +compute 1100 adj:20000 1120 -compute
 		1130 +hash@/lib/libcrypto.so.3 1150 s:start_thread;worker_loop;hash@/lib/libcrypto.so.3
-		1200 -hash@/lib/libcrypto.so.3 1250 -worker_loop`))
+		1200 -hash@/lib/libcrypto.so.3 1250 -worker_loop 1260 pf:30 mig:0 exit`))
+	b.Run(1, 2, micro(`1410 +read@/lib/libc.so.6 1420 out 1480 in 1490 -read@/lib/libc.so.6 1500 exit`))
 	b.Run(3, 3, micro(`1100 +query@/usr/bin/db 1150 +sort@/usr/bin/db 1160 +sort@/usr/bin/db 1170 -sort@/usr/bin/db
 		1180 -sort@/usr/bin/db 1300 -query@/usr/bin/db`))
 	p := b.Profile()
 	p.Header.Event, p.Header.Freq = "cpu-clock", 999
+	p.Header.StartNS = 1_000_000
 	for i := range p.Samples {
 		p.Samples[i].Period = 1_001_001 // 1s / 999 Hz
+	}
+	io := p.ThreadAt(1, 2, 1_400_000)
+	io.Name, io.Names = "io", []string{"worker", "io"}
+	return p
+}
+
+// GoFixture returns the instrumented recording of a Go program that the
+// golden files of --by goroutine are made of: process server (pid 5) has
+// two threads. Goroutine 1 runs main on thread 5 and blocks in recv;
+// thread 5 then runs goroutine 7, whose handle is preempted. Goroutine 1
+// resumes on thread 6, where recv returns. Before it, thread 6 ran runtime
+// code and goroutine 8's short handle. Samples are taken alongside.
+func GoFixture() *model.Profile {
+	b := instrtest.New().Calibrate(30, 25, 40, 10).
+		Thread(5, 5, "server").
+		Thread(5, 6, "server")
+	// Times are in µs.
+	b.Run(5, 5, micro(`1000 go:1 1000 +main 1010 +recv 1011 s:main;recv 1012 go:7 1012 +handle 1050 s:handle;parse
+		1060 preempt 1090 in 1100 -handle 1110 out`))
+	b.Run(5, 6, micro(`1000 +mstart 1005 -mstart 1008 go:8 1009 +handle 1011 -handle 1015 go:1 1030 s:main;recv;copy
+		1040 -recv 1050 -main 1060 out`))
+	p := b.Profile()
+	p.Header.Event, p.Header.Freq = "cpu-clock", 999
+	p.Header.StartNS = 1_000_000
+	for i := range p.Samples {
+		p.Samples[i].Period = 1_001_001
 	}
 	return p
 }
