@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"trueprof/internal/testutil"
+)
+
+// shortThreads creates and joins argv[1] threads, eight at a time, each
+// spinning for about a millisecond of CPU time. It prints the CPU time the
+// kernel charged its worker threads (each reads its own at its end, the
+// same count /proc/PID/task/TID/schedstat shows), and the whole process's
+// (getrusage: all threads, ended ones included) since main began, in ns.
+const shortThreads = `
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+static volatile long sink;
+static long long workers_ns;
+static long long cpu_ns(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
+__attribute__((noinline)) void spin(void) {
+	long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000;
+	while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+		for (int i = 0; i < 1000; i++) sink += i;
+}
+static void *worker(void *arg) {
+	char name[16];
+	snprintf(name, sizeof name, "worker-%ld", (long)arg);
+	prctl(PR_SET_NAME, name);
+	spin();
+	__atomic_fetch_add(&workers_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID), __ATOMIC_RELAXED);
+	return 0;
+}
+static long long rusage_ns(void) {
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
+int main(int argc, char **argv) {
+	long long start = rusage_ns();
+	long n = atol(argv[1]);
+	for (long i = 0; i < n; i += 8) {
+		pthread_t t[8];
+		int k = 0;
+		for (; k < 8 && i + k < n; k++) pthread_create(&t[k], 0, worker, (void *)(i + k));
+		while (k-- > 0) pthread_join(t[k], 0);
+	}
+	printf("%lld %lld\n", workers_ns, rusage_ns() - start);
+	return 0;
+}
+`
+
+// threadRow is the part of --view threads JSON these tests read.
+type threadRow struct {
+	PID         uint32   `json:"pid"`
+	TID         uint32   `json:"tid"`
+	Name        string   `json:"name"`
+	Names       []string `json:"names"`
+	StartNS     uint64   `json:"start_ns"`
+	EndNS       uint64   `json:"end_ns"`
+	CPUNS       float64  `json:"cpu_ns"`
+	WallNS      float64  `json:"wall_ns"`
+	Voluntary   uint64   `json:"dispatches_voluntary"`
+	Involuntary uint64   `json:"dispatches_involuntary"`
+	Samples     uint64   `json:"samples"`
+	Events      uint64   `json:"events"`
+}
+
+func threadsView(t *testing.T, tr string, args ...string) []threadRow {
+	t.Helper()
+	out, err := exec.Command(trueprof(), append([]string{"report", "-i", tr, "--view", "threads", "--format", "json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("report --view threads: %v", err)
+	}
+	var v struct {
+		Threads []threadRow `json:"threads"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("threads JSON: %v\n%s", err, out)
+	}
+	return v.Threads
+}
+
+// TestHundredsOfShortThreads records a program that creates and joins
+// 300 short threads: each is its own row with its own name and times, and
+// the rows' CPU time adds up to what the kernel charged the threads, and
+// the process, within 2%.
+func TestHundredsOfShortThreads(t *testing.T) {
+	testutil.RequirePerf(t)
+	const n = 300
+	bin := testutil.BuildC(t, t.TempDir(), "short", shortThreads, "-pthread")
+	tr := filepath.Join(t.TempDir(), "short.trace")
+	out, err := exec.Command(trueprof(), "record", "-o", tr, "--", bin, strconv.Itoa(n)).Output()
+	if err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	var kernelWorkers, kernelProcess float64
+	if _, err := fmt.Sscan(string(out), &kernelWorkers, &kernelProcess); err != nil {
+		t.Fatalf("fixture printed %q", out)
+	}
+	rows := threadsView(t, tr)
+	var cpu, cpuWorkers float64
+	workers := map[string]bool{}
+	for _, r := range rows {
+		cpu += r.CPUNS
+		if strings.HasPrefix(r.Name, "worker-") {
+			cpuWorkers += r.CPUNS
+			if workers[r.Name] {
+				t.Errorf("two rows named %s", r.Name)
+			}
+			workers[r.Name] = true
+			if r.StartNS == 0 || r.EndNS <= r.StartNS || r.CPUNS < 0.9e6 || r.CPUNS > r.WallNS+1 {
+				t.Errorf("%s: start %d end %d cpu %.0f wall %.0f: want a created and ended thread with about 1 ms on CPU",
+					r.Name, r.StartNS, r.EndNS, r.CPUNS, r.WallNS)
+			}
+		}
+	}
+	if len(workers) != n {
+		t.Errorf("%d worker rows, want %d", len(workers), n)
+	}
+	for _, c := range []struct {
+		what        string
+		got, kernel float64
+	}{{"worker threads (their own CPU clocks)", cpuWorkers, kernelWorkers}, {"all threads (getrusage since main began)", cpu, kernelProcess}} {
+		d := (c.got - c.kernel) / c.kernel
+		t.Logf("%s: trueprof %.2f ms, kernel %.2f ms (%+.2f%%)", c.what, c.got/1e6, c.kernel/1e6, 100*d)
+		if math.Abs(d) > 0.02 {
+			t.Errorf("%s: CPU time adds up to %.2f ms, the kernel charged %.2f ms: %+.1f%% apart, limit 2%%", c.what, c.got/1e6, c.kernel/1e6, 100*d)
+		}
+	}
+	if filtered := threadsView(t, tr, "--thread", "worker-1?"); len(filtered) != 10 {
+		t.Errorf("--thread worker-1? gives %d rows, want 10", len(filtered))
+	}
+}
