@@ -15,16 +15,15 @@ import (
 
 // shortThreads creates and joins argv[1] threads, eight at a time, each
 // spinning for about a millisecond of CPU time. It prints the CPU time the
-// kernel charged its worker threads (each reads its own at its end, the
-// same count /proc/PID/task/TID/schedstat shows), and the whole process's
-// (getrusage: all threads, ended ones included) since main began, in ns.
+// kernel charged its worker threads, each read by the thread itself at its
+// end, and its main thread's since main began: the counts that
+// /proc/PID/task/TID/schedstat shows while a thread lives.
 const shortThreads = `
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <time.h>
 static volatile long sink;
 static long long workers_ns;
@@ -42,13 +41,8 @@ static void *worker(void *arg) {
 	__atomic_fetch_add(&workers_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID), __ATOMIC_RELAXED);
 	return 0;
 }
-static long long rusage_ns(void) {
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
-}
 int main(int argc, char **argv) {
-	long long start = rusage_ns();
+	long long start = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	long n = atol(argv[1]);
 	for (long i = 0; i < n; i += 8) {
 		pthread_t t[8];
@@ -56,7 +50,7 @@ int main(int argc, char **argv) {
 		for (; k < 8 && i + k < n; k++) pthread_create(&t[k], 0, worker, (void *)(i + k));
 		while (k-- > 0) pthread_join(t[k], 0);
 	}
-	printf("%lld %lld\n", workers_ns, rusage_ns() - start);
+	printf("%lld %lld\n", workers_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID) - start);
 	return 0;
 }
 `
@@ -94,8 +88,10 @@ func threadsView(t *testing.T, tr string, args ...string) []threadRow {
 
 // TestHundredsOfShortThreads records a program that creates and joins
 // 300 short threads: each is its own row with its own name and times, and
-// the rows' CPU time adds up to what the kernel charged the threads, and
-// the process, within 2%.
+// the rows' CPU time adds up to what the kernel charged the threads within
+// 2%. (getrusage of the whole process is no oracle here: it also counts
+// each thread's exit after its last perf record, which no profiler sees,
+// and the exec wrapper's time before the target ran.)
 func TestHundredsOfShortThreads(t *testing.T) {
 	testutil.RequirePerf(t)
 	const n = 300
@@ -105,8 +101,8 @@ func TestHundredsOfShortThreads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record: %v", err)
 	}
-	var kernelWorkers, kernelProcess float64
-	if _, err := fmt.Sscan(string(out), &kernelWorkers, &kernelProcess); err != nil {
+	var kernelWorkers, kernelMain float64
+	if _, err := fmt.Sscan(string(out), &kernelWorkers, &kernelMain); err != nil {
 		t.Fatalf("fixture printed %q", out)
 	}
 	rows := threadsView(t, tr)
@@ -132,7 +128,7 @@ func TestHundredsOfShortThreads(t *testing.T) {
 	for _, c := range []struct {
 		what        string
 		got, kernel float64
-	}{{"worker threads (their own CPU clocks)", cpuWorkers, kernelWorkers}, {"all threads (getrusage since main began)", cpu, kernelProcess}} {
+	}{{"worker threads", cpuWorkers, kernelWorkers}, {"all threads (main's since main began)", cpu, kernelWorkers + kernelMain}} {
 		d := (c.got - c.kernel) / c.kernel
 		t.Logf("%s: trueprof %.2f ms, kernel %.2f ms (%+.2f%%)", c.what, c.got/1e6, c.kernel/1e6, 100*d)
 		if math.Abs(d) > 0.02 {

@@ -151,6 +151,12 @@ func (l *loader) add(rec trace.Record) error {
 			return err
 		}
 		t := l.thread(r.PID, r.TID, r.Time)
+		if r.Exec && t.Start == 0 && len(l.p.Header.Command) > 0 {
+			// A launched target is recorded from its exec (events are
+			// enabled then): its first thread's life in the recording
+			// begins there, not when the recorder started.
+			t.Start = r.Time
+		}
 		if len(t.Names) == 0 || t.Names[len(t.Names)-1] != name {
 			t.Names = append(t.Names, name)
 		}

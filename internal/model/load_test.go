@@ -182,3 +182,43 @@ func TestThreadIncarnations(t *testing.T) {
 		t.Errorf("GoIDs %+v, IRQs %+v", p.GoIDs, p.IRQs)
 	}
 }
+
+// TestLaunchedThreadStartsAtExec checks that a launched command's first
+// thread is recorded from its exec, when its events were enabled, and
+// not from when the recorder started: it ran the exec wrapper before.
+func TestLaunchedThreadStartsAtExec(t *testing.T) {
+	for _, launched := range []bool{true, false} {
+		var buf bytes.Buffer
+		h := &trace.Header{Event: "cpu-clock", StartNS: 100}
+		if launched {
+			h.Command = []string{"prog"}
+		}
+		w, err := trace.NewWriter(&buf, h, trace.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := intern(t, w, "prog")
+		for _, r := range []trace.Record{
+			&trace.Comm{Time: 150, PID: 3, TID: 3, Name: name, Exec: true},
+			&trace.Switch{Time: 160, PID: 3, TID: 3, Out: true},
+		} {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Load(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0) // attached: it existed before recording
+		if launched {
+			want = 150
+		}
+		if got := p.Thread(3, 3).Start; got != want {
+			t.Errorf("launched %v: start %d, want %d", launched, got, want)
+		}
+	}
+}

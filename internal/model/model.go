@@ -170,8 +170,11 @@ type Thread struct {
 	TID   uint32
 	Name  string   // last name
 	Names []string // every name, in order
-	Start uint64   // fork time, or 0 if it existed before recording
-	End   uint64   // exit time, or 0 if still running when recording ended
+	// Start is the fork time; for the first thread of a launched command,
+	// the time it exec'd the command (recording of it begins there); 0
+	// if it existed before recording (attached).
+	Start uint64
+	End   uint64 // exit time, or 0 if still running when recording ended
 	// Counters are the thread's totals of per-thread kernel counters
 	// (Counter records); nil if none were recorded.
 	Counters map[trace.CounterKind]uint64
