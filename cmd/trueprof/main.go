@@ -30,6 +30,7 @@ import (
 	"trueprof/internal/record"
 	"trueprof/internal/report"
 	"trueprof/internal/trace"
+	"trueprof/internal/web"
 )
 
 // exitError carries the launched target's exit status out of `record`.
@@ -59,7 +60,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd())
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd())
 	return root
 }
 
@@ -209,6 +210,7 @@ every instrumented trace. record calibrates automatically when needed.`,
 func reportCmd() *cobra.Command {
 	var (
 		in, view, format, metric, root string
+		out                            string
 		pid, tid                       int
 		min                            float64
 		raw                            bool
@@ -223,13 +225,19 @@ func reportCmd() *cobra.Command {
 				return err
 			}
 			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid), Raw: raw, Metric: metric, Root: root}
-			return report.Write(cmd.OutOrStdout(), p, o)
+			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				if format == "html" {
+					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in})
+				}
+				return report.Write(w, p, o)
+			})
 		},
 	}
 	f := c.Flags()
 	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
 	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow | callflow (instrumented recordings)")
-	f.StringVar(&format, "format", "text", "text | json")
+	f.StringVar(&format, "format", "text", "text | json | html (the web UI as one self-contained file)")
+	f.StringVarP(&out, "output", "o", "-", "file to write (- for standard output)")
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
