@@ -59,7 +59,7 @@ type Funcs struct {
 	Name   []string `json:"name"`
 	Module []int    `json:"module"` // index in Data.Modules
 	File   []int    `json:"file"`   // index in Data.Files, -1 unknown
-	Line   []int    `json:"line"`   // first line seen (entry for instrumented), 0 unknown
+	Line   []int    `json:"line"`   // smallest line seen in File (the entry's, when probed), 0 unknown
 	// Probed marks functions an instrumented recording placed a probe
 	// on: one without calls was never executed.
 	Probed []bool `json:"probed"`
@@ -191,8 +191,14 @@ func (b *builder) fn(name, module, file string, line int) int {
 		f.Line = append(f.Line, 0)
 		f.Probed = append(f.Probed, false)
 	}
-	if f.File[i] < 0 && file != "" {
+	// The smallest line seen is the nearest to the function's start:
+	// samples land anywhere inside it, an entry probe on its first line.
+	switch {
+	case file == "":
+	case f.File[i] < 0:
 		f.File[i] = b.file(file)
+		f.Line[i] = line
+	case line > 0 && line < f.Line[i] && b.d.Files[f.File[i]] == file:
 		f.Line[i] = line
 	}
 	return i

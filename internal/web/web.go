@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"html/template"
@@ -124,31 +125,22 @@ func inlineSources(p *model.Profile, d *Data, o HTMLOptions) {
 			have[fi] = true
 		}
 	}
-	// Functions by self (first metric), hottest first.
+	// Functions in the trees by self (first metric), hottest first.
 	self := make([]float64, len(d.Funcs.Name))
+	present := make([]bool, len(d.Funcs.Name))
 	for i, f := range d.Nodes.Func {
 		if f >= 0 {
 			self[f] += d.Nodes.Base[0][i]
-			if d.Nodes.Calls != nil {
-				self[f] += float64(d.Nodes.Calls[i]) * 1e-9 // called but timeless still ranks
-			}
+			present[f] = true
 		}
 	}
 	order := make([]int, 0, len(self))
-	for i, v := range self {
-		if v > 0 && (d.Funcs.File[i] < 0 || !have[d.Funcs.File[i]]) {
+	for i, ok := range present {
+		if ok && (d.Funcs.File[i] < 0 || !have[d.Funcs.File[i]]) {
 			order = append(order, i)
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		if self[a] != self[b] {
-			if self[a] > self[b] {
-				return -1
-			}
-			return 1
-		}
-		return a - b
-	})
+	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(self[b], self[a]), cmp.Compare(a, b)) })
 	for _, fn := range order[:min(len(order), o.MaxDisasm)] {
 		if dis, err := disassemble(p, d, fn); err == nil {
 			d.Disasm[fn] = dis

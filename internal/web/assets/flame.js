@@ -43,19 +43,23 @@ TP.Flame = class Flame {
     const m = this.app.model, met = this.app.state.metric, mask = this.app.agg().mask;
     const cum = m.cum[met];
     const width = this.el.clientWidth || 800;
-    const out = [];
+    // The root frame (all selected threads) is always drawn; when zoomed,
+    // so are the zoomed frame's ancestors, full width, for context.
+    const out = [{ node: -1, depth: 0, x: 0, w: 1 }];
     let starts, total;
     if (this.zoom !== null && mask[m.thread[this.zoom]]) {
       starts = [this.zoom];
       total = cum[this.zoom];
+      const chain = [];
+      for (let p = m.parent[this.zoom]; p >= 0; p = m.parent[p]) chain.unshift(p);
+      chain.forEach((p, k) => out.push({ node: p, depth: k + 1, x: 0, w: 1 }));
     } else {
       this.zoom = null;
       starts = m.data.threads.map((t, i) => (mask[i] ? t.root : -1)).filter((r) => r >= 0);
       total = starts.reduce((s, r) => s + cum[r], 0);
-      out.push({ node: -1, depth: 0, x: 0, w: 1 });
     }
     if (total <= 0) return { out, total };
-    const base = out.length ? 1 : 0;
+    const base = out.length;
     const minFrac = 1 / width;
     const stack = [];
     let x = 0;
@@ -82,7 +86,8 @@ TP.Flame = class Flame {
     if (!this.dirty) return;
     this.dirty = false;
     const m = this.app.model, met = this.app.state.metric, unit = this.app.metricInfo().unit;
-    const { out, total } = this.frames();
+    const { out } = this.frames();
+    const rootTotal = this.app.agg().rootTotal[met];
     const maxDepth = out.reduce((d, fr) => Math.max(d, fr.depth), 0);
     const width = this.el.clientWidth || 800;
     const sel = this.app.state.selected, re = this.regex;
@@ -94,11 +99,11 @@ TP.Flame = class Flame {
       else name = m.name(f);
       if (f >= 0 && f === sel) cls += " sel";
       if (f >= 0 && re && re.test(name)) cls += " match";
-      const value = fr.node < 0 ? total : m.cum[met][fr.node];
+      const value = fr.node < 0 ? rootTotal : m.cum[met][fr.node];
       const top = this.dir === "flame" ? (maxDepth - fr.depth) * H : fr.depth * H;
       return TP.el("div", {
         class: cls, "data-node": fr.node, "data-f": f, "data-name": name,
-        title: `${name}${f >= 0 ? " (" + m.module(f) + ")" : ""}\n${TP.fmtValue(value, unit)} (${TP.fmtPct(value, total)} of the view)`,
+        title: `${name}${f >= 0 ? " (" + m.module(f) + ")" : ""}\n${TP.fmtValue(value, unit)} (${TP.fmtPct(value, rootTotal)})`,
         style: `left:${(fr.x * width).toFixed(1)}px;width:${Math.max(1, fr.w * width - 1).toFixed(1)}px;top:${top}px;background:${f >= 0 ? TP.color(name) : "#cfd8e3"}`,
       }, fr.w * width > 30 ? name : "");
     });

@@ -135,7 +135,9 @@ TP.Graph = class Graph {
       const st = this.stateOf(f);
       for (const a of callees) {
         const T = rootTotal > 0 ? a.cum[met] / rootTotal : 0;
-        if (st === COLLAPSED || (st === FILTERED && 100 * T < this.filter)) continue;
+        // Filtered shows arcs at or above the filter that carry time: at 0%
+        // every arc with time; arcs without any only in the all state.
+        if (st === COLLAPSED || (st === FILTERED && (100 * T < this.filter || a.cum[met] <= 0))) continue;
         if (!nodes.has(a.func)) {
           if (nodes.size >= MAX_NODES) { truncated = true; continue; }
           nodes.set(a.func, { f: a.func, kids: 0 });
@@ -149,7 +151,7 @@ TP.Graph = class Graph {
   }
 
   dot(vis) {
-    const m = this.app.model, scope = this.app.state.scope, met = this.app.state.metric;
+    const m = this.app.model, met = this.app.state.metric;
     const agg = this.app.agg(), unit = this.app.metricInfo().unit;
     const id = (f) => (f === TP.ROOT ? "root" : "f" + f);
     const lines = [
@@ -186,7 +188,6 @@ TP.Graph = class Graph {
         `class="w${Math.round(w)}"];`);
     }
     lines.push("}");
-    void scope;
     return lines.join("\n");
   }
 

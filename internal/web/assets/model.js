@@ -7,7 +7,11 @@
 //   total = sum of the cum of its outermost nodes (recursion 0);
 //   a caller's cum = cum of the function's outermost nodes under it
 //   (exact per-caller data, not an average share: seed 003 figs 10-11);
-//   a callee's cum = cum of the callee's nodes under outermost nodes.
+//   a callee's cum = cum of the callee's nodes under outermost nodes;
+//   for sampling profiles, as report's arcflow, minus the samples whose
+//   leaf is the function itself (deeper in a recursion): those are its
+//   own, so its callees' cum and its self add up to its total.
+// Arcs without calls or any measured value are left out.
 (function () {
 "use strict";
 const TP = window.TP || (window.TP = {});
@@ -52,12 +56,15 @@ TP.Model = class Model {
     const path = [];
     let t = -1;
     const childCount = new Int32Array(n), funcCount = new Int32Array(nf);
+    const end = new Int32Array(n); // a node's subtree is [i, end[i])
     for (let i = 0; i < n; i++) {
       if (rootOf[i] >= 0) t = rootOf[i];
       thread[i] = t;
       const p = this.parent[i];
       while (path.length && path[path.length - 1] !== p) {
-        const f = this.func[path.pop()];
+        const q = path.pop();
+        end[q] = i;
+        const f = this.func[q];
         if (f >= 0) depth[f]--;
       }
       const f = this.func[i];
@@ -69,8 +76,10 @@ TP.Model = class Model {
       path.push(i);
       if (p >= 0) childCount[p]++;
     }
+    for (const q of path) end[q] = n;
     this.thread = thread;
     this.rec = rec;
+    this.end = end;
     this.childStart = prefix(childCount);
     this.childList = new Int32Array(n);
     const fill = Int32Array.from(this.childStart.subarray(0, n));
@@ -161,7 +170,7 @@ TP.Model = class Model {
         if (this.rec[i] === 0) a.cum[m] += this.cum[m][i];
       }
     }
-    return [...arcs.values()];
+    return nonZero(arcs);
   }
 
   // callees returns the arcs out of f (TP.ROOT: the threads' outermost
@@ -170,21 +179,35 @@ TP.Model = class Model {
   callees(f, scope) {
     const agg = this.aggregate(scope), arcs = new Map(), nm = this.base.length;
     const nodes = f === TP.ROOT ? this.data.threads.map((t) => t.root) : this.nodesOf(f);
+    const ownLeaves = !this.instrumented && f !== TP.ROOT;
     for (const i of nodes) {
       if (!agg.mask[this.thread[i]]) continue;
       const outer = f === TP.ROOT || this.rec[i] === 0;
       for (const c of this.children(i)) {
         const a = arc(arcs, this.func[c], nm);
         if (this.calls) a.calls += this.calls[c];
-        if (outer) {
-          for (let m = 0; m < nm; m++) {
-            a.base[m] += this.base[m][c];
-            a.cum[m] += this.cum[m][c];
-          }
+        if (!outer) continue;
+        for (let m = 0; m < nm; m++) {
+          if (!ownLeaves || this.func[c] !== f) a.base[m] += this.base[m][c];
+          a.cum[m] += this.cum[m][c] - (ownLeaves ? this.baseWithin(f, c, m) : 0);
         }
       }
     }
-    return [...arcs.values()];
+    return nonZero(arcs);
+  }
+
+  // baseWithin sums the base of f's nodes in node c's subtree.
+  baseWithin(f, c, m) {
+    const nodes = this.nodesOf(f); // ascending
+    let lo = 0, hi = nodes.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (nodes[mid] < c) lo = mid + 1;
+      else hi = mid;
+    }
+    let sum = 0;
+    for (let k = lo; k < nodes.length && nodes[k] < this.end[c]; k++) sum += this.base[m][nodes[k]];
+    return sum;
   }
 
   // total returns f's total in metric m (TP.ROOT: the scope's total).
@@ -209,6 +232,11 @@ function prefix(counts) {
   const s = new Int32Array(counts.length + 1);
   for (let i = 0; i < counts.length; i++) s[i + 1] = s[i] + counts[i];
   return s;
+}
+
+// nonZero lists the arcs that have calls or any measured value.
+function nonZero(arcs) {
+  return [...arcs.values()].filter((a) => a.calls > 0 || a.base.some((v) => v !== 0) || a.cum.some((v) => v !== 0));
 }
 
 function arc(arcs, g, nm) {

@@ -10,6 +10,18 @@
 "use strict";
 const TP = window.TP;
 
+// declLine finds the line that declares function name: the trace knows
+// only lines executed inside it (samples rarely hit the prologue), so
+// look up to 60 lines above the first known one for "name(".
+function declLine(src, name, line) {
+  if (!line) return 0;
+  const re = new RegExp("\\b" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\s*\\(");
+  for (let l = line; l > 0 && l > line - 60; l--) {
+    if (re.test(src[l - 1] || "")) return l;
+  }
+  return line;
+}
+
 TP.Source = class Source {
   constructor(app) {
     this.app = app;
@@ -110,7 +122,7 @@ TP.Source = class Source {
       inst ? TP.el("th", { class: "num" }, "calls") : null, inst ? TP.el("th", { class: "num" }, "fn " + app.metricInfo().label) : null,
       TP.el("th", {}, "line"), TP.el("th", {}, file));
     const rows = [];
-    const focus = d.funcs.line[f];
+    const focus = declLine(src, m.name(f), d.funcs.line[f]);
     let executed = 0, notExecuted = 0;
     for (let i = 0; i < src.length; i++) {
       const ln = i + 1;
@@ -144,7 +156,6 @@ TP.Source = class Source {
   }
 
   renderDisasm(f, file, dis) {
-    const m = this.app.model;
     const rows = dis.insns.map((ins) => TP.el("tr", { class: ins.samples ? "exec hot" : "" },
       TP.el("td", { class: "m" }, ins.samples ? "|" : ""),
       TP.el("td", { class: "num s" }, ins.samples ? String(ins.samples) : ""),
@@ -155,7 +166,6 @@ TP.Source = class Source {
       TP.el("div", { class: "head" }, `* ${why}: disassembly of ${dis.symbol} in ${dis.module}; samples whose leaf was at each instruction (whole trace)`),
       TP.el("table", { id: "disasm-table" }, TP.el("tbody", {}, ...rows)));
     this.el.dataset.kind = "disasm";
-    void m;
   }
 };
 })();
