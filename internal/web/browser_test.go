@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"trueprof/examples"
+	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -363,4 +364,77 @@ func TestBrowserHTMLFile(t *testing.T) {
 	st, _ := os.Stat(path)
 	t.Logf("HTML report: %d bytes", st.Size())
 	checkHotspots(t, ctx, "file://"+path, "file")
+}
+
+// TestBrowserDisassembly hides the hotspots source: the source view
+// falls back to mix's machine code with its samples, from the server and
+// from the HTML file.
+func TestBrowserDisassembly(t *testing.T) {
+	p := recordHotspots(t)
+	for i := range p.Locations {
+		for j := range p.Locations[i].Frames {
+			if strings.HasSuffix(p.Locations[i].Frames[j].File, "hotspots.c") {
+				p.Locations[i].Frames[j].File = "/nonexistent/hotspots.c"
+			}
+		}
+	}
+	ctx := browser(t)
+	srv := httptest.NewServer(NewHandler(p, "hotspots without source"))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(f, p, HTMLOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, tc := range []struct{ name, url string }{{"server", srv.URL + "/"}, {"file", "file://" + path}} {
+		run(t, ctx, tc.name+": disassembly of mix", chromedp.Navigate(tc.url), waitFor(`body[data-ready="1"]`),
+			click(`.vrow[data-name="mix"]`), click(`#tabs button[data-tab="source"]`),
+			waitFor(`#source[data-kind="disasm"] #disasm-table`))
+		insns := eval[int](t, ctx, `document.querySelectorAll("#disasm-table tr").length`)
+		hot := eval[int](t, ctx, `[...document.querySelectorAll("#disasm-table tr.hot td.s")].reduce((s, td) => s + +td.textContent, 0)`)
+		ret := eval[bool](t, ctx, `[...document.querySelectorAll("#disasm-table td.code")].some(td => /^ret/.test(td.textContent))`)
+		if insns < 3 || hot == 0 || !ret {
+			t.Errorf("%s: mix disassembled to %d instructions, %d samples on them, ret %v; want a function with samples", tc.name, insns, hot, ret)
+		}
+		screenshot(t, ctx, tc.name+"-disasm")
+	}
+}
+
+// TestBrowserSourceCoverage checks seed 003's fig. 9 marks on an
+// instrumented recording: the entry line of a called function is marked
+// executed, that of a probed function never called not executed.
+func TestBrowserSourceCoverage(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "prog.c")
+	code := "int main(void) {\n\tused();\n}\n\nvoid used(void) {\n\treturn;\n}\n\nvoid unused(void) {\n\treturn;\n}\n"
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := instrtest.New().Thread(1, 1, "prog").Run(1, 1, "0 +main 10 +used 30 -used 45 -main")
+	b.Function("unused") // probed, never called
+	p := b.Profile()
+	lines := map[string]int{"main": 1, "used": 5, "unused": 9}
+	for i := 1; i < len(p.Locations); i++ {
+		fr := &p.Locations[i].Frames[0]
+		fr.File, fr.Line = src, lines[fr.Function]
+		p.Probes = append(p.Probes, model.Probe{PID: 1, Function: uint32(i), Address: p.Locations[i].Address})
+	}
+	ctx := browser(t)
+	srv := httptest.NewServer(NewHandler(p, "coverage"))
+	defer srv.Close()
+	run(t, ctx, "source of used", chromedp.Navigate(srv.URL+"/"), waitFor(`body[data-ready="1"]`),
+		click(`.vrow[data-name="used"]`), click(`#tabs button[data-tab="source"]`),
+		waitFor(`#source[data-kind="source"] tr.focus`))
+	marks := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll("#source-table tbody tr")].map(r => [r.dataset.line, r.className.includes("noexec") ? "#" : r.className.includes("exec") ? "|" : ""]))`)
+	if marks["1"] != "|" || marks["5"] != "|" || marks["9"] != "#" || marks["2"] != "" {
+		t.Errorf("marks %v: want main (1) and used (5) executed, unused (9) not, line 2 unknown", marks)
+	}
+	calls := eval[string](t, ctx, `document.querySelector('#source-table tr[data-line="5"]').cells[3].textContent`)
+	if calls != "1" {
+		t.Errorf("used's line shows %q calls, want 1", calls)
+	}
+	screenshot(t, ctx, "coverage-source")
 }
