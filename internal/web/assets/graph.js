@@ -28,12 +28,25 @@ TP.arcWidth = function arcWidth(T, weighting) {
 
 // initialFilter picks the time filter (percent, 0.1 steps, 0..20) at
 // which about TARGET functions qualify: the TARGET-th largest total,
-// rounded up to the next step.
+// rounded up to the next step (seed 003 fig. 13). When many functions tie
+// around that value (flat profiles), it steps up until at most twice
+// TARGET qualify, rather than lay out hundreds.
 TP.initialFilter = function initialFilter(totals, rootTotal) {
   const v = Array.from(totals).filter((x) => x > 0).sort((a, b) => b - a);
   if (v.length <= TARGET || rootTotal <= 0) return 0;
-  const pct = 100 * v[TARGET - 1] / rootTotal;
-  return Math.min(20, Math.ceil(pct * 10 - 1e-9) / 10);
+  const count = (pct) => {
+    const min = pct / 100 * rootTotal * (1 - 1e-12);
+    let lo = 0, hi = v.length; // v is descending: count those >= min
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (v[mid] >= min) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  let f = Math.min(20, Math.ceil(100 * v[TARGET - 1] / rootTotal * 10 - 1e-9) / 10);
+  while (f < 20 && count(f) > 2 * TARGET) f = Math.round(f * 10 + 1) / 10;
+  return f;
 };
 
 TP.Graph = class Graph {
@@ -167,13 +180,16 @@ TP.Graph = class Graph {
       let name = f === TP.ROOT ? "<all threads>" : m.name(f);
       if (name.length > 40) name = name.slice(0, 38) + "…";
       const rec = f !== TP.ROOT && m.recursive[f] ? " ↻" : "";
-      const pct = vis.rootTotal > 0 ? (100 * total / vis.rootTotal).toFixed(1) + "%" : "";
+      // Node labels use the selected threads' total, as the table does
+      // (a function under a virtual root may also run outside it); arc
+      // widths are relative to the root.
+      const pct = agg.rootTotal[met] > 0 ? (100 * total / agg.rootTotal[met]).toFixed(1) + "%" : "";
       const label = `${mark}${name}${rec}\n${pct} ${TP.fmtValue(total, unit)}` + (self > 0 ? ` (self ${TP.fmtValue(self, unit)})` : "");
       const attrs = [
         `id="n${f === TP.ROOT ? "root" : f}"`,
         `label=${q(label)}`,
         `tooltip=${q((f === TP.ROOT ? "" : m.name(f) + " (" + m.module(f) + ")\n") + "state: " + STATE_NAME[this.stateOf(f)])}`,
-        `fillcolor="${TP.heat(vis.rootTotal > 0 ? self / vis.rootTotal * 3 : 0)}"`,
+        `fillcolor="${TP.heat(agg.rootTotal[met] > 0 ? self / agg.rootTotal[met] * 3 : 0)}"`,
         `class="${["st-" + STATE_NAME[this.stateOf(f)], rec ? "recursive" : "", kids ? "" : "leaf"].join(" ").trim()}"`,
       ];
       if (rec) attrs.push("peripheries=2");
