@@ -31,6 +31,7 @@ import (
 	"trueprof/internal/record"
 	"trueprof/internal/report"
 	"trueprof/internal/trace"
+	"trueprof/internal/web"
 )
 
 // exitError carries the launched target's exit status out of `record`.
@@ -60,7 +61,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd())
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd())
 	return root
 }
 
@@ -212,6 +213,7 @@ every instrumented trace. record calibrates automatically when needed.`,
 func reportCmd() *cobra.Command {
 	var (
 		in, view, format, metric, root, by, thread string
+		out                                        string
 		pid, tid                                   int
 		min                                        float64
 		raw, noInterrupts                          bool
@@ -227,13 +229,19 @@ func reportCmd() *cobra.Command {
 			}
 			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid, thread), Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
-			return report.Write(cmd.OutOrStdout(), p, o)
+			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
+				if format == "html" {
+					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in})
+				}
+				return report.Write(w, p, o)
+			})
 		},
 	}
 	f := c.Flags()
 	f.StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
 	f.StringVar(&view, "view", "flat", "tprof | flat | tree | arcflow | callflow (instrumented recordings) | threads")
-	f.StringVar(&format, "format", "text", "text | json")
+	f.StringVar(&format, "format", "text", "text | json | html (the web UI as one self-contained file)")
+	f.StringVarP(&out, "output", "o", "-", "file to write (- for standard output)")
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")

@@ -1,0 +1,569 @@
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"slices"
+
+	"trueprof/internal/instr"
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+)
+
+// Data is everything the page shows, computed once from a profile: the
+// call-stack trees of every thread incarnation in columnar form, from
+// which the page's script derives the functions table, callers and
+// callees, the call graph and the flame graph for any thread or process
+// selection, plus line-level samples and the timeline. One blob serves
+// both the server and the HTML file, so both show the same numbers.
+type Data struct {
+	Title string `json:"title"`
+	// Kind is "sampling" or "instrumented": instrumented trees have exact
+	// calls, per-call min/max and calibrated times.
+	Kind    string       `json:"kind"`
+	Metrics []MetricInfo `json:"metrics"`
+	// Header is the report package's JSON header (flat view): the same
+	// totals and warnings the text reports print.
+	Header json.RawMessage `json:"header"`
+
+	Modules   []string  `json:"modules"`
+	Files     []string  `json:"files"`
+	Funcs     Funcs     `json:"funcs"`
+	Processes []Process `json:"processes"`
+	Threads   []Thread  `json:"threads"`
+	Nodes     Nodes     `json:"nodes"`
+	Lines     Lines     `json:"lines"`
+	Timeline  Timeline  `json:"timeline"`
+
+	// Sources and Disasm are filled for the HTML file only (the server
+	// answers /source and /disasm instead): file name to contents, and
+	// function index to its instructions.
+	Sources map[string]string    `json:"sources,omitempty"`
+	Disasm  map[int]*Disassembly `json:"disasm,omitempty"`
+	// Server tells the page it may ask /source and /disasm.
+	Server bool `json:"server"`
+}
+
+// MetricInfo names one column of Nodes.Base: Key is what the page's
+// metric selector uses, Unit how to print it ("ns" or "count").
+type MetricInfo struct {
+	Key   string `json:"key"`
+	Label string `json:"label"`
+	Unit  string `json:"unit"`
+}
+
+// Funcs are the functions, columnar: index i is one function (name,
+// module) as the reports identify them.
+type Funcs struct {
+	Name   []string `json:"name"`
+	Module []int    `json:"module"` // index in Data.Modules
+	File   []int    `json:"file"`   // index in Data.Files, -1 unknown
+	Line   []int    `json:"line"`   // smallest line seen in File (the entry's, when probed), 0 unknown
+	// Probed marks functions an instrumented recording placed a probe
+	// on: one without calls was never executed.
+	Probed []bool `json:"probed"`
+}
+
+// Process is a process of the trace.
+type Process struct {
+	PID  uint32 `json:"pid"`
+	Name string `json:"name"`
+}
+
+// Thread is one thread incarnation and the root of its tree in Nodes.
+type Thread struct {
+	PID   uint32 `json:"pid"`
+	TID   uint32 `json:"tid"`
+	Name  string `json:"name"`
+	Start uint64 `json:"start"` // 0: existed before recording
+	End   uint64 `json:"end"`   // 0: still running at the end
+	Root  int    `json:"root"`  // index in Nodes
+}
+
+// Nodes are the nodes of every thread's call-stack tree, columnar and in
+// pre-order (a parent comes before its children). A thread's root has
+// Func −1 and Parent −1.
+type Nodes struct {
+	Parent []int `json:"parent"`
+	Func   []int `json:"func"`
+	// Calls is nil for a sampling profile (calls are not counted).
+	Calls []uint64 `json:"calls,omitempty"`
+	// Base holds one column per metric (Data.Metrics): what was measured
+	// while the node was the current one. The page sums cum itself.
+	Base [][]float64 `json:"base"`
+	// MinSelf and MaxSelf are per-call self wall times (instrumented).
+	MinSelf []float64 `json:"min,omitempty"`
+	MaxSelf []float64 `json:"max,omitempty"`
+}
+
+// Lines are line-level sample counts per thread, columnar: samples whose
+// leaf is at File:Line (Self) and samples with File:Line anywhere on the
+// stack (Total, once per sample).
+type Lines struct {
+	Thread []int    `json:"thread"`
+	File   []int    `json:"file"`
+	Line   []int    `json:"line"`
+	Self   []uint64 `json:"self"`
+	Total  []uint64 `json:"total"`
+}
+
+// Timeline holds, per thread (same index as Data.Threads), sample and
+// event counts in Bins equal intervals from First to Last (trace clock,
+// ns), and the intervals the thread was on a CPU when the recording has
+// context switches.
+type Timeline struct {
+	First   uint64        `json:"first"`
+	Last    uint64        `json:"last"`
+	Bins    int           `json:"bins"`
+	Samples [][]uint32    `json:"samples"`
+	Events  [][]uint32    `json:"events"`
+	Running [][][2]uint64 `json:"running"`
+	// Truncated says Running was cut at maxRunning intervals for a thread.
+	Truncated []bool `json:"truncated"`
+}
+
+const (
+	timelineBins = 400
+	maxRunning   = 4000
+)
+
+// builder interns functions, modules and files while Data is built.
+type builder struct {
+	p     *model.Profile
+	d     *Data
+	funcs map[[2]string]int
+	mods  map[string]int
+	files map[string]int
+	// locFuncs caches, per location, the function indices of its frames
+	// outermost first.
+	locFuncs map[uint32][]int
+}
+
+// Build computes the page's data for p. An instrumented recording (with
+// function events) shows instr.Build's trees; any other shows the
+// samples' stack trees. It fails only when the instrumented analysis
+// does.
+func Build(p *model.Profile, title string) (*Data, error) {
+	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
+		files: map[string]int{}, locFuncs: map[uint32][]int{}}
+	d := b.d
+	for _, pr := range p.Processes {
+		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
+	}
+	view := report.Options{View: "flat", Format: "json", Min: 100}
+	if len(p.Events) > 0 {
+		res, err := instr.Build(p, instr.Options{})
+		if err != nil {
+			return nil, err
+		}
+		b.instrumented(res)
+	} else {
+		b.sampling()
+	}
+	var hdr bytes.Buffer
+	if err := report.Write(&hdr, p, view); err != nil {
+		return nil, err
+	}
+	var full map[string]json.RawMessage
+	if err := json.Unmarshal(hdr.Bytes(), &full); err != nil {
+		return nil, err
+	}
+	delete(full, "functions")
+	d.Header, _ = json.Marshal(full)
+	b.lines()
+	b.timeline()
+	return d, nil
+}
+
+// fn interns function (name, module); file and line are remembered from
+// the first frame that has them.
+func (b *builder) fn(name, module, file string, line int) int {
+	k := [2]string{name, module}
+	i, ok := b.funcs[k]
+	f := &b.d.Funcs
+	if !ok {
+		i = len(f.Name)
+		b.funcs[k] = i
+		f.Name = append(f.Name, name)
+		f.Module = append(f.Module, b.module(module))
+		f.File = append(f.File, -1)
+		f.Line = append(f.Line, 0)
+		f.Probed = append(f.Probed, false)
+	}
+	// The smallest line seen is the nearest to the function's start:
+	// samples land anywhere inside it, an entry probe on its first line.
+	switch {
+	case file == "":
+	case f.File[i] < 0:
+		f.File[i] = b.file(file)
+		f.Line[i] = line
+	case line > 0 && line < f.Line[i] && b.d.Files[f.File[i]] == file:
+		f.Line[i] = line
+	}
+	return i
+}
+
+func (b *builder) module(m string) int { return intern(b.mods, &b.d.Modules, m) }
+
+func (b *builder) file(f string) int { return intern(b.files, &b.d.Files, f) }
+
+// intern returns the index of s in list, appending it when new.
+func intern(index map[string]int, list *[]string, s string) int {
+	i, ok := index[s]
+	if !ok {
+		i = len(*list)
+		index[s] = i
+		*list = append(*list, s)
+	}
+	return i
+}
+
+// location returns the function indices of location id's frames,
+// outermost (physical) first.
+func (b *builder) location(id uint32) []int {
+	if fs, ok := b.locFuncs[id]; ok {
+		return fs
+	}
+	frames, module := report.LocationFrames(b.p, id)
+	fs := make([]int, 0, len(frames))
+	for k := len(frames) - 1; k >= 0; k-- {
+		fr := frames[k]
+		fs = append(fs, b.fn(fr.Function, module, fr.File, fr.Line))
+	}
+	b.locFuncs[id] = fs
+	return fs
+}
+
+// sampling builds one stack tree per thread incarnation from the samples:
+// node base is the samples (and period) whose stack ends there.
+func (b *builder) sampling() {
+	d := b.d
+	d.Kind = "sampling"
+	unit := "count"
+	if b.p.Header.Event == "cpu-clock" || b.p.Header.Event == "task-clock" {
+		unit = "ns"
+	}
+	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
+
+	type tnode struct {
+		fn       int
+		base     [2]float64
+		children map[int]*tnode
+		order    []int
+	}
+	newNode := func(fn int) *tnode { return &tnode{fn: fn, children: map[int]*tnode{}} }
+	type thr struct {
+		t    *model.Thread
+		pid  uint32
+		tid  uint32
+		root *tnode
+	}
+	var thrs []*thr
+	byThread := map[*model.Thread]*thr{}
+	orphans := map[[2]uint32]*thr{} // samples of threads the trace never described
+	var locs []uint32
+	stackFuncs := map[uint32][]int{}
+	unknown := -1
+	for i := range b.p.Samples {
+		s := &b.p.Samples[i]
+		t := b.p.ThreadAt(s.PID, s.TID, s.Time)
+		var th *thr
+		if t != nil {
+			th = byThread[t]
+			if th == nil {
+				th = &thr{t: t, pid: t.PID, tid: t.TID, root: newNode(-1)}
+				byThread[t] = th
+				thrs = append(thrs, th)
+			}
+		} else {
+			k := [2]uint32{s.PID, s.TID}
+			th = orphans[k]
+			if th == nil {
+				th = &thr{pid: s.PID, tid: s.TID, root: newNode(-1)}
+				orphans[k] = th
+				thrs = append(thrs, th)
+			}
+		}
+		funcs, ok := stackFuncs[s.Stack]
+		if !ok {
+			locs = b.p.Stack(s.Stack, locs[:0])
+			funcs = nil
+			for j := len(locs) - 1; j >= 0; j-- {
+				funcs = append(funcs, b.location(locs[j])...)
+			}
+			if len(funcs) == 0 {
+				if unknown < 0 {
+					unknown = b.fn(report.Unknown.Name, "", "", 0)
+				}
+				funcs = []int{unknown}
+			}
+			stackFuncs[s.Stack] = funcs
+		}
+		n := th.root
+		for _, f := range funcs {
+			c := n.children[f]
+			if c == nil {
+				c = newNode(f)
+				n.children[f] = c
+				n.order = append(n.order, f)
+			}
+			n = c
+		}
+		n.base[0]++
+		n.base[1] += float64(s.Period)
+	}
+	slices.SortFunc(thrs, func(x, y *thr) int {
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid))
+	})
+	d.Nodes.Base = make([][]float64, 2)
+	var emit func(n *tnode, parent int)
+	emit = func(n *tnode, parent int) {
+		id := len(d.Nodes.Parent)
+		d.Nodes.Parent = append(d.Nodes.Parent, parent)
+		d.Nodes.Func = append(d.Nodes.Func, n.fn)
+		d.Nodes.Base[0] = append(d.Nodes.Base[0], n.base[0])
+		d.Nodes.Base[1] = append(d.Nodes.Base[1], n.base[1])
+		for _, f := range n.order {
+			emit(n.children[f], id)
+		}
+	}
+	for _, th := range thrs {
+		t := Thread{PID: th.pid, TID: th.tid, Root: len(d.Nodes.Parent), Name: "[unknown]"}
+		if th.t != nil {
+			t.Start, t.End = th.t.Start, th.t.End
+			if th.t.Name != "" {
+				t.Name = th.t.Name
+			}
+		}
+		d.Threads = append(d.Threads, t)
+		emit(th.root, -1)
+	}
+}
+
+// instrumented flattens instr.Build's trees: exact calls, calibrated
+// times and per-call extremes.
+func (b *builder) instrumented(res *instr.Result) {
+	d := b.d
+	d.Kind = "instrumented"
+	d.Metrics = []MetricInfo{
+		{Key: "wall", Label: "wall time", Unit: "ns"},
+		{Key: "cpu", Label: "CPU time", Unit: "ns"},
+		{Key: "dispatches", Label: "dispatches", Unit: "count"},
+		{Key: "samples", Label: "samples", Unit: "count"},
+	}
+	// Function entry locations give the file and line of instrumented
+	// functions, which the tree nodes do not carry.
+	for i := range b.p.Events {
+		if b.p.Events[i].Entry {
+			b.location(b.p.Events[i].Function)
+		}
+	}
+	for _, pr := range b.p.Probes {
+		fs := b.location(pr.Function)
+		d.Funcs.Probed[fs[0]] = true
+	}
+	d.Nodes.Base = make([][]float64, 4)
+	var emit func(n *instr.Node, parent int, root bool)
+	emit = func(n *instr.Node, parent int, root bool) {
+		id := len(d.Nodes.Parent)
+		f := -1
+		if !root {
+			f = b.fn(n.Name, n.Module, "", 0)
+		}
+		nd := &d.Nodes
+		nd.Parent = append(nd.Parent, parent)
+		nd.Func = append(nd.Func, f)
+		nd.Calls = append(nd.Calls, n.Calls)
+		nd.Base[0] = append(nd.Base[0], n.Base.WallNS)
+		nd.Base[1] = append(nd.Base[1], n.Base.CPUNS)
+		nd.Base[2] = append(nd.Base[2], float64(n.Base.Dispatches))
+		nd.Base[3] = append(nd.Base[3], float64(n.Base.Samples))
+		nd.MinSelf = append(nd.MinSelf, n.MinSelfNS)
+		nd.MaxSelf = append(nd.MaxSelf, n.MaxSelfNS)
+		for i := range n.Children {
+			emit(&n.Children[i], id, false)
+		}
+	}
+	for _, pr := range res.Processes {
+		for _, th := range pr.Threads {
+			t := Thread{PID: th.PID, TID: th.TID, Name: th.Name, Start: th.Start, Root: len(d.Nodes.Parent)}
+			if mt := b.p.ThreadAt(th.PID, th.TID, th.Start); mt != nil && mt.Start == th.Start {
+				t.End = mt.End
+			}
+			d.Threads = append(d.Threads, t)
+			emit(&th.Root, -1, true)
+		}
+	}
+}
+
+// threadOf finds the Data.Threads index of a record of pid/tid at time t.
+func (b *builder) threadOf() func(pid, tid uint32, t uint64) int {
+	type key struct{ pid, tid uint32 }
+	byKey := map[key][]int{}
+	for i, th := range b.d.Threads {
+		k := key{th.PID, th.TID}
+		byKey[k] = append(byKey[k], i)
+	}
+	return func(pid, tid uint32, t uint64) int {
+		is := byKey[key{pid, tid}]
+		if len(is) == 0 {
+			return -1
+		}
+		best := is[0]
+		for _, i := range is[1:] {
+			if b.d.Threads[i].Start <= t {
+				best = i
+			}
+		}
+		return best
+	}
+}
+
+// lines counts samples per thread and source line.
+func (b *builder) lines() {
+	type key struct{ thread, file, line int }
+	type val struct{ self, total uint64 }
+	acc := map[key]*val{}
+	threadOf := b.threadOf()
+	var locs []uint32
+	seen := map[[2]int]bool{}
+	for i := range b.p.Samples {
+		s := &b.p.Samples[i]
+		th := threadOf(s.PID, s.TID, s.Time)
+		if th < 0 || s.Stack == 0 {
+			continue
+		}
+		locs = b.p.Stack(s.Stack, locs[:0])
+		clear(seen)
+		for j, id := range locs {
+			frames, _ := report.LocationFrames(b.p, id)
+			fr := frames[0] // innermost: the line executing in this location
+			if fr.File == "" || fr.Line <= 0 {
+				continue
+			}
+			k := key{th, b.file(fr.File), fr.Line}
+			v := acc[k]
+			if v == nil {
+				v = &val{}
+				acc[k] = v
+			}
+			if j == 0 {
+				v.self++
+			}
+			if fl := [2]int{k.file, k.line}; !seen[fl] {
+				seen[fl] = true
+				v.total++
+			}
+		}
+	}
+	keys := make([]key, 0, len(acc))
+	for k := range acc {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		return cmp.Or(cmp.Compare(x.thread, y.thread), cmp.Compare(x.file, y.file), cmp.Compare(x.line, y.line))
+	})
+	l := &b.d.Lines
+	l.Thread, l.File, l.Line, l.Self, l.Total = []int{}, []int{}, []int{}, []uint64{}, []uint64{}
+	for _, k := range keys {
+		v := acc[k]
+		l.Thread = append(l.Thread, k.thread)
+		l.File = append(l.File, k.file)
+		l.Line = append(l.Line, k.line)
+		l.Self = append(l.Self, v.self)
+		l.Total = append(l.Total, v.total)
+	}
+}
+
+// timeline bins samples and events per thread and collects the on-CPU
+// intervals from the context switches.
+func (b *builder) timeline() {
+	p, d := b.p, b.d
+	tl := &d.Timeline
+	first, last := uint64(0), uint64(0)
+	see := func(t uint64) {
+		if t == 0 {
+			return
+		}
+		if first == 0 || t < first {
+			first = t
+		}
+		last = max(last, t)
+	}
+	for i := range p.Samples {
+		see(p.Samples[i].Time)
+	}
+	for i := range p.Events {
+		see(p.Events[i].Time)
+	}
+	for i := range p.Switches {
+		see(p.Switches[i].Time)
+	}
+	if last == first {
+		last = first + 1
+	}
+	tl.First, tl.Last, tl.Bins = first, last, timelineBins
+	n := len(d.Threads)
+	tl.Samples = make([][]uint32, n)
+	tl.Events = make([][]uint32, n)
+	tl.Running = make([][][2]uint64, n)
+	tl.Truncated = make([]bool, n)
+	for i := range n {
+		tl.Samples[i] = make([]uint32, timelineBins)
+		tl.Events[i] = make([]uint32, timelineBins)
+		tl.Running[i] = [][2]uint64{}
+	}
+	bin := func(t uint64) int {
+		if t < first {
+			return 0
+		}
+		return min(timelineBins-1, int(float64(t-first)/float64(last-first)*timelineBins))
+	}
+	threadOf := b.threadOf()
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if th := threadOf(s.PID, s.TID, s.Time); th >= 0 {
+			tl.Samples[th][bin(s.Time)]++
+		}
+	}
+	for i := range p.Events {
+		e := &p.Events[i]
+		if th := threadOf(e.PID, e.TID, e.Time); th >= 0 {
+			tl.Events[th][bin(e.Time)]++
+		}
+	}
+	in := make([]uint64, n)
+	for i := range p.Switches {
+		s := &p.Switches[i]
+		th := threadOf(s.PID, s.TID, s.Time)
+		if th < 0 {
+			continue
+		}
+		switch {
+		case !s.Out:
+			in[th] = s.Time
+		case in[th] != 0:
+			if len(tl.Running[th]) < maxRunning {
+				tl.Running[th] = append(tl.Running[th], [2]uint64{in[th], s.Time})
+			} else {
+				tl.Truncated[th] = true
+			}
+			in[th] = 0
+		}
+	}
+}
+
+// allowedFiles returns the source files the trace's locations name, the
+// only files the server reads.
+func allowedFiles(p *model.Profile) map[string]bool {
+	ok := map[string]bool{}
+	for i := range p.Locations {
+		for _, fr := range p.Locations[i].Frames {
+			if fr.File != "" {
+				ok[fr.File] = true
+			}
+		}
+	}
+	return ok
+}

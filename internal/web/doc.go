@@ -1,0 +1,28 @@
+// Package web shows a profile in a browser: a functions table, function
+// detail with exact per-caller shares, the call graph as a "river of
+// time" (seed 003 part II) laid out by an embedded WebAssembly Graphviz,
+// flame and icicle graphs, annotated source or disassembly, and a
+// per-thread timeline, all linked by one selection.
+//
+// The same page is served by `trueprof serve` and written whole, with its
+// data inlined, by `trueprof report --format html`:
+//
+//	p, err := model.Open("trueprof.trace")
+//	...
+//	err = web.Serve(ctx, web.DefaultAddr, p, "trueprof.trace", func(url string) {
+//		fmt.Println("serving at", url)
+//	})
+//
+//	err = web.WriteHTML(f, p, web.HTMLOptions{Title: "trueprof.trace"})
+//
+// Build computes the page's data once: every thread incarnation's call
+// tree in columnar form (from instr.Build for instrumented recordings,
+// from the samples' stacks otherwise), line-level samples and the
+// timeline. The page's script derives the tables and graphs from it for
+// any thread selection, with the rules of report's arcflow and instr's
+// functions, which the Chromium tests check.
+//
+// The server is read-only and loopback by default; it serves only the
+// trace it was given and the source files its locations name (see
+// docs/web.md, "Security model").
+package web

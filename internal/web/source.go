@@ -1,0 +1,212 @@
+package web
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"trueprof/internal/model"
+	"trueprof/internal/report"
+)
+
+// Errors of the source and disassembly look-ups; the server answers 404
+// for both, 403 for ErrForbidden.
+var (
+	// ErrForbidden: the file is not one the trace's locations name, or
+	// its name climbs out of a directory ("..").
+	ErrForbidden = errors.New("file not named by the trace")
+	// ErrUnavailable: the file is missing, not a regular file, too large
+	// or unreadable, or the function has no code to disassemble.
+	ErrUnavailable = errors.New("not available")
+)
+
+// maxSourceBytes bounds a source file read for the page.
+const maxSourceBytes = 4 << 20
+
+// readSource returns the contents of file, which must be in allowed (the
+// files the trace names) and a regular file of at most maxSourceBytes.
+func readSource(allowed map[string]bool, file string) (string, error) {
+	if !allowed[file] || !safePath(file) {
+		return "", fmt.Errorf("%w: %q", ErrForbidden, file)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxSourceBytes {
+		return "", fmt.Errorf("%w: %s is not a regular file of at most %d bytes", ErrUnavailable, file, maxSourceBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSourceBytes))
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return string(b), nil
+}
+
+// safePath rejects names with a ".." element or a NUL: even a name the
+// trace gives must not climb out of where it says it is (a trace is
+// untrusted input).
+func safePath(name string) bool {
+	if name == "" || strings.ContainsRune(name, 0) {
+		return false
+	}
+	return !slices.Contains(strings.Split(filepath.ToSlash(name), "/"), "..")
+}
+
+// Disassembly is the machine code of one function, for functions whose
+// source file is not available.
+type Disassembly struct {
+	Module string `json:"module"`
+	Symbol string `json:"symbol"`
+	// Insns are the instructions in address order.
+	Insns []Insn `json:"insns"`
+}
+
+// Insn is one instruction: its address (ELF virtual address), Intel
+// syntax text, and the samples whose leaf was at it.
+type Insn struct {
+	Addr    uint64 `json:"addr"`
+	Text    string `json:"text"`
+	Samples uint64 `json:"samples"`
+}
+
+// maxInsns bounds one function's disassembly.
+const maxInsns = 20000
+
+// disassemble decodes function fn (an index in d.Funcs) from its
+// module's ELF file. The function is found by the symbol that contains
+// one of its locations, so only code the trace points at is read.
+func disassemble(p *model.Profile, d *Data, fn int) (*Disassembly, error) {
+	if fn < 0 || fn >= len(d.Funcs.Name) {
+		return nil, fmt.Errorf("%w: no function %d", ErrUnavailable, fn)
+	}
+	name, module := d.Funcs.Name[fn], d.Modules[d.Funcs.Module[fn]]
+	if !filepath.IsAbs(module) || !safePath(module) {
+		return nil, fmt.Errorf("%w: module %q is not a file", ErrUnavailable, module)
+	}
+	// Locations whose physical function is fn, by file offset.
+	var offsets []uint64
+	for i := 1; i < len(p.Locations); i++ {
+		l := &p.Locations[i]
+		if l.Module == module && len(l.Frames) > 0 && l.Frames[len(l.Frames)-1].Function == name {
+			offsets = append(offsets, l.Offset)
+		}
+	}
+	if len(offsets) == 0 {
+		return nil, fmt.Errorf("%w: %s has no machine code location in the trace", ErrUnavailable, name)
+	}
+	st, err := os.Stat(module)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: module %s", ErrUnavailable, module)
+	}
+	f, err := elf.Open(module)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%w: %s is not x86-64", ErrUnavailable, module)
+	}
+	sym, ok := containingSymbol(f, offsets[0])
+	if !ok {
+		return nil, fmt.Errorf("%w: no symbol covers %s in %s", ErrUnavailable, name, module)
+	}
+	code, base, err := symbolBytes(f, sym)
+	if err != nil {
+		return nil, err
+	}
+	// Leaf samples per file offset of this module.
+	samples := map[uint64]uint64{}
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if s.Stack == 0 || int(s.Stack) >= len(p.Stacks) {
+			continue
+		}
+		loc := p.Stacks[s.Stack].Location
+		if _, m := report.LocationFrames(p, loc); m == module {
+			samples[p.Locations[loc].Offset]++
+		}
+	}
+	toOffset := vaddrToOffset(f)
+	out := &Disassembly{Module: module, Symbol: sym.Name, Insns: []Insn{}}
+	for pc := 0; pc < len(code) && len(out.Insns) < maxInsns; {
+		addr := base + uint64(pc)
+		inst, err := x86asm.Decode(code[pc:], 64)
+		text := ""
+		size := inst.Len
+		if err != nil || size == 0 {
+			text, size = fmt.Sprintf(".byte %#x", code[pc]), 1
+		} else {
+			text = x86asm.IntelSyntax(inst, addr, nil)
+		}
+		var n uint64
+		if off, ok := toOffset(addr); ok {
+			n = samples[off]
+		}
+		out.Insns = append(out.Insns, Insn{Addr: addr, Text: text, Samples: n})
+		pc += size
+	}
+	return out, nil
+}
+
+// containingSymbol finds the function symbol whose bytes hold file
+// offset off.
+func containingSymbol(f *elf.File, off uint64) (elf.Symbol, bool) {
+	var vaddr uint64
+	found := false
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
+			vaddr, found = off-p.Off+p.Vaddr, true
+			break
+		}
+	}
+	if !found {
+		return elf.Symbol{}, false
+	}
+	syms, _ := f.Symbols()
+	dyn, _ := f.DynamicSymbols()
+	for _, s := range append(syms, dyn...) {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 && vaddr >= s.Value && vaddr < s.Value+s.Size {
+			return s, true
+		}
+	}
+	return elf.Symbol{}, false
+}
+
+// symbolBytes reads a function symbol's code and its start address.
+func symbolBytes(f *elf.File, s elf.Symbol) ([]byte, uint64, error) {
+	if int(s.Section) <= 0 || int(s.Section) >= len(f.Sections) {
+		return nil, 0, fmt.Errorf("%w: symbol %s has no section", ErrUnavailable, s.Name)
+	}
+	sec := f.Sections[s.Section]
+	if sec.Type == elf.SHT_NOBITS || s.Value < sec.Addr || s.Value+s.Size > sec.Addr+sec.Size || s.Size > 1<<20 {
+		return nil, 0, fmt.Errorf("%w: symbol %s is outside its section", ErrUnavailable, s.Name)
+	}
+	buf := make([]byte, s.Size)
+	if _, err := sec.ReadAt(buf, int64(s.Value-sec.Addr)); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return buf, s.Value, nil
+}
+
+// vaddrToOffset maps virtual addresses to file offsets through the
+// loadable segments.
+func vaddrToOffset(f *elf.File) func(uint64) (uint64, bool) {
+	return func(a uint64) (uint64, bool) {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
+				return a - p.Vaddr + p.Off, true
+			}
+		}
+		return 0, false
+	}
+}
