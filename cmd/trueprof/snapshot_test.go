@@ -14,15 +14,16 @@ import (
 	"trueprof/internal/trace"
 )
 
-// ticker runs for argv[1] seconds, calling outer, which calls inner three
-// times, as fast as it can on two threads.
+// ticker runs for argv[1] seconds on two threads, calling outer, which
+// calls inner three times: a few thousand events a second, so that a
+// snapshot sees them only if the recorder hands partial batches on.
 const ticker = `
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 static volatile long sink;
 static double seconds;
-__attribute__((noinline)) void inner(long i) { for (int k = 0; k < 20000; k++) sink += i; }
+__attribute__((noinline)) void inner(long i) { for (int k = 0; k < 200000; k++) sink += i; }
 __attribute__((noinline)) void outer(long i) { inner(i); inner(i + 1); inner(i + 2); }
 __attribute__((no_instrument_function)) static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 __attribute__((no_instrument_function)) static void *run(void *x) {

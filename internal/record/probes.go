@@ -374,6 +374,7 @@ type hookSource struct {
 	mu     sync.Mutex
 	full   [][]instrEvent // filled chunks, oldest first
 	cur    []instrEvent   // the chunk being filled
+	since  time.Time      // when cur got its first event
 	free   [][]instrEvent
 	stop   chan struct{}
 	done   chan struct{}
@@ -382,6 +383,11 @@ type hookSource struct {
 
 // hookChunk is the number of events per chunk (2.5 MiB).
 const hookChunk = 1 << 16
+
+// hookHandOver is how long events may wait in a chunk that is not full:
+// a slow target's events must reach the trace within the recorder's
+// one-second flush, and a snapshot of a live trace must see them.
+const hookHandOver = 100 * time.Millisecond
 
 func newHookSource(r *hook.Region) *hookSource {
 	h := &hookSource{r: r, stop: make(chan struct{}), done: make(chan struct{})}
@@ -408,6 +414,12 @@ func (h *hookSource) run() {
 	period := syscall.NsecToTimespec(int64(time.Millisecond))
 	for {
 		h.r.Drain(h.push)
+		if len(h.cur) > 0 && time.Since(h.since) >= hookHandOver {
+			h.mu.Lock()
+			h.full = append(h.full, h.cur)
+			h.cur = nil
+			h.mu.Unlock()
+		}
 		select {
 		case <-h.stop:
 			return
@@ -434,6 +446,9 @@ func (h *hookSource) push(e hook.Event) {
 		if h.cur == nil {
 			h.cur = make([]instrEvent, 0, hookChunk)
 		}
+	}
+	if len(h.cur) == 0 {
+		h.since = time.Now()
 	}
 	h.cur = append(h.cur, convertHook(e))
 }
