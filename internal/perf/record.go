@@ -29,6 +29,7 @@ const (
 	RecordMmap2       = unix.PERF_RECORD_MMAP2
 	RecordLostSamples = unix.PERF_RECORD_LOST_SAMPLES
 	RecordSwitch      = unix.PERF_RECORD_SWITCH
+	RecordRead        = unix.PERF_RECORD_READ
 )
 
 // Callchain context markers: entries at or above ContextMax are not
@@ -79,6 +80,14 @@ type Record struct {
 
 	// RecordLost and RecordLostSamples.
 	Lost uint64
+
+	// RecordRead: a counter's value for task PID/TID alone, and the id of
+	// the event the descriptor was opened for (CounterReadFormat).
+	Value, ID uint64
+
+	// Raw is a copy of a sample's PERF_SAMPLE_RAW data: a tracepoint's
+	// fields (Tracepoint.Fields).
+	Raw []byte
 }
 
 // Exec reports whether a RecordComm was caused by exec.
@@ -167,8 +176,12 @@ func (d *decoder) sampleID(r *Record) {
 const maxCallchain = 4096
 
 // Decode decodes rec, a record of an event opened with sample_id_all and
-// sampleType (SampleType, optionally with SampleUserRegs), into r.
-// Unknown record types decode only their header.
+// sampleType, into r. sampleType must contain TID, TIME and CPU (every
+// record's sample_id trailer is then pid/tid, time, cpu) and may add IP,
+// PERIOD, CALLCHAIN, RAW, REGS_USER (UserRegsMask) and STACK_USER: the
+// sets of SamplingAttr, CounterAttr and TracepointAttr. RecordRead
+// assumes CounterReadFormat. Unknown record types decode only their
+// header.
 func Decode(rec []byte, sampleType uint64, r *Record) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
@@ -177,19 +190,33 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 	d := decoder{b: rec[headerSize:]}
 	switch r.Type {
 	case RecordSample:
-		r.IP = d.u64()
+		// The fields come in the order of their PERF_SAMPLE_* bits.
+		if sampleType&unix.PERF_SAMPLE_IP != 0 {
+			r.IP = d.u64()
+		}
 		r.PID, r.TID = d.u32(), d.u32()
 		r.Time = d.u64()
 		r.CPU = d.u32()
 		d.u32()
-		r.Period = d.u64()
-		n := d.u64()
-		if n > maxCallchain || n*8 > uint64(len(d.b)) {
-			return fmt.Errorf("%w: call chain of %d entries", ErrMalformed, n)
+		if sampleType&unix.PERF_SAMPLE_PERIOD != 0 {
+			r.Period = d.u64()
 		}
-		r.Callchain = make([]uint64, n)
-		for i := range r.Callchain {
-			r.Callchain[i] = d.u64()
+		if sampleType&unix.PERF_SAMPLE_CALLCHAIN != 0 {
+			n := d.u64()
+			if n > maxCallchain || n*8 > uint64(len(d.b)) {
+				return fmt.Errorf("%w: call chain of %d entries", ErrMalformed, n)
+			}
+			r.Callchain = make([]uint64, n)
+			for i := range r.Callchain {
+				r.Callchain[i] = d.u64()
+			}
+		}
+		if sampleType&unix.PERF_SAMPLE_RAW != 0 {
+			// u32 size; char data[size], padded so the two end on 8 bytes.
+			n := d.u32()
+			if raw := d.bytes(int(n)); d.err == nil {
+				r.Raw = append([]byte(nil), raw...)
+			}
 		}
 		if sampleType&unix.PERF_SAMPLE_REGS_USER != 0 {
 			// u64 abi; u64 regs[weight(mask)] unless abi is NONE (a
@@ -256,6 +283,13 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 		d.sampleID(r)
 	case RecordSwitch:
 		d.sampleID(r)
+	case RecordRead:
+		pid, tid := d.u32(), d.u32()
+		r.Value, r.ID = d.u64(), d.u64()
+		// The trailer describes the task that wrote the record, which
+		// may be another than the one counted.
+		d.sampleID(r)
+		r.PID, r.TID = pid, tid
 	case RecordThrottle, RecordUnthrottle:
 		t := d.u64()
 		d.u64() // id

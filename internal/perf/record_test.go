@@ -123,3 +123,48 @@ func TestDecodeMalformed(t *testing.T) {
 		t.Errorf("huge call chain count: %v", err)
 	}
 }
+
+func TestDecodeRead(t *testing.T) {
+	// pid, tid of the counted task; value and id (CounterReadFormat); the
+	// trailer of the task that wrote it.
+	rec := (&recBuilder{}).u32(10).u32(12).u64(4097).u64(77).sampleID(10, 13, 900, 1).record(RecordRead, 0)
+	var r Record
+	if err := Decode(rec, SampleType, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.PID != 10 || r.TID != 12 || r.Value != 4097 || r.ID != 77 || r.Time != 900 || r.CPU != 1 {
+		t.Errorf("read decoded as %+v", r)
+	}
+	if err := Decode(rec[:len(rec)-16], SampleType, &r); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short read record: %v", err)
+	}
+}
+
+func TestDecodeRaw(t *testing.T) {
+	// A softirq_entry sample: pid/tid, time, cpu, then u32 size and the
+	// raw data (common fields, vec) padded so both end on 8 bytes.
+	raw := []byte{223, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0}
+	b := (&recBuilder{}).u32(10).u32(11).u64(5000).u32(1).u32(0).u32(uint32(len(raw)))
+	b.b = append(b.b, raw...)
+	rec := b.record(RecordSample, unix.PERF_RECORD_MISC_KERNEL)
+	var r Record
+	if err := Decode(rec, TracepointSampleType, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.PID != 10 || r.TID != 11 || r.Time != 5000 || r.CPU != 1 || string(r.Raw) != string(raw) || r.Callchain != nil {
+		t.Errorf("raw sample decoded as %+v", r)
+	}
+	tp := &Tracepoint{ID: 223, Fields: map[string]TracepointField{"common_type": {0, 2, false}, "vec": {8, 4, false}}}
+	if v, ok := tp.Fields["vec"].Uint(r.Raw); !ok || v != 3 || !tp.Is(r.Raw) {
+		t.Errorf("vec %d %v, is %v", v, ok, tp.Is(r.Raw))
+	}
+	if _, ok := tp.Fields["vec"].Uint(r.Raw[:10]); ok {
+		t.Error("a field past the end of the raw data was read")
+	}
+	for cut := len(rec) - 1; cut > headerSize; cut -= 4 {
+		short := append([]byte(nil), rec[:cut]...)
+		if err := Decode(short, TracepointSampleType, &r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("cut at %d: %v", cut, err)
+		}
+	}
+}
