@@ -3,7 +3,6 @@ package perf
 import (
 	"errors"
 	"os/exec"
-	"strconv"
 	"testing"
 
 	"trueprof/internal/testutil"
@@ -11,19 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestCounterRead counts the page faults of a shell and of the child it
-// forks, which allocates an 8 MiB buffer, with CounterAttr events on
-// every CPU: the child's exit writes a RecordRead per CPU with its own
-// count, and reading the descriptors gives the total of both.
+// TestCounterRead counts the page faults of a shell and of the children
+// it forks, one of which allocates an 8 MiB buffer, with CounterAttr
+// events on every CPU: each child's exit writes a RecordRead per CPU
+// with its own count, and reading the descriptors gives the total of
+// all. (Without KeepWithThread the kernel may move the shell's events to
+// a child, whose count then goes unreported: not tested, not used.)
 func TestCounterRead(t *testing.T) {
 	testutil.RequirePerf(t)
 	testutil.RequireCommand(t, "dd")
-	for _, keep := range []bool{false, true} {
-		t.Run("keep="+strconv.FormatBool(keep), func(t *testing.T) { testCounterRead(t, keep) })
-	}
-}
-
-func testCounterRead(t *testing.T, keep bool) {
 	cmd := exec.Command("sh", "-c", "read x; (dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; true); echo $x >/dev/null")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -39,15 +34,13 @@ func testCounterRead(t *testing.T, keep bool) {
 		t.Fatal(err)
 	}
 	ev, _ := ParseEvent("page-faults")
-	attr := CounterAttr(ev, CounterOptions{Kernel: true, KeepWithThread: keep})
+	attr := CounterAttr(ev, CounterOptions{Kernel: true, KeepWithThread: true})
 	ids := map[uint64]bool{}
-	if keep {
-		// Kernels before 6.12 reject inherit with PERF_SAMPLE_READ.
-		if fd, err := Open(attr, cmd.Process.Pid, cpus[0], 0); errors.Is(err, unix.EINVAL) {
-			t.Skipf("no KeepWithThread on this kernel: %v", err)
-		} else if err == nil {
-			unix.Close(fd)
-		}
+	// Kernels before 6.12 reject inherit with PERF_SAMPLE_READ.
+	if fd, err := Open(attr, cmd.Process.Pid, cpus[0], 0); errors.Is(err, unix.EINVAL) {
+		testutil.Missing(t, "no KeepWithThread on this kernel: "+err.Error())
+	} else if err == nil {
+		unix.Close(fd)
 	}
 	var fds []int
 	var rings []*Ring
@@ -100,9 +93,7 @@ func testCounterRead(t *testing.T, keep bool) {
 	}
 	var children uint64
 	for tid, v := range perTask {
-		if keep && int(tid) == cmd.Process.Pid {
-			// Without keep the kernel may have swapped the shell's
-			// events with a child's on a context switch.
+		if int(tid) == cmd.Process.Pid {
 			t.Errorf("the shell, which holds the descriptors' events, wrote a read record")
 		}
 		children += v

@@ -184,6 +184,22 @@ func TracepointAttr(tp *Tracepoint, o TracepointOptions) *unix.PerfEventAttr {
 	return a
 }
 
+// SetFilter sets the filter of tracepoint event fd: an expression over
+// its fields in tracefs's syntax ("common_pid != 0"), which the kernel
+// evaluates before writing a sample, so what it drops costs no ring
+// space.
+func SetFilter(fd int, filter string) error {
+	b, err := unix.BytePtrFromString(filter)
+	if err != nil {
+		return err
+	}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(b)))
+	if errno != 0 {
+		return os.NewSyscallError("ioctl PERF_EVENT_IOC_SET_FILTER", errno)
+	}
+	return nil
+}
+
 // tracefsDirs are where tracefs is usually mounted, tried after the
 // mounts /proc/self/mountinfo lists.
 var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}

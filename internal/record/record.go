@@ -62,6 +62,8 @@ type Config struct {
 	// Stdout receives the launched target's standard output; os.Stdout
 	// if nil.
 	Stdout io.Writer
+	// started is called once the events count (tests).
+	started func()
 }
 
 // Instrumented reports whether the configuration asks for probes.
@@ -106,6 +108,12 @@ type session struct {
 	full          bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
+	// threads, irq and counters follow the target's threads, their
+	// interrupts and their per-thread counters (threads.go, irq.go,
+	// counters.go).
+	threads  targetThreads
+	irq      irqState
+	counters counterState
 }
 
 // userStackBytes is how much of the user stack each sample copies so the
@@ -194,6 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return fail(err)
 	}
 	s.result.UserOnly = !kernel
+	s.openIRQ()
 
 	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -236,9 +245,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
+	if cfg.started != nil {
+		cfg.started()
+	}
 
 	s.result.Reason, err = s.loop(ctx, tgt, pid)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.finishCounters(); err != nil {
 		return nil, err
 	}
 	if in != nil && s.result.Events == 0 {
@@ -352,6 +367,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		ContextSwitch: true,
 	})
 	s.sampleType = attr.Sample_type
+	s.counters = counterState{}
 	tids := []int{pid}
 	for _, cpu := range cpus {
 		var owner = -1
@@ -389,6 +405,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 					return err
 				}
 				s.events = append(s.events, e)
+				s.openedThread(pid, tid, cpu, owner, kernel, launched)
 			}
 			// Threads created while we opened had no event to inherit:
 			// scan again until the set is stable.
@@ -522,6 +539,7 @@ func (s *session) drain(final bool) error {
 	if derr != nil {
 		fmt.Fprintf(s.log, "trueprof: skipped a malformed kernel record: %v\n", derr)
 	}
+	s.readIRQ()
 	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
 		switch {
 		case a.Time < b.Time:
@@ -580,6 +598,9 @@ func (s *session) lost(kind trace.LostKind, n, time uint64) {
 
 // process writes the trace records for one kernel record.
 func (s *session) process(r *perf.Record) error {
+	if done, err := s.track(r); done || err != nil {
+		return err
+	}
 	w := s.w
 	switch r.Type {
 	case perf.RecordSample:
