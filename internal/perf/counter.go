@@ -1,27 +1,17 @@
 package perf
 
 import (
-	"fmt"
 	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// CounterReadFormat is the read_format of CounterAttr's events: read(2)
-// and PERF_RECORD_READ give the value followed by the event id, which
-// says which counter (and which CPU's event) a RecordRead belongs to.
-const CounterReadFormat = unix.PERF_FORMAT_ID
-
-// counterSampleType gives a counter's records the sample_id trailer of
-// SampleType (pid/tid, time, cpu): the fields a trailer can hold are the
-// same, so both decode with the sampling event's type.
-const counterSampleType = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
-
-// counterNeverSamples is the sample period of a counter that keeps its
-// values with its thread: a period no counter reaches, so no sample is
-// ever written.
-const counterNeverSamples = 1 << 62
+// CounterSampleType is the PERF_SAMPLE_* set of CounterAttr's events:
+// which event (its id, so that several can share a ring) and the thread,
+// nothing more: a burst of page faults writes a sample for each, and
+// small samples, 24 bytes, make a ring last longer.
+const CounterSampleType = unix.PERF_SAMPLE_IDENTIFIER | unix.PERF_SAMPLE_TID
 
 // CounterOptions select how a per-thread counter is configured.
 type CounterOptions struct {
@@ -30,33 +20,34 @@ type CounterOptions struct {
 	Kernel bool
 	// EnableOnExec starts counting when the target calls exec.
 	EnableOnExec bool
-	// KeepWithThread stops the kernel from moving the counter between
-	// threads. Inherited events live in a per-thread context that the
-	// kernel may swap with another thread's on a context switch (with
-	// inherit_stat it swaps the values too, so exiting children still
-	// report their own); the context holding the descriptor's event then
-	// belongs to a thread that reports nothing at exit. A sampling event
-	// with PERF_SAMPLE_READ and inherit forbids the swap (Linux 6.12);
-	// older kernels reject it with EINVAL.
-	KeepWithThread bool
+	// Watermark is the number of ring bytes that wake the reader; 0 wakes
+	// on every record.
+	Watermark uint32
 }
 
-// CounterAttr returns the attributes of a per-thread counter of ev (a
-// software event such as page-faults or cpu-migrations): disabled,
-// inherited by new threads and processes, and with inherit_stat, so
-// that each inherited copy writes a RecordRead with its own thread's
-// value when that thread exits (into the ring of the descriptor's event,
-// or the one SetOutput names, which may be a sampling event's ring: the
-// records decode with SamplingAttr's sample type).
+// CounterAttr returns the attributes of a per-thread counter of ev, a
+// software event such as page-faults or cpu-migrations: a sample of
+// CounterSampleType for every occurrence, in the thread the event is
+// opened on and, inherited, in every thread and process it creates.
+// The number of a thread's samples is its count, exact whether the
+// thread has exited or not.
+//
+// Counting events would cost nothing per occurrence, but their
+// per-thread values are only reported (PERF_RECORD_READ with
+// inherit_stat) when an inheriting thread exits, and only right if the
+// kernel never swaps two threads' event contexts on a context switch;
+// stopping that makes every context switch of the target slower
+// (docs/recording.md has the measurements). Page faults and migrations
+// are rare next to context switches.
 func CounterAttr(ev Event, o CounterOptions) *unix.PerfEventAttr {
 	a := &unix.PerfEventAttr{
 		Type:        ev.Type,
 		Config:      ev.Config,
-		Sample_type: counterSampleType,
-		Read_format: CounterReadFormat,
+		Sample:      1,
+		Sample_type: CounterSampleType,
 		Clockid:     unix.CLOCK_MONOTONIC,
-		Bits: unix.PerfBitDisabled | unix.PerfBitInherit | unix.PerfBitInheritStat |
-			unix.PerfBitExcludeHv | unix.PerfBitSampleIDAll | unix.PerfBitUseClockID,
+		Bits: unix.PerfBitDisabled | unix.PerfBitInherit | unix.PerfBitExcludeHv |
+			unix.PerfBitSampleIDAll | unix.PerfBitUseClockID,
 	}
 	a.Size = uint32(unsafe.Sizeof(*a))
 	if !o.Kernel {
@@ -65,15 +56,12 @@ func CounterAttr(ev Event, o CounterOptions) *unix.PerfEventAttr {
 	if o.EnableOnExec {
 		a.Bits |= unix.PerfBitEnableOnExec
 	}
-	if o.KeepWithThread {
-		a.Sample = counterNeverSamples
-		a.Sample_type |= unix.PERF_SAMPLE_READ
-	}
+	setWakeup(a, o.Watermark)
 	return a
 }
 
-// EventID returns the kernel's id of event fd, the id RecordRead and
-// ReadCounter report.
+// EventID returns the kernel's id of event fd, which the samples of
+// events with PERF_SAMPLE_IDENTIFIER carry.
 func EventID(fd int) (uint64, error) {
 	var id uint64
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id)))
@@ -81,18 +69,4 @@ func EventID(fd int) (uint64, error) {
 		return 0, os.NewSyscallError("ioctl PERF_EVENT_IOC_ID", errno)
 	}
 	return id, nil
-}
-
-// ReadCounter reads a CounterAttr event: the count of the thread it was
-// opened on plus that of every thread that inherited it, exited or not.
-func ReadCounter(fd int) (value, id uint64, err error) {
-	var b [16]byte
-	n, err := unix.Read(fd, b[:])
-	if err != nil {
-		return 0, 0, os.NewSyscallError("read perf counter", err)
-	}
-	if n != len(b) {
-		return 0, 0, fmt.Errorf("read perf counter: %d bytes, want %d", n, len(b))
-	}
-	return le.Uint64(b[:]), le.Uint64(b[8:]), nil
 }

@@ -29,7 +29,6 @@ const (
 	RecordMmap2       = unix.PERF_RECORD_MMAP2
 	RecordLostSamples = unix.PERF_RECORD_LOST_SAMPLES
 	RecordSwitch      = unix.PERF_RECORD_SWITCH
-	RecordRead        = unix.PERF_RECORD_READ
 )
 
 // Callchain context markers: entries at or above ContextMax are not
@@ -81,9 +80,9 @@ type Record struct {
 	// RecordLost and RecordLostSamples.
 	Lost uint64
 
-	// RecordRead: a counter's value for task PID/TID alone, and the id of
-	// the event the descriptor was opened for (CounterReadFormat).
-	Value, ID uint64
+	// ID is the event's id (PERF_EVENT_IOC_ID) in records of events with
+	// PERF_SAMPLE_IDENTIFIER: which of the events sharing a ring wrote it.
+	ID uint64
 
 	// Raw is a copy of a sample's PERF_SAMPLE_RAW data: a tracepoint's
 	// fields (Tracepoint.Fields).
@@ -110,6 +109,8 @@ func (r *Record) KernelIP() bool {
 type decoder struct {
 	b   []byte
 	err error
+	// st is the events' PERF_SAMPLE_* set.
+	st uint64
 }
 
 func (d *decoder) u64() uint64 {
@@ -162,13 +163,28 @@ func (d *decoder) cstring() string {
 	return s
 }
 
-// sampleID reads the sample_id trailer for SampleType: {pid, tid}, time,
-// {cpu, res}.
+// taskTimeCPU reads the fields that samples and sample_id trailers share,
+// those of them the events have: {pid, tid}, time, {cpu, res}.
+func (d *decoder) taskTimeCPU(r *Record) {
+	if d.st&unix.PERF_SAMPLE_TID != 0 {
+		r.PID, r.TID = d.u32(), d.u32()
+	}
+	if d.st&unix.PERF_SAMPLE_TIME != 0 {
+		r.Time = d.u64()
+	}
+	if d.st&unix.PERF_SAMPLE_CPU != 0 {
+		r.CPU = d.u32()
+		d.u32()
+	}
+}
+
+// sampleID reads the sample_id trailer: pid/tid, time and cpu, then the
+// identifier.
 func (d *decoder) sampleID(r *Record) {
-	r.PID, r.TID = d.u32(), d.u32()
-	r.Time = d.u64()
-	r.CPU = d.u32()
-	d.u32()
+	d.taskTimeCPU(r)
+	if d.st&unix.PERF_SAMPLE_IDENTIFIER != 0 {
+		r.ID = d.u64()
+	}
 }
 
 // maxCallchain bounds a decoded call chain so a corrupt count cannot size
@@ -176,28 +192,26 @@ func (d *decoder) sampleID(r *Record) {
 const maxCallchain = 4096
 
 // Decode decodes rec, a record of an event opened with sample_id_all and
-// sampleType, into r. sampleType must contain TID, TIME and CPU (every
-// record's sample_id trailer is then pid/tid, time, cpu) and may add IP,
+// sampleType, into r. sampleType may hold IDENTIFIER, IP, TID, TIME, CPU,
 // PERIOD, CALLCHAIN, RAW, REGS_USER (UserRegsMask) and STACK_USER: the
-// sets of SamplingAttr, CounterAttr and TracepointAttr. RecordRead
-// assumes CounterReadFormat. Unknown record types decode only their
-// header.
+// sets of SamplingAttr, CounterAttr and TracepointAttr. Unknown record
+// types decode only their header.
 func Decode(rec []byte, sampleType uint64, r *Record) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
 	}
 	*r = Record{Type: le.Uint32(rec), Misc: le.Uint16(rec[4:])}
-	d := decoder{b: rec[headerSize:]}
+	d := decoder{b: rec[headerSize:], st: sampleType}
 	switch r.Type {
 	case RecordSample:
 		// The fields come in the order of their PERF_SAMPLE_* bits.
+		if sampleType&unix.PERF_SAMPLE_IDENTIFIER != 0 {
+			r.ID = d.u64()
+		}
 		if sampleType&unix.PERF_SAMPLE_IP != 0 {
 			r.IP = d.u64()
 		}
-		r.PID, r.TID = d.u32(), d.u32()
-		r.Time = d.u64()
-		r.CPU = d.u32()
-		d.u32()
+		d.taskTimeCPU(r)
 		if sampleType&unix.PERF_SAMPLE_PERIOD != 0 {
 			r.Period = d.u64()
 		}
@@ -283,13 +297,6 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 		d.sampleID(r)
 	case RecordSwitch:
 		d.sampleID(r)
-	case RecordRead:
-		pid, tid := d.u32(), d.u32()
-		r.Value, r.ID = d.u64(), d.u64()
-		// The trailer describes the task that wrote the record, which
-		// may be another than the one counted.
-		d.sampleID(r)
-		r.PID, r.TID = pid, tid
 	case RecordThrottle, RecordUnthrottle:
 		t := d.u64()
 		d.u64() // id

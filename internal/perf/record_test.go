@@ -124,19 +124,30 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 }
 
-func TestDecodeRead(t *testing.T) {
-	// pid, tid of the counted task; value and id (CounterReadFormat); the
-	// trailer of the task that wrote it.
-	rec := (&recBuilder{}).u32(10).u32(12).u64(4097).u64(77).sampleID(10, 13, 900, 1).record(RecordRead, 0)
+func TestDecodeIdentifier(t *testing.T) {
+	// A CounterAttr sample (identifier, pid/tid) and a lost record,
+	// whose trailer is pid/tid and the identifier.
+	typ := uint64(CounterSampleType)
+	rec := (&recBuilder{}).u64(77).u32(10).u32(12).record(RecordSample, 0)
 	var r Record
-	if err := Decode(rec, SampleType, &r); err != nil {
+	if err := Decode(rec, typ, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.PID != 10 || r.TID != 12 || r.Value != 4097 || r.ID != 77 || r.Time != 900 || r.CPU != 1 {
-		t.Errorf("read decoded as %+v", r)
+	if r.ID != 77 || r.PID != 10 || r.TID != 12 || r.Time != 0 {
+		t.Errorf("sample decoded as %+v", r)
 	}
-	if err := Decode(rec[:len(rec)-16], SampleType, &r); !errors.Is(err, ErrMalformed) {
-		t.Errorf("short read record: %v", err)
+	lost := (&recBuilder{}).u64(1).u64(5).u32(10).u32(12).u64(78).record(RecordLost, 0)
+	if err := Decode(lost, typ, &r); err != nil || r.Lost != 5 || r.TID != 12 || r.ID != 78 {
+		t.Errorf("lost decoded as %+v, %v", r, err)
+	}
+	if err := Decode(lost[:len(lost)-8], typ, &r); !errors.Is(err, ErrMalformed) {
+		t.Errorf("lost record without its identifier: %v", err)
+	}
+	// With time and CPU too, as uprobe samples have.
+	typ |= unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
+	rec = (&recBuilder{}).u64(77).sampleID(10, 12, 900, 1).record(RecordSample, 0)
+	if err := Decode(rec, typ, &r); err != nil || r.ID != 77 || r.TID != 12 || r.Time != 900 || r.CPU != 1 {
+		t.Errorf("sample with time and cpu decoded as %+v, %v", r, err)
 	}
 }
 

@@ -95,12 +95,7 @@ func TestTracepointIRQ(t *testing.T) {
 		for _, tp := range tps {
 			fd := openTest(t, TracepointAttr(tp, TracepointOptions{Disabled: true}), -1, cpu)
 			fds = append(fds, fd)
-			if owner < 0 {
-				rings = append(rings, mapTest(t, fd, 64))
-				owner = fd
-			} else if err := SetOutput(fd, owner); err != nil {
-				t.Fatal(err)
-			}
+			shareRing(t, fd, &owner, &rings)
 		}
 	}
 	for _, fd := range fds {
@@ -203,6 +198,20 @@ func openTest(t testing.TB, attr *unix.PerfEventAttr, pid, cpu int) int {
 	}
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
+}
+
+// shareRing maps the ring of fd, the first event of its CPU (*owner <
+// 0), or sends fd's records to the ring of *owner.
+func shareRing(t testing.TB, fd int, owner *int, rings *[]*Ring) {
+	t.Helper()
+	if *owner >= 0 {
+		if err := SetOutput(fd, *owner); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	*rings = append(*rings, mapTest(t, fd, 64))
+	*owner = fd
 }
 
 // mapTest maps fd's ring for a test and unmaps it when the test ends.

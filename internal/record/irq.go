@@ -60,6 +60,7 @@ type irqState struct {
 	points map[uint64]irqPoint // by tracepoint id
 	common perf.TracepointField
 	rings  []*perf.Ring
+	fds    []int // of the events that own the rings
 	// running are the handlers running on each CPU, innermost last.
 	running map[uint32][]irqRunning
 	rec     trace.IRQ // reused by processIRQ
@@ -135,6 +136,7 @@ func (s *session) openIRQEvents() error {
 				}
 				owner = fd
 				st.rings = append(st.rings, e.ring)
+				st.fds = append(st.fds, fd)
 			} else if err := perf.SetOutput(fd, owner); err != nil {
 				perf.Close(fd)
 				return fail(err)
@@ -148,14 +150,15 @@ func (s *session) openIRQEvents() error {
 	return nil
 }
 
-// readIRQ moves the records of the interrupt rings to s.pending, where
-// they are merged by time with the sampling rings' records.
+// readIRQ moves the records of the interrupt rings to s.side.irqs, from
+// where they are merged by time with the sampling rings' records. The
+// caller holds s.side.mu.
 func (s *session) readIRQ() {
 	for _, ring := range s.irq.rings {
 		ring.Read(func(rec []byte) {
 			var r perf.Record
 			if err := perf.Decode(rec, perf.TracepointSampleType, &r); err != nil {
-				s.lost(trace.LostUnparsed, 1, r.Time)
+				s.side.unparsed++
 				return
 			}
 			switch r.Type {
@@ -165,7 +168,7 @@ func (s *session) readIRQ() {
 			default:
 				return
 			}
-			s.pending = append(s.pending, r)
+			s.side.irqs = append(s.side.irqs, r)
 		})
 	}
 }

@@ -38,22 +38,6 @@ func requireIRQ(t *testing.T) {
 	}
 }
 
-// requireCounters fails (under TRUEPROF_REQUIRE_PERF) or skips when the
-// kernel cannot keep per-thread counters (Linux 6.12).
-func requireCounters(t *testing.T) {
-	t.Helper()
-	testutil.RequirePerf(t)
-	ev, err := perf.ParseEvent("page-faults")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := perf.Open(perf.CounterAttr(ev, perf.CounterOptions{KeepWithThread: true}), 0, -1, 0)
-	if err != nil {
-		testutil.Missing(t, "per-thread counters: "+err.Error())
-	}
-	perf.Close(fd)
-}
-
 // checkFaults checks the Counter records of the faults fixture's
 // threads: toucher-i touched 1000*i fresh pages, main 500, and hopper
 // moved between CPUs ten times.
@@ -119,19 +103,20 @@ func (w *readyWriter) Write(b []byte) (int, error) {
 // exit, the main thread's share of its descriptors' totals) and of one
 // still running when recording stops (/proc).
 func TestCountersLaunched(t *testing.T) {
-	requireCounters(t)
+	testutil.RequirePerf(t)
 	bin := buildFixture(t, "faults")
 	for _, mode := range []string{"exit", "live"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			cfg := Config{Command: []string{bin, mode, "now"}, Stdout: &readyWriter{cancel: func() {}}}
+			cfg := Config{Command: []string{bin, mode, "now"}, Stdout: &readyWriter{cancel: func() {}}, RingPages: 1024}
 			want := "exited"
 			if mode == "live" {
 				// Stop once the threads are done: they never end.
 				cfg.Stdout, want = &readyWriter{cancel: cancel}, "signal"
 			}
 			res, p := recordCtx(t, ctx, cfg)
+			t.Logf("result %+v lost %+v", res, p.Lost)
 			if res.Reason != want {
 				t.Fatalf("stopped by %q, want %q", res.Reason, want)
 			}
@@ -144,7 +129,7 @@ func TestCountersLaunched(t *testing.T) {
 // do their work; they exit, the main thread stays. Every thread existed
 // at attach, so each is the origin of its own events.
 func TestCountersAttached(t *testing.T) {
-	requireCounters(t)
+	testutil.RequirePerf(t)
 	bin := buildFixture(t, "faults")
 	cmd := exec.Command(bin, "exit", "stdin")
 	in, err := cmd.StdinPipe()
@@ -169,7 +154,7 @@ func TestCountersAttached(t *testing.T) {
 		}
 	}
 	// Let them work once the events count, and stop when they are done.
-	cfg := Config{PID: cmd.Process.Pid, started: func() { in.Write([]byte{1}) }}
+	cfg := Config{PID: cmd.Process.Pid, RingPages: 1024, started: func() { in.Write([]byte{1}) }}
 	res, p := recordCtx(t, ctx, cfg)
 	if res.Reason != "signal" {
 		t.Fatalf("result %+v", res)

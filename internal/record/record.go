@@ -110,10 +110,11 @@ type session struct {
 	sampleType uint64
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
-	// counters.go).
+	// counters.go), side reads the rings of the last two (siderings.go).
 	threads  targetThreads
 	irq      irqState
 	counters counterState
+	side     sideRings
 }
 
 // userStackBytes is how much of the user stack each sample copies so the
@@ -405,7 +406,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 					return err
 				}
 				s.events = append(s.events, e)
-				s.openedThread(pid, tid, cpu, owner, kernel, launched)
+				s.openedThread(pid, tid, cpu, kernel, launched)
 			}
 			// Threads created while we opened had no event to inherit:
 			// scan again until the set is stable.
@@ -432,6 +433,7 @@ func (s *session) closeSources() {
 }
 
 func (s *session) closeEvents() {
+	s.stopSideRings()
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
@@ -539,7 +541,7 @@ func (s *session) drain(final bool) error {
 	if derr != nil {
 		fmt.Fprintf(s.log, "trueprof: skipped a malformed kernel record: %v\n", derr)
 	}
-	s.readIRQ()
+	s.readOtherRings(final)
 	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
 		switch {
 		case a.Time < b.Time:

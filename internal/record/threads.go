@@ -57,10 +57,10 @@ func (t *targetThreads) target(pid, tid uint32) bool {
 }
 
 // openedThread notes a thread the sampling events were opened on and
-// opens its counters on cpu, into the ring of event owner.
-func (s *session) openedThread(pid, tid, cpu, owner int, kernel, launched bool) {
+// opens its counters on cpu.
+func (s *session) openedThread(pid, tid, cpu int, kernel, launched bool) {
 	s.threads.add(uint32(pid), uint32(tid), !launched)
-	s.openCounters(pid, tid, cpu, owner, kernel, launched)
+	s.openCounters(tid, cpu, kernel, launched)
 }
 
 // track passes a kernel record to the interrupt pairing, which consumes

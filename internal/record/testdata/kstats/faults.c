@@ -1,6 +1,9 @@
 // Page faults and migrations of known counts, per thread: thread
 // toucher-i touches 1000*i fresh pages, the main thread 500, and hopper
-// moves between CPUs 0 and 1 ten times.
+// moves between CPUs 0 and 1 ten times. toucher-3 is created by
+// toucher-2. Then main and the touchers pass a token round on CPU 0 two
+// hundred times, switching from one to the next directly, where the
+// kernel may swap their perf contexts.
 //
 //	faults exit|live now|stdin
 //
@@ -22,6 +25,26 @@
 
 static int live;
 static pthread_barrier_t start, finished;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turned = PTHREAD_COND_INITIALIZER;
+static int turn; // 0: main, 1-3: toucher-i
+
+// passToken pins the caller to CPU 0 and passes the token from me to the
+// next of the four two hundred times.
+static void passToken(int me) {
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	sched_setaffinity(0, sizeof set, &set);
+	for (int i = 0; i < 200; i++) {
+		pthread_mutex_lock(&mu);
+		while (turn != me)
+			pthread_cond_wait(&turned, &mu);
+		turn = (me + 1) % 4;
+		pthread_cond_broadcast(&turned);
+		pthread_mutex_unlock(&mu);
+	}
+}
 static int hold[2];
 
 static void touch(long pages) {
@@ -42,11 +65,17 @@ static void done(void) {
 static void *toucher(void *arg) {
 	long i = (long)arg;
 	char name[16];
+	pthread_t child;
+	if (i == 2)
+		pthread_create(&child, NULL, toucher, (void *)3);
 	snprintf(name, sizeof name, "toucher-%ld", i);
 	prctl(PR_SET_NAME, name);
 	pthread_barrier_wait(&start);
 	touch(1000 * i);
+	passToken(i);
 	done();
+	if (i == 2)
+		pthread_join(child, NULL);
 	return NULL;
 }
 
@@ -69,10 +98,10 @@ int main(int argc, char **argv) {
 	pipe(hold);
 	pthread_barrier_init(&start, NULL, 5);
 	pthread_barrier_init(&finished, NULL, 5);
-	pthread_t t[4];
-	for (long i = 1; i <= 3; i++)
+	pthread_t t[3];
+	for (long i = 1; i <= 2; i++)
 		pthread_create(&t[i - 1], NULL, toucher, (void *)i);
-	pthread_create(&t[3], NULL, hopper, NULL);
+	pthread_create(&t[2], NULL, hopper, NULL);
 	if (wait) {
 		char c;
 		if (read(0, &c, 1) != 1)
@@ -80,10 +109,11 @@ int main(int argc, char **argv) {
 	}
 	pthread_barrier_wait(&start);
 	touch(500);
+	passToken(0);
 	pthread_barrier_wait(&finished);
 	printf("ready\n");
 	fflush(stdout);
-	for (int i = 0; i < 4 && !live; i++)
+	for (int i = 0; i < 3 && !live; i++)
 		pthread_join(t[i], NULL);
 	if (live || wait) // attached: stay until the recorder is done
 		pause();
