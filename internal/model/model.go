@@ -24,10 +24,10 @@ type Profile struct {
 	// recording, Switches its target threads' context switches, Probes the
 	// probes placed and Adjusts the time threads lost to the profiler. All
 	// are sorted by time (stable: the file order of equal times is kept).
-	Events    []Event
-	Switches  []Switch
-	Probes    []Probe
-	Adjusts   []Adjust
+	Events   []Event
+	Switches []Switch
+	Probes   []Probe
+	Adjusts  []Adjust
 	// IRQs are the interrupts handled while target threads ran, GoIDs the
 	// goroutine switches of a Go target's threads; both sorted by time.
 	IRQs      []IRQ
