@@ -3,6 +3,10 @@
 // and mmap(2) calls; the ring-buffer arithmetic and the record decoding are
 // pure functions over byte slices, tested without a kernel.
 //
+// Besides sampling events it opens tracepoints (TracepointAttr, with ids
+// and field layouts from tracefs: LookupTracepoint), per-thread counters
+// (CounterAttr) and uprobes (OpenUprobe).
+//
 // Typical use:
 //
 //	ev, _ := perf.ParseEvent("cpu-clock")

@@ -93,12 +93,7 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 	if o.Inherit {
 		a.Bits |= unix.PerfBitInherit
 	}
-	if o.Watermark > 0 {
-		a.Bits |= unix.PerfBitWatermark
-		a.Wakeup = o.Watermark
-	} else {
-		a.Wakeup = 1
-	}
+	setWakeup(a, o.Watermark)
 	if o.BuildID {
 		a.Bits |= perfBitBuildID
 	}
@@ -112,6 +107,17 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 		a.Sample_stack_user = (o.UserStack + 7) &^ 7
 	}
 	return a
+}
+
+// setWakeup makes a ring wake its reader once watermark bytes are
+// waiting, or on every record if watermark is 0.
+func setWakeup(a *unix.PerfEventAttr, watermark uint32) {
+	if watermark > 0 {
+		a.Bits |= unix.PerfBitWatermark
+		a.Wakeup = watermark
+	} else {
+		a.Wakeup = 1
+	}
 }
 
 // FlagCloexec is PERF_FLAG_FD_CLOEXEC; trueprof always passes it so event
@@ -145,6 +151,8 @@ func explain(a *unix.PerfEventAttr, pid int, err error) error {
 		p := Paranoid()
 		kernel := a.Bits&unix.PerfBitExcludeKernel == 0
 		switch {
+		case a.Type == unix.PERF_TYPE_TRACEPOINT && pid == -1:
+			return fmt.Errorf("%w: tracing every task of a CPU needs CAP_PERFMON (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid = -1 (it is %d): %w", ErrPermission, p, sys)
 		case kernel && p >= 2:
 			return fmt.Errorf("%w: kernel sampling needs CAP_PERFMON (or CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 1 (it is %d): %w", ErrPermission, p, sys)
 		case p >= 3:

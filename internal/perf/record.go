@@ -79,6 +79,14 @@ type Record struct {
 
 	// RecordLost and RecordLostSamples.
 	Lost uint64
+
+	// ID is the event's id (PERF_EVENT_IOC_ID) in records of events with
+	// PERF_SAMPLE_IDENTIFIER: which of the events sharing a ring wrote it.
+	ID uint64
+
+	// Raw is a copy of a sample's PERF_SAMPLE_RAW data: a tracepoint's
+	// fields (Tracepoint.Fields).
+	Raw []byte
 }
 
 // Exec reports whether a RecordComm was caused by exec.
@@ -101,6 +109,8 @@ func (r *Record) KernelIP() bool {
 type decoder struct {
 	b   []byte
 	err error
+	// st is the events' PERF_SAMPLE_* set.
+	st uint64
 }
 
 func (d *decoder) u64() uint64 {
@@ -153,13 +163,28 @@ func (d *decoder) cstring() string {
 	return s
 }
 
-// sampleID reads the sample_id trailer for SampleType: {pid, tid}, time,
-// {cpu, res}.
+// taskTimeCPU reads the fields that samples and sample_id trailers share,
+// those of them the events have: {pid, tid}, time, {cpu, res}.
+func (d *decoder) taskTimeCPU(r *Record) {
+	if d.st&unix.PERF_SAMPLE_TID != 0 {
+		r.PID, r.TID = d.u32(), d.u32()
+	}
+	if d.st&unix.PERF_SAMPLE_TIME != 0 {
+		r.Time = d.u64()
+	}
+	if d.st&unix.PERF_SAMPLE_CPU != 0 {
+		r.CPU = d.u32()
+		d.u32()
+	}
+}
+
+// sampleID reads the sample_id trailer: pid/tid, time and cpu, then the
+// identifier.
 func (d *decoder) sampleID(r *Record) {
-	r.PID, r.TID = d.u32(), d.u32()
-	r.Time = d.u64()
-	r.CPU = d.u32()
-	d.u32()
+	d.taskTimeCPU(r)
+	if d.st&unix.PERF_SAMPLE_IDENTIFIER != 0 {
+		r.ID = d.u64()
+	}
 }
 
 // maxCallchain bounds a decoded call chain so a corrupt count cannot size
@@ -167,29 +192,45 @@ func (d *decoder) sampleID(r *Record) {
 const maxCallchain = 4096
 
 // Decode decodes rec, a record of an event opened with sample_id_all and
-// sampleType (SampleType, optionally with SampleUserRegs), into r.
-// Unknown record types decode only their header.
+// sampleType, into r. sampleType may hold IDENTIFIER, IP, TID, TIME, CPU,
+// PERIOD, CALLCHAIN, RAW, REGS_USER (UserRegsMask) and STACK_USER: the
+// sets of SamplingAttr, CounterAttr and TracepointAttr. Unknown record
+// types decode only their header.
 func Decode(rec []byte, sampleType uint64, r *Record) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
 	}
 	*r = Record{Type: le.Uint32(rec), Misc: le.Uint16(rec[4:])}
-	d := decoder{b: rec[headerSize:]}
+	d := decoder{b: rec[headerSize:], st: sampleType}
 	switch r.Type {
 	case RecordSample:
-		r.IP = d.u64()
-		r.PID, r.TID = d.u32(), d.u32()
-		r.Time = d.u64()
-		r.CPU = d.u32()
-		d.u32()
-		r.Period = d.u64()
-		n := d.u64()
-		if n > maxCallchain || n*8 > uint64(len(d.b)) {
-			return fmt.Errorf("%w: call chain of %d entries", ErrMalformed, n)
+		// The fields come in the order of their PERF_SAMPLE_* bits.
+		if sampleType&unix.PERF_SAMPLE_IDENTIFIER != 0 {
+			r.ID = d.u64()
 		}
-		r.Callchain = make([]uint64, n)
-		for i := range r.Callchain {
-			r.Callchain[i] = d.u64()
+		if sampleType&unix.PERF_SAMPLE_IP != 0 {
+			r.IP = d.u64()
+		}
+		d.taskTimeCPU(r)
+		if sampleType&unix.PERF_SAMPLE_PERIOD != 0 {
+			r.Period = d.u64()
+		}
+		if sampleType&unix.PERF_SAMPLE_CALLCHAIN != 0 {
+			n := d.u64()
+			if n > maxCallchain || n*8 > uint64(len(d.b)) {
+				return fmt.Errorf("%w: call chain of %d entries", ErrMalformed, n)
+			}
+			r.Callchain = make([]uint64, n)
+			for i := range r.Callchain {
+				r.Callchain[i] = d.u64()
+			}
+		}
+		if sampleType&unix.PERF_SAMPLE_RAW != 0 {
+			// u32 size; char data[size], padded so the two end on 8 bytes.
+			n := d.u32()
+			if raw := d.bytes(int(n)); d.err == nil {
+				r.Raw = append([]byte(nil), raw...)
+			}
 		}
 		if sampleType&unix.PERF_SAMPLE_REGS_USER != 0 {
 			// u64 abi; u64 regs[weight(mask)] unless abi is NONE (a

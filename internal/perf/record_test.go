@@ -123,3 +123,59 @@ func TestDecodeMalformed(t *testing.T) {
 		t.Errorf("huge call chain count: %v", err)
 	}
 }
+
+func TestDecodeIdentifier(t *testing.T) {
+	// A CounterAttr sample (identifier, pid/tid) and a lost record,
+	// whose trailer is pid/tid and the identifier.
+	typ := uint64(CounterSampleType)
+	rec := (&recBuilder{}).u64(77).u32(10).u32(12).record(RecordSample, 0)
+	var r Record
+	if err := Decode(rec, typ, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != 77 || r.PID != 10 || r.TID != 12 || r.Time != 0 {
+		t.Errorf("sample decoded as %+v", r)
+	}
+	lost := (&recBuilder{}).u64(1).u64(5).u32(10).u32(12).u64(78).record(RecordLost, 0)
+	if err := Decode(lost, typ, &r); err != nil || r.Lost != 5 || r.TID != 12 || r.ID != 78 {
+		t.Errorf("lost decoded as %+v, %v", r, err)
+	}
+	if err := Decode(lost[:len(lost)-8], typ, &r); !errors.Is(err, ErrMalformed) {
+		t.Errorf("lost record without its identifier: %v", err)
+	}
+	// With time and CPU too, as uprobe samples have.
+	typ |= unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
+	rec = (&recBuilder{}).u64(77).sampleID(10, 12, 900, 1).record(RecordSample, 0)
+	if err := Decode(rec, typ, &r); err != nil || r.ID != 77 || r.TID != 12 || r.Time != 900 || r.CPU != 1 {
+		t.Errorf("sample with time and cpu decoded as %+v, %v", r, err)
+	}
+}
+
+func TestDecodeRaw(t *testing.T) {
+	// A softirq_entry sample: pid/tid, time, cpu, then u32 size and the
+	// raw data (common fields, vec) padded so both end on 8 bytes.
+	raw := []byte{223, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0}
+	b := (&recBuilder{}).u32(10).u32(11).u64(5000).u32(1).u32(0).u32(uint32(len(raw)))
+	b.b = append(b.b, raw...)
+	rec := b.record(RecordSample, unix.PERF_RECORD_MISC_KERNEL)
+	var r Record
+	if err := Decode(rec, TracepointSampleType, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.PID != 10 || r.TID != 11 || r.Time != 5000 || r.CPU != 1 || string(r.Raw) != string(raw) || r.Callchain != nil {
+		t.Errorf("raw sample decoded as %+v", r)
+	}
+	tp := &Tracepoint{ID: 223, Fields: map[string]TracepointField{"common_type": {0, 2, false}, "vec": {8, 4, false}}}
+	if v, ok := tp.Fields["vec"].Uint(r.Raw); !ok || v != 3 || !tp.Is(r.Raw) {
+		t.Errorf("vec %d %v, is %v", v, ok, tp.Is(r.Raw))
+	}
+	if _, ok := tp.Fields["vec"].Uint(r.Raw[:10]); ok {
+		t.Error("a field past the end of the raw data was read")
+	}
+	for cut := len(rec) - 1; cut > headerSize; cut -= 4 {
+		short := append([]byte(nil), rec[:cut]...)
+		if err := Decode(short, TracepointSampleType, &r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("cut at %d: %v", cut, err)
+		}
+	}
+}

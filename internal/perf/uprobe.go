@@ -121,12 +121,7 @@ func UprobeAttr(u Uprobe, o UprobeOptions) (attr *unix.PerfEventAttr, path []byt
 	if o.Sample {
 		a.Sample = 1
 		a.Sample_type = UprobeSampleType
-		if o.Watermark > 0 {
-			a.Bits |= unix.PerfBitWatermark
-			a.Wakeup = o.Watermark
-		} else {
-			a.Wakeup = 1
-		}
+		setWakeup(a, o.Watermark)
 	}
 	if o.Disabled {
 		a.Bits |= unix.PerfBitDisabled

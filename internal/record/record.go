@@ -67,6 +67,8 @@ type Config struct {
 	// goroutine each thread runs (trace.GoID), at about a microsecond
 	// of the target's time per goroutine switch.
 	NoGoroutines bool
+	// started is called once the events count (tests).
+	started func()
 }
 
 // Instrumented reports whether the configuration asks for probes.
@@ -111,6 +113,13 @@ type session struct {
 	full          bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
+	// threads, irq and counters follow the target's threads, their
+	// interrupts and their per-thread counters (threads.go, irq.go,
+	// counters.go), side reads the rings of the last two (siderings.go).
+	threads  targetThreads
+	irq      irqState
+	counters counterState
+	side     sideRings
 }
 
 // userStackBytes is how much of the user stack each sample copies so the
@@ -199,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return fail(err)
 	}
 	s.result.UserOnly = !kernel
+	s.openIRQ()
 
 	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -244,9 +254,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
+	if cfg.started != nil {
+		cfg.started()
+	}
 
 	s.result.Reason, err = s.loop(ctx, tgt, pid)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.finishCounters(); err != nil {
 		return nil, err
 	}
 	if in != nil && s.result.Events == 0 {
@@ -360,6 +376,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		ContextSwitch: true,
 	})
 	s.sampleType = attr.Sample_type
+	s.counters = counterState{}
 	tids := []int{pid}
 	for _, cpu := range cpus {
 		var owner = -1
@@ -397,6 +414,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 					return err
 				}
 				s.events = append(s.events, e)
+				s.openedThread(pid, tid, cpu, kernel, launched)
 			}
 			// Threads created while we opened had no event to inherit:
 			// scan again until the set is stable.
@@ -423,6 +441,7 @@ func (s *session) closeSources() {
 }
 
 func (s *session) closeEvents() {
+	s.stopSideRings()
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
@@ -530,6 +549,7 @@ func (s *session) drain(final bool) error {
 	if derr != nil {
 		fmt.Fprintf(s.log, "trueprof: skipped a malformed kernel record: %v\n", derr)
 	}
+	s.readOtherRings(final)
 	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
 		switch {
 		case a.Time < b.Time:
@@ -588,6 +608,9 @@ func (s *session) lost(kind trace.LostKind, n, time uint64) {
 
 // process writes the trace records for one kernel record.
 func (s *session) process(r *perf.Record) error {
+	if done, err := s.track(r); done || err != nil {
+		return err
+	}
 	w := s.w
 	switch r.Type {
 	case perf.RecordSample:

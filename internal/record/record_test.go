@@ -39,6 +39,12 @@ func cpuClock(t testing.TB) perf.Event {
 // recordCmd records argv into a fresh trace and loads it.
 func recordCmd(t *testing.T, cfg Config) (*Result, *model.Profile) {
 	t.Helper()
+	return recordCtx(t, context.Background(), cfg)
+}
+
+// recordCtx is recordCmd stopped early by cancelling ctx.
+func recordCtx(t *testing.T, ctx context.Context, cfg Config) (*Result, *model.Profile) {
+	t.Helper()
 	testutil.RequirePerf(t)
 	if cfg.Output == "" {
 		cfg.Output = filepath.Join(t.TempDir(), "trueprof.trace")
@@ -49,7 +55,6 @@ func recordCmd(t *testing.T, cfg Config) (*Result, *model.Profile) {
 	if cfg.Log == nil {
 		cfg.Log = testWriter{t}
 	}
-	ctx := context.Background()
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

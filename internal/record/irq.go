@@ -1,0 +1,225 @@
+package record
+
+import (
+	"fmt"
+	"os"
+
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// Interrupts (seed 004's IN metric) come from the irq tracepoints, opened
+// for all tasks on each CPU: an interrupt runs on whatever task was
+// current, and the samples name it. Handler entries and exits are paired
+// per CPU; an IRQ record is written at the exit when the interrupted
+// task is a target thread.
+//
+// Nesting: softirqs run with interrupts enabled, so a hardware interrupt
+// can land inside one. Each record's Duration is the handler's own time:
+// a softirq's excludes the hard interrupts nested in it, so that the
+// durations of a thread's IRQs add up to the time interrupts took from
+// it, with nothing counted twice. Hard interrupt handlers do not nest
+// (Linux runs them with interrupts disabled) and softirqs never run
+// inside either.
+//
+// Losses: an entry whose exit was lost is dropped when the next entry on
+// its CPU shows it cannot still be running, or at a lost-records notice
+// of its ring; an exit without its entry (lost, or begun before
+// recording) is ignored. Either way the interrupt is missing, never
+// given a wrong duration.
+
+// irqPoint is what a tracepoint of the irq system marks.
+type irqPoint struct {
+	kind   trace.IRQKind
+	exit   bool
+	vector perf.TracepointField // "irq" or "vec"
+}
+
+// irqTracepoints are the tracepoints recorded, with their vector field.
+var irqTracepoints = []struct {
+	name, field string
+	point       irqPoint
+}{
+	{"irq_handler_entry", "irq", irqPoint{kind: trace.IRQHard}},
+	{"irq_handler_exit", "irq", irqPoint{kind: trace.IRQHard, exit: true}},
+	{"softirq_entry", "vec", irqPoint{kind: trace.IRQSoft}},
+	{"softirq_exit", "vec", irqPoint{kind: trace.IRQSoft, exit: true}},
+}
+
+// irqRunning is a handler that has entered and not yet exited.
+type irqRunning struct {
+	kind     trace.IRQKind
+	vector   uint32
+	start    uint64
+	pid, tid uint32
+	nested   uint64 // time of the handlers nested in this one
+}
+
+// irqState is the interrupt recording of a session.
+type irqState struct {
+	points map[uint64]irqPoint // by tracepoint id
+	common perf.TracepointField
+	rings  []*perf.Ring
+	fds    []int // of the events that own the rings
+	// running are the handlers running on each CPU, innermost last.
+	running map[uint32][]irqRunning
+	rec     trace.IRQ // reused by processIRQ
+}
+
+// irqLost marks a lost-records notice of an interrupt ring, so that
+// process passes it to processIRQ with the tracepoint samples: a record
+// has Raw only when it comes from an interrupt ring.
+var irqLost = []byte{}
+
+// irqFilter drops in the kernel the interrupts of idle CPUs (the idle
+// task has pid 0), which are most of them on a quiet machine and never
+// a target's.
+const irqFilter = "common_pid != 0"
+
+// openIRQ opens the interrupt tracepoints on every CPU, enabled: their
+// records count only once a target thread is known, which a launched
+// target becomes at its exec. When the tracepoints or the permission to
+// trace every task are missing it says so in one line and recording goes
+// on without interrupts.
+func (s *session) openIRQ() {
+	if err := s.openIRQEvents(); err != nil {
+		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: %v\n", err)
+	}
+}
+
+func (s *session) openIRQEvents() error {
+	st := irqState{points: map[uint64]irqPoint{}, running: map[uint32][]irqRunning{}}
+	var tps []*perf.Tracepoint
+	for _, t := range irqTracepoints {
+		tp, err := perf.LookupTracepoint("irq", t.name)
+		if err != nil {
+			return err
+		}
+		p := t.point
+		var ok bool
+		if p.vector, ok = tp.Fields[t.field]; !ok {
+			return fmt.Errorf("tracepoint irq:%s has no field %q", t.name, t.field)
+		}
+		st.points[tp.ID] = p
+		st.common = tp.Fields["common_type"]
+		tps = append(tps, tp)
+	}
+	cpus, err := perf.OnlineCPUs()
+	if err != nil {
+		return err
+	}
+	var opened []event
+	fail := func(err error) error {
+		for _, e := range opened {
+			if e.ring != nil {
+				e.ring.Close()
+			}
+			perf.Close(e.fd)
+		}
+		return err
+	}
+	for _, cpu := range cpus {
+		owner := -1
+		for _, tp := range tps {
+			attr := perf.TracepointAttr(tp, perf.TracepointOptions{Watermark: uint32(s.cfg.RingPages * os.Getpagesize() / 4)})
+			fd, err := perf.Open(attr, -1, cpu, 0)
+			if err != nil {
+				return fail(err)
+			}
+			e := event{fd: fd}
+			// Without the filter only the volume grows.
+			perf.SetFilter(fd, irqFilter)
+			if owner < 0 {
+				if e.ring, err = perf.MapRing(fd, s.cfg.RingPages); err != nil {
+					perf.Close(fd)
+					return fail(err)
+				}
+				owner = fd
+				st.rings = append(st.rings, e.ring)
+				st.fds = append(st.fds, fd)
+			} else if err := perf.SetOutput(fd, owner); err != nil {
+				perf.Close(fd)
+				return fail(err)
+			}
+			opened = append(opened, e)
+		}
+	}
+	// The poll loop waits on these rings too, and closeEvents closes them.
+	s.events = append(s.events, opened...)
+	s.irq = st
+	return nil
+}
+
+// readIRQ moves the records of the interrupt rings to s.side.irqs, from
+// where they are merged by time with the sampling rings' records. The
+// caller holds s.side.mu.
+func (s *session) readIRQ() {
+	for _, ring := range s.irq.rings {
+		ring.Read(func(rec []byte) {
+			var r perf.Record
+			if err := perf.Decode(rec, perf.TracepointSampleType, &r); err != nil {
+				s.side.unparsed++
+				return
+			}
+			switch r.Type {
+			case perf.RecordSample:
+			case perf.RecordLost:
+				r.Raw = irqLost
+			default:
+				return
+			}
+			s.side.irqs = append(s.side.irqs, r)
+		})
+	}
+}
+
+// processIRQ pairs interrupt entries and exits on r's CPU and writes an
+// IRQ record for each interrupt of a target thread.
+func (s *session) processIRQ(r *perf.Record) error {
+	st := &s.irq
+	run := st.running[r.CPU]
+	if r.Type == perf.RecordLost {
+		st.running[r.CPU] = run[:0]
+		s.lost(trace.LostKernel, r.Lost, r.Time)
+		return nil
+	}
+	typ, ok := st.common.Uint(r.Raw)
+	p, known := st.points[typ]
+	vec, ok2 := p.vector.Uint(r.Raw)
+	if !ok || !known || !ok2 {
+		return nil
+	}
+	if !p.exit {
+		if p.kind == trace.IRQSoft {
+			// Nothing we trace can be running under a softirq's start.
+			run = run[:0]
+		}
+		for len(run) > 0 && run[len(run)-1].kind == trace.IRQHard {
+			run = run[:len(run)-1] // its exit was lost
+		}
+		st.running[r.CPU] = append(run, irqRunning{kind: p.kind, vector: uint32(vec), start: r.Time, pid: r.PID, tid: r.TID})
+		return nil
+	}
+	i := len(run) - 1
+	for i >= 0 && (run[i].kind != p.kind || run[i].vector != uint32(vec)) {
+		i--
+	}
+	if i < 0 {
+		return nil // its entry was lost or came before recording began
+	}
+	h := run[i]
+	run = run[:i] // handlers above it lost their exits
+	st.running[r.CPU] = run
+	if r.Time < h.start {
+		return nil
+	}
+	span := r.Time - h.start
+	if i > 0 {
+		run[i-1].nested += span
+	}
+	if s.full || h.pid != r.PID || h.tid != r.TID || !s.threads.target(r.PID, r.TID) {
+		return nil
+	}
+	st.rec = trace.IRQ{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Kind: p.kind, Vector: uint32(vec), Duration: span - min(h.nested, span)}
+	return s.w.Write(&st.rec)
+}

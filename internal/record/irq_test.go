@@ -1,0 +1,109 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"testing"
+
+	"trueprof/internal/model"
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// Tracepoint ids and raw data of the pairing test: the common fields,
+// then the vector at offset 8, as the kernel lays them out.
+const (
+	testHardEntry = 10 + iota
+	testHardExit
+	testSoftEntry
+	testSoftExit
+)
+
+func testIRQState() irqState {
+	vec := perf.TracepointField{Offset: 8, Size: 4}
+	return irqState{
+		common: perf.TracepointField{Offset: 0, Size: 2},
+		points: map[uint64]irqPoint{
+			testHardEntry: {kind: trace.IRQHard, vector: vec},
+			testHardExit:  {kind: trace.IRQHard, exit: true, vector: vec},
+			testSoftEntry: {kind: trace.IRQSoft, vector: vec},
+			testSoftExit:  {kind: trace.IRQSoft, exit: true, vector: vec},
+		},
+		running: map[uint32][]irqRunning{},
+	}
+}
+
+func irqSample(time uint64, cpu, tid uint32, point uint16, vec uint32) perf.Record {
+	raw := make([]byte, 16)
+	binary.LittleEndian.PutUint16(raw, point)
+	binary.LittleEndian.PutUint32(raw[8:], vec)
+	return perf.Record{Type: perf.RecordSample, Time: time, CPU: cpu, PID: tid, TID: tid, Raw: raw}
+}
+
+// TestIRQPairing feeds interrupt samples to the pairing and checks the
+// IRQ records: nested handlers counted once, other tasks' interrupts and
+// pairs broken by losses left out.
+func TestIRQPairing(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, &trace.Header{}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{w: w, log: io.Discard, irq: testIRQState()}
+	s.threads.add(10, 10, true)
+	recs := []perf.Record{
+		// A hard interrupt inside a softirq, on the target.
+		irqSample(100, 0, 10, testSoftEntry, 1),
+		irqSample(110, 0, 10, testHardEntry, 36),
+		irqSample(130, 0, 10, testHardExit, 36),
+		irqSample(200, 0, 10, testSoftExit, 1),
+		// Another task's interrupt.
+		irqSample(100, 1, 99, testHardEntry, 36),
+		irqSample(150, 1, 99, testHardExit, 36),
+		// An exit without its entry.
+		irqSample(300, 0, 10, testSoftExit, 3),
+		// Records lost between entry and exit.
+		irqSample(400, 0, 10, testHardEntry, 36),
+		{Type: perf.RecordLost, Time: 450, CPU: 0, Lost: 2, Raw: irqLost},
+		irqSample(460, 0, 10, testHardExit, 36),
+		// An entry whose exit was lost, then a whole interrupt.
+		irqSample(500, 0, 10, testHardEntry, 36),
+		irqSample(600, 0, 10, testHardEntry, 37),
+		irqSample(610, 0, 10, testHardExit, 37),
+		// A softirq whose exit was lost, then another.
+		irqSample(700, 1, 10, testSoftEntry, 3),
+		irqSample(800, 1, 10, testSoftEntry, 9),
+		irqSample(850, 1, 10, testSoftExit, 9),
+		irqSample(900, 1, 10, testSoftExit, 3),
+	}
+	for i := range recs {
+		if done, err := s.track(&recs[i]); !done || err != nil {
+			t.Fatalf("record %d: done %v, %v", i, done, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := model.Load(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []model.IRQ{
+		{Time: 130, PID: 10, TID: 10, CPU: 0, Vector: 36, Duration: 20},
+		{Time: 200, PID: 10, TID: 10, CPU: 0, Soft: true, Vector: 1, Duration: 80},
+		{Time: 610, PID: 10, TID: 10, CPU: 0, Vector: 37, Duration: 10},
+		{Time: 850, PID: 10, TID: 10, CPU: 1, Soft: true, Vector: 9, Duration: 50},
+	}
+	if len(p.IRQs) != len(want) {
+		t.Fatalf("IRQs %+v, want %+v", p.IRQs, want)
+	}
+	for i := range want {
+		if p.IRQs[i] != want[i] {
+			t.Errorf("IRQ %d: %+v, want %+v", i, p.IRQs[i], want[i])
+		}
+	}
+	if p.Lost.Kernel != 2 {
+		t.Errorf("lost %+v, want the 2 records the kernel lost", p.Lost)
+	}
+}

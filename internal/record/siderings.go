@@ -1,0 +1,104 @@
+package record
+
+import (
+	"sync"
+
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// sideRings are the interrupt and counter rings. A goroutine of their own
+// reads them as soon as they wake: their records come in bursts (a
+// thread faulting in a large buffer writes a sample per page), and the
+// loop, busy processing, can leave the rings unread long enough to
+// overflow (400 ms was seen while it resolved a new module's symbols).
+// The interrupt records wait in irqs until the loop merges them with the
+// sampling rings' records; counter samples are counted at once.
+type sideRings struct {
+	mu       sync.Mutex
+	stop     chan struct{}
+	done     chan struct{}
+	irqs     []perf.Record
+	lost     uint64 // records the kernel lost
+	unparsed uint64
+}
+
+// readOtherRings moves what the side rings hold into the session: the
+// interrupt records to s.pending, the losses to Lost records. It reads
+// the rings itself too, after the sampling rings were read, so that a
+// thread's counts are complete when its exit, read there, is processed.
+// The first call starts the goroutine, the final one stops it.
+func (s *session) readOtherRings(final bool) {
+	if len(s.irq.rings) == 0 && len(s.counters.rings) == 0 {
+		return
+	}
+	if final {
+		s.stopSideRings()
+	} else if s.side.stop == nil {
+		s.startSideRings()
+	}
+	sr := &s.side
+	sr.mu.Lock()
+	s.readIRQ()
+	s.readCounters()
+	s.pending = append(s.pending, sr.irqs...)
+	clear(sr.irqs) // they hold raw data the collector may free
+	sr.irqs = sr.irqs[:0]
+	lost, unparsed := sr.lost, sr.unparsed
+	sr.lost, sr.unparsed = 0, 0
+	sr.mu.Unlock()
+	// The records carry no time, or one out of order: the loss is as
+	// late as it can have been.
+	if lost > 0 {
+		s.lost(trace.LostKernel, lost, perf.Now())
+	}
+	if unparsed > 0 {
+		s.lost(trace.LostUnparsed, unparsed, perf.Now())
+	}
+}
+
+func (s *session) startSideRings() {
+	fds := append([]int(nil), s.irq.fds...)
+	for _, fd := range s.counters.owners {
+		fds = append(fds, fd)
+	}
+	poller, err := perf.NewPoller(fds)
+	if err != nil {
+		return // the loop's own reads will do
+	}
+	sr := &s.side
+	sr.stop, sr.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sr.done)
+		defer poller.Close()
+		for {
+			select {
+			case <-sr.stop:
+				return
+			default:
+			}
+			if poller.Wait(50) != nil {
+				return
+			}
+			sr.mu.Lock()
+			s.readIRQ()
+			s.readCounters()
+			sr.mu.Unlock()
+		}
+	}()
+}
+
+// stopSideRings stops the goroutine before the rings are read a last
+// time or unmapped.
+func (s *session) stopSideRings() {
+	sr := &s.side
+	if sr.stop == nil {
+		return
+	}
+	select {
+	case <-sr.stop:
+	default:
+		close(sr.stop)
+	}
+	<-sr.done
+}
