@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
 	void *h = dlopen(argv[1], RTLD_NOW);
 	if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
 	void (*work)(long) = (void (*)(long))dlsym(h, "plugin_work");
-	usleep(300000); /* the recorder sees the mapping and probes it */
+	sleep(1); /* the recorder sees the mapping and probes it (ms; a second under heavy load) */
 	for (long i = 0; i < 500; i++) work(i);
 	printf("%f\n", x);
 	return 0;
