@@ -9,6 +9,7 @@ import (
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
+	"trueprof/internal/trace"
 )
 
 // Data is everything the page shows, computed once from a profile: the
@@ -39,8 +40,11 @@ type Data struct {
 	// Sources and Disasm are filled for the HTML file only (the server
 	// answers /source and /disasm instead): file name to contents, and
 	// function index to its instructions.
-	Sources map[string]string    `json:"sources,omitempty"`
-	Disasm  map[int]*Disassembly `json:"disasm,omitempty"`
+	Sources map[string]string `json:"sources,omitempty"`
+	// Code holds, for probed functions, which lines of their File have
+	// code and which run whenever they are called (see FuncCode).
+	Code   map[int]*FuncCode    `json:"code,omitempty"`
+	Disasm map[int]*Disassembly `json:"disasm,omitempty"`
 	// Server tells the page it may ask /source and /disasm.
 	Server bool `json:"server"`
 }
@@ -60,8 +64,13 @@ type Funcs struct {
 	Module []int    `json:"module"` // index in Data.Modules
 	File   []int    `json:"file"`   // index in Data.Files, -1 unknown
 	Line   []int    `json:"line"`   // smallest line seen in File (the entry's, when probed), 0 unknown
+	// Decl is the line of File declaring the function (DWARF's
+	// DW_AT_decl_line, else the line of its entry address), 0 unknown:
+	// where the source view opens.
+	Decl []int `json:"decl"`
 	// Probed marks functions an instrumented recording placed a probe
-	// on: one without calls was never executed.
+	// on from its start: one without calls was never executed. Lazily
+	// placed probes (--root) prove nothing: the first calls came first.
 	Probed []bool `json:"probed"`
 }
 
@@ -138,6 +147,9 @@ type builder struct {
 	// locFuncs caches, per location, the function indices of its frames
 	// outermost first.
 	locFuncs map[uint32][]int
+	// phys is, per function, a location whose physical (outermost)
+	// frame it is: where its machine code is.
+	phys map[int]uint32
 }
 
 // Build computes the page's data for p. An instrumented recording (with
@@ -146,7 +158,7 @@ type builder struct {
 // does.
 func Build(p *model.Profile, title string) (*Data, error) {
 	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
-		files: map[string]int{}, locFuncs: map[uint32][]int{}}
+		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
 	d := b.d
 	for _, pr := range p.Processes {
 		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
@@ -172,6 +184,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	delete(full, "functions")
 	d.Header, _ = json.Marshal(full)
 	b.lines()
+	b.code()
 	b.timeline()
 	return d, nil
 }
@@ -189,6 +202,7 @@ func (b *builder) fn(name, module, file string, line int) int {
 		f.Module = append(f.Module, b.module(module))
 		f.File = append(f.File, -1)
 		f.Line = append(f.Line, 0)
+		f.Decl = append(f.Decl, 0)
 		f.Probed = append(f.Probed, false)
 	}
 	// The smallest line seen is the nearest to the function's start:
@@ -232,6 +246,11 @@ func (b *builder) location(id uint32) []int {
 		fs = append(fs, b.fn(fr.Function, module, fr.File, fr.Line))
 	}
 	b.locFuncs[id] = fs
+	if len(fs) > 0 {
+		if _, ok := b.phys[fs[0]]; !ok {
+			b.phys[fs[0]] = id
+		}
+	}
 	return fs
 }
 
@@ -361,7 +380,10 @@ func (b *builder) instrumented(res *instr.Result) {
 	}
 	for _, pr := range b.p.Probes {
 		fs := b.location(pr.Function)
-		d.Funcs.Probed[fs[0]] = true
+		if pr.Mech != trace.ProbeDynamic {
+			d.Funcs.Probed[fs[0]] = true
+		}
+		b.phys[fs[0]] = pr.Function
 	}
 	d.Nodes.Base = make([][]float64, 4)
 	var emit func(n *instr.Node, parent int, root bool)
