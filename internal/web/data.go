@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"trueprof/internal/instr"
@@ -47,6 +48,36 @@ type Data struct {
 	Disasm map[int]*Disassembly `json:"disasm,omitempty"`
 	// Server tells the page it may ask /source and /disasm.
 	Server bool `json:"server"`
+	// Selection is the threads the command line asked for (report
+	// --pid, --tid, --thread): the page opens with them selected, and
+	// its thread selector can still choose any other.
+	Selection *Selection `json:"selection,omitempty"`
+
+	// models are the incarnations of Threads (nil: not described by the
+	// trace), for filters.
+	models []*model.Thread
+}
+
+// Selection is a set of threads chosen outside the page.
+type Selection struct {
+	Label   string `json:"label"`
+	Threads []int  `json:"threads"` // indices in Data.Threads
+}
+
+// Select records the threads of d that f matches as the page's initial
+// selection; label says how they were chosen. It fails when none does.
+func (d *Data) Select(f report.Filter, label string) error {
+	s := &Selection{Label: label, Threads: []int{}}
+	for i, t := range d.Threads {
+		if f.Match(t.PID, t.TID, d.models[i]) {
+			s.Threads = append(s.Threads, i)
+		}
+	}
+	if len(s.Threads) == 0 {
+		return fmt.Errorf("%s: no thread of the trace matches", label)
+	}
+	d.Selection = s
+	return nil
 }
 
 // MetricInfo names one column of Nodes.Base: Key is what the page's
@@ -356,6 +387,7 @@ func (b *builder) sampling() {
 			}
 		}
 		d.Threads = append(d.Threads, t)
+		d.models = append(d.models, th.t)
 		emit(th.root, -1)
 	}
 }
@@ -410,10 +442,14 @@ func (b *builder) instrumented(res *instr.Result) {
 	for _, pr := range res.Processes {
 		for _, th := range pr.Threads {
 			t := Thread{PID: th.PID, TID: th.TID, Name: th.Name, Start: th.Start, Root: len(d.Nodes.Parent)}
-			if mt := b.p.ThreadAt(th.PID, th.TID, th.Start); mt != nil && mt.Start == th.Start {
+			mt := b.p.ThreadAt(th.PID, th.TID, th.Start)
+			if mt != nil && mt.Start == th.Start {
 				t.End = mt.End
+			} else {
+				mt = nil
 			}
 			d.Threads = append(d.Threads, t)
+			d.models = append(d.models, mt)
 			emit(&th.Root, -1, true)
 		}
 	}
