@@ -558,6 +558,12 @@ func (b *builder) timeline() {
 	for i := range p.Switches {
 		see(p.Switches[i].Time)
 	}
+	// Lifetimes too: a thread created before its first record starts
+	// on the axis, not before it.
+	for _, t := range d.Threads {
+		see(t.Start)
+		see(t.End)
+	}
 	if last == first {
 		last = first + 1
 	}
