@@ -231,7 +231,10 @@ func reportCmd() *cobra.Command {
 				By: by, ExcludeInterrupts: noInterrupts}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 				if format == "html" {
-					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in})
+					if err := instr.CheckThreadPattern(thread); err != nil {
+						return err
+					}
+					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in, Filter: o.Filter, FilterLabel: o.Filter.String()})
 				}
 				return report.Write(w, p, o)
 			})

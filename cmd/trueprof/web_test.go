@@ -33,6 +33,16 @@ func TestServeAndHTMLReport(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `id="tp-data"`) || !strings.Contains(string(b), "checksum") {
 		t.Fatalf("report.html: %v, %d bytes without the inlined data", err, len(b))
 	}
+	// --thread chooses the threads the page opens with.
+	if out, err := exec.Command(trueprof(), "report", "-i", tr, "--format", "html", "--thread", "hots*", "-o", html).CombinedOutput(); err != nil {
+		t.Fatalf("report --format html --thread hots*: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), `"selection":{"label":"thread \"hots*\"","threads":[0,1]}`) {
+		t.Errorf("report.html with --thread hots*: %v, no selection of both threads", err)
+	}
+	if out, err := exec.Command(trueprof(), "report", "-i", tr, "--format", "html", "--thread", "nomatch", "-o", html).CombinedOutput(); err == nil || !strings.Contains(string(out), "no thread") {
+		t.Errorf("report --format html --thread nomatch: %v %s, want an error", err, out)
+	}
 	if out, err := exec.Command(trueprof(), "report", "-i", tr, "--format", "json", "-o", filepath.Join(dir, "r.json")).CombinedOutput(); err != nil {
 		t.Fatalf("report -o r.json: %v\n%s", err, out)
 	}

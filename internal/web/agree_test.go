@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +301,62 @@ func TestBrowserLargeProfile(t *testing.T) {
 		len(blob), load.Round(time.Millisecond), initMS, sortTotal, sortName, sortSelf, filterMS, scrollMS, rowsInDOM, graphNodes, graphFilter)
 	if sortTotal > 3000 || sortName > 3000 {
 		t.Errorf("sorting 101,001 functions took %.0f ms (total) and %.0f ms (name): want under 3 s", sortTotal, sortName)
+	}
+}
+
+// TestBrowserHTMLSelection writes HTML files with report's --pid, --tid
+// and --thread filters: the page opens with the threads they match
+// selected, with the numbers of the text reports under the same filter,
+// and its thread selector can still go back to all threads.
+func TestBrowserHTMLSelection(t *testing.T) {
+	ctx := browser(t)
+	type fixture struct {
+		name   string
+		p      *model.Profile
+		filter report.Filter
+	}
+	fixtures := []fixture{
+		{"sampling fixture, --thread w*", reporttest.Fixture(), report.Filter{Thread: "w*"}},
+		{"sampling fixture, --pid 100", reporttest.Fixture(), report.Filter{PID: 100, HasPID: true}},
+		{"instrumented fixture, --thread *", reporttest.InstrFixture(), report.Filter{Thread: "*"}},
+	}
+	r := rand.New(rand.NewPCG(7, 9))
+	for i := range 2 {
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), reporttest.Random(r), report.Filter{Thread: "t[01]"}},
+			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), instrtest.Random(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
+	}
+	for _, fx := range fixtures {
+		var html bytes.Buffer
+		if err := WriteHTML(&html, fx.p, HTMLOptions{Title: fx.name, Filter: fx.filter, FilterLabel: "the filter"}); err != nil {
+			t.Errorf("%s: %v", fx.name, err)
+			continue
+		}
+		path := filepath.Join(t.TempDir(), "report.html")
+		if err := os.WriteFile(path, html.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ctx, "loading "+fx.name, chromedp.Navigate("file://"+path), waitFor(`body[data-ready="1"]`))
+		scope := eval[[]string](t, ctx, `[document.getElementById("scope").value, document.getElementById("scope").selectedOptions[0].textContent]`)
+		if scope[0] != "sel" || !strings.HasPrefix(scope[1], "the filter (") {
+			t.Errorf("%s: the page opens with threads %q, want the filter's", fx.name, scope)
+		}
+		instrumented := len(fx.p.Events) > 0
+		var want map[string]fnStats
+		if instrumented {
+			f := fx.filter
+			want = instrStats(t, fx.p, instr.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
+		} else {
+			want = samplingStats(t, fx.p, fx.filter)
+		}
+		compareStats(t, fx.name, pageStats(t, ctx, "sel"), want, instrumented)
+		shown := eval[string](t, ctx, `document.getElementById("table-count").textContent`)
+		run(t, ctx, fx.name+": all threads", setSelect("#scope", "all"))
+		if all := eval[string](t, ctx, `document.getElementById("table-count").textContent`); all == "" {
+			t.Errorf("%s: no table for all threads (filtered: %s)", fx.name, shown)
+		}
+	}
+	var html bytes.Buffer
+	if err := WriteHTML(&html, reporttest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
+		t.Error("a filter matching no thread: no error")
 	}
 }

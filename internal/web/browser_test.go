@@ -366,6 +366,29 @@ func TestBrowserHTMLFile(t *testing.T) {
 	checkHotspots(t, ctx, "file://"+path, "file")
 }
 
+// testPage is one way of showing a profile: served or as an HTML file.
+type testPage struct{ name, url string }
+
+// bothPages serves p (stopped when the test ends) and writes its HTML
+// file, and returns both pages' URLs.
+func bothPages(t *testing.T, p *model.Profile, title string) []testPage {
+	t.Helper()
+	srv := httptest.NewServer(NewHandler(p, title))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(f, p, HTMLOptions{Title: title}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return []testPage{{"server", srv.URL + "/"}, {"file", "file://" + path}}
+}
+
 // TestBrowserDisassembly hides the hotspots source: the source view
 // falls back to mix's machine code with its samples, from the server and
 // from the HTML file.
@@ -379,18 +402,7 @@ func TestBrowserDisassembly(t *testing.T) {
 		}
 	}
 	ctx := browser(t)
-	srv := httptest.NewServer(NewHandler(p, "hotspots without source"))
-	defer srv.Close()
-	path := filepath.Join(t.TempDir(), "report.html")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteHTML(f, p, HTMLOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	for _, tc := range []struct{ name, url string }{{"server", srv.URL + "/"}, {"file", "file://" + path}} {
+	for _, tc := range bothPages(t, p, "hotspots without source") {
 		run(t, ctx, tc.name+": disassembly of mix", chromedp.Navigate(tc.url), waitFor(`body[data-ready="1"]`),
 			click(`.vrow[data-name="mix"]`), click(`#tabs button[data-tab="source"]`),
 			waitFor(`#source[data-kind="disasm"] #disasm-table`))
@@ -404,10 +416,11 @@ func TestBrowserDisassembly(t *testing.T) {
 	}
 }
 
-// TestBrowserSourceCoverage checks seed 003's fig. 9 marks on an
-// instrumented recording: the entry line of a called function is marked
-// executed, that of a probed function never called not executed.
-func TestBrowserSourceCoverage(t *testing.T) {
+// TestBrowserSourceCoverageNoDebugInfo checks the fig. 9 marks when
+// the modules cannot be read (here: a synthetic trace): only the entry
+// line of each function tells, executed for a called function, not
+// executed for a probed function never called.
+func TestBrowserSourceCoverageNoDebugInfo(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "prog.c")
 	code := "int main(void) {\n\tused();\n}\n\nvoid used(void) {\n\treturn;\n}\n\nvoid unused(void) {\n\treturn;\n}\n"
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
+	"trueprof/internal/trace"
 )
 
 // Data is everything the page shows, computed once from a profile: the
@@ -39,10 +41,43 @@ type Data struct {
 	// Sources and Disasm are filled for the HTML file only (the server
 	// answers /source and /disasm instead): file name to contents, and
 	// function index to its instructions.
-	Sources map[string]string    `json:"sources,omitempty"`
-	Disasm  map[int]*Disassembly `json:"disasm,omitempty"`
+	Sources map[string]string `json:"sources,omitempty"`
+	// Code holds, for probed functions, which lines of their File have
+	// code and which run whenever they are called (see FuncCode).
+	Code   map[int]*FuncCode    `json:"code,omitempty"`
+	Disasm map[int]*Disassembly `json:"disasm,omitempty"`
 	// Server tells the page it may ask /source and /disasm.
 	Server bool `json:"server"`
+	// Selection is the threads the command line asked for (report
+	// --pid, --tid, --thread): the page opens with them selected, and
+	// its thread selector can still choose any other.
+	Selection *Selection `json:"selection,omitempty"`
+
+	// models are the incarnations of Threads (nil: not described by the
+	// trace), for filters.
+	models []*model.Thread
+}
+
+// Selection is a set of threads chosen outside the page.
+type Selection struct {
+	Label   string `json:"label"`
+	Threads []int  `json:"threads"` // indices in Data.Threads
+}
+
+// Select records the threads of d that f matches as the page's initial
+// selection; label says how they were chosen. It fails when none does.
+func (d *Data) Select(f report.Filter, label string) error {
+	s := &Selection{Label: label, Threads: []int{}}
+	for i, t := range d.Threads {
+		if f.Match(t.PID, t.TID, d.models[i]) {
+			s.Threads = append(s.Threads, i)
+		}
+	}
+	if len(s.Threads) == 0 {
+		return fmt.Errorf("%s: no thread of the trace matches", label)
+	}
+	d.Selection = s
+	return nil
 }
 
 // MetricInfo names one column of Nodes.Base: Key is what the page's
@@ -60,8 +95,13 @@ type Funcs struct {
 	Module []int    `json:"module"` // index in Data.Modules
 	File   []int    `json:"file"`   // index in Data.Files, -1 unknown
 	Line   []int    `json:"line"`   // smallest line seen in File (the entry's, when probed), 0 unknown
+	// Decl is the line of File declaring the function (DWARF's
+	// DW_AT_decl_line, else the line of its entry address), 0 unknown:
+	// where the source view opens.
+	Decl []int `json:"decl"`
 	// Probed marks functions an instrumented recording placed a probe
-	// on: one without calls was never executed.
+	// on from its start: one without calls was never executed. Lazily
+	// placed probes (--root) prove nothing: the first calls came first.
 	Probed []bool `json:"probed"`
 }
 
@@ -138,6 +178,9 @@ type builder struct {
 	// locFuncs caches, per location, the function indices of its frames
 	// outermost first.
 	locFuncs map[uint32][]int
+	// phys is, per function, a location whose physical (outermost)
+	// frame it is: where its machine code is.
+	phys map[int]uint32
 }
 
 // Build computes the page's data for p. An instrumented recording (with
@@ -146,7 +189,7 @@ type builder struct {
 // does.
 func Build(p *model.Profile, title string) (*Data, error) {
 	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
-		files: map[string]int{}, locFuncs: map[uint32][]int{}}
+		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
 	d := b.d
 	for _, pr := range p.Processes {
 		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
@@ -172,6 +215,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	delete(full, "functions")
 	d.Header, _ = json.Marshal(full)
 	b.lines()
+	b.code()
 	b.timeline()
 	return d, nil
 }
@@ -189,6 +233,7 @@ func (b *builder) fn(name, module, file string, line int) int {
 		f.Module = append(f.Module, b.module(module))
 		f.File = append(f.File, -1)
 		f.Line = append(f.Line, 0)
+		f.Decl = append(f.Decl, 0)
 		f.Probed = append(f.Probed, false)
 	}
 	// The smallest line seen is the nearest to the function's start:
@@ -232,6 +277,11 @@ func (b *builder) location(id uint32) []int {
 		fs = append(fs, b.fn(fr.Function, module, fr.File, fr.Line))
 	}
 	b.locFuncs[id] = fs
+	if len(fs) > 0 {
+		if _, ok := b.phys[fs[0]]; !ok {
+			b.phys[fs[0]] = id
+		}
+	}
 	return fs
 }
 
@@ -337,6 +387,7 @@ func (b *builder) sampling() {
 			}
 		}
 		d.Threads = append(d.Threads, t)
+		d.models = append(d.models, th.t)
 		emit(th.root, -1)
 	}
 }
@@ -361,7 +412,10 @@ func (b *builder) instrumented(res *instr.Result) {
 	}
 	for _, pr := range b.p.Probes {
 		fs := b.location(pr.Function)
-		d.Funcs.Probed[fs[0]] = true
+		if pr.Mech != trace.ProbeDynamic {
+			d.Funcs.Probed[fs[0]] = true
+		}
+		b.phys[fs[0]] = pr.Function
 	}
 	d.Nodes.Base = make([][]float64, 4)
 	var emit func(n *instr.Node, parent int, root bool)
@@ -388,10 +442,14 @@ func (b *builder) instrumented(res *instr.Result) {
 	for _, pr := range res.Processes {
 		for _, th := range pr.Threads {
 			t := Thread{PID: th.PID, TID: th.TID, Name: th.Name, Start: th.Start, Root: len(d.Nodes.Parent)}
-			if mt := b.p.ThreadAt(th.PID, th.TID, th.Start); mt != nil && mt.Start == th.Start {
+			mt := b.p.ThreadAt(th.PID, th.TID, th.Start)
+			if mt != nil && mt.Start == th.Start {
 				t.End = mt.End
+			} else {
+				mt = nil
 			}
 			d.Threads = append(d.Threads, t)
+			d.models = append(d.models, mt)
 			emit(&th.Root, -1, true)
 		}
 	}
@@ -499,6 +557,12 @@ func (b *builder) timeline() {
 	}
 	for i := range p.Switches {
 		see(p.Switches[i].Time)
+	}
+	// Lifetimes too: a thread created before its first record starts
+	// on the axis, not before it.
+	for _, t := range d.Threads {
+		see(t.Start)
+		see(t.End)
 	}
 	if last == first {
 		last = first + 1

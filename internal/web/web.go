@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"trueprof/internal/model"
+	"trueprof/internal/report"
 )
 
 // assets are the page's files. The page is plain JavaScript and CSS: no
@@ -75,6 +76,12 @@ type HTMLOptions struct {
 	// MaxDisasm bounds how many functions get a disassembly inlined
 	// (default 500), the hottest first.
 	MaxDisasm int
+	// Filter, when set, is the page's initial thread selection (the
+	// --pid, --tid and --thread of report); FilterLabel describes it
+	// (default: Filter.String()).
+	// The page still holds every thread: its selector can change it.
+	Filter      report.Filter
+	FilterLabel string
 }
 
 // WriteHTML writes the whole UI for p as one self-contained HTML file:
@@ -95,6 +102,14 @@ func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
 	d, err := Build(p, o.Title)
 	if err != nil {
 		return err
+	}
+	if o.Filter != (report.Filter{}) {
+		if o.FilterLabel == "" {
+			o.FilterLabel = o.Filter.String()
+		}
+		if err := d.Select(o.Filter, o.FilterLabel); err != nil {
+			return err
+		}
 	}
 	inlineSources(p, d, o)
 	blob, err := json.Marshal(d)

@@ -10,7 +10,7 @@ TP.App = class App {
     const t0 = performance.now();
     this.model = new TP.Model(data);
     this.bus = new TP.Bus();
-    this.state = { scope: "all", metric: 0, selected: null };
+    this.state = { scope: data.selection ? "sel" : "all", metric: 0, selected: null };
     this.activeTab = "graph";
     this.header();
     this.table = new TP.Table(this);
@@ -42,9 +42,11 @@ TP.App = class App {
     warn.replaceChildren(...(h.warnings || []).map((w) => TP.el("li", {}, "WARNING: " + w)));
     const scope = document.getElementById("scope");
     const opts = [TP.el("option", { value: "all" }, "all threads")];
+    if (d.selection) opts.unshift(TP.el("option", { value: "sel" }, `${d.selection.label} (${d.selection.threads.length} of ${d.threads.length} threads)`));
     for (const p of d.processes) opts.push(TP.el("option", { value: "p:" + p.pid }, `process ${p.name || "[unknown]"}_${p.pid}`));
     d.threads.forEach((t, i) => opts.push(TP.el("option", { value: "t:" + i }, `  thread ${t.name}_${t.tid}` + (t.start ? ` (started ${((t.start - d.timeline.first) / 1e6).toFixed(1)} ms)` : ""))));
     scope.replaceChildren(...opts);
+    scope.value = this.state.scope;
     scope.addEventListener("change", () => this.setScope(scope.value));
     const metric = document.getElementById("metric");
     metric.replaceChildren(...d.metrics.map((mi, i) => TP.el("option", { value: i }, mi.label)));

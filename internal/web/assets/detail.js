@@ -21,7 +21,7 @@ TP.Detail = class Detail {
     const agg = app.agg(), unit = app.metricInfo().unit, tot = agg.rootTotal[met];
     const total = agg.total[met][f], self = agg.self[met][f];
     const file = m.file(f);
-    const line = m.data.funcs.line[f];
+    const line = m.data.funcs.decl[f] || m.data.funcs.line[f]; // the declaration when DWARF tells
     const facts = [
       ["module", m.module(f)],
       ["source", file ? file + (line ? ":" + line : "") : "unknown (no debug information)"],

@@ -103,13 +103,14 @@ TP.Model = class Model {
   children(i) { return this.childList.subarray(this.childStart[i], this.childStart[i + 1]); }
   nodesOf(f) { return this.funcList.subarray(this.funcStart[f], this.funcStart[f + 1]); }
 
-  // threadMask returns which threads a scope ("all", "p:PID", "t:INDEX")
-  // selects.
+  // threadMask returns which threads a scope ("all", "p:PID", "t:INDEX",
+  // or "sel": the command line's selection) selects.
   threadMask(scope) {
     const ts = this.data.threads, m = new Uint8Array(ts.length);
     ts.forEach((t, i) => {
       m[i] = scope === "all" || scope === "p:" + t.pid || scope === "t:" + i ? 1 : 0;
     });
+    if (scope === "sel" && this.data.selection) for (const i of this.data.selection.threads) m[i] = 1;
     return m;
   }
 

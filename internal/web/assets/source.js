@@ -1,26 +1,15 @@
 // source.js: the selected function's source file annotated with
 // line-level samples and, for instrumented recordings, each function's
 // calls and times at its first line (seed 003 fig. 9). Marks: "|" a line
-// known executed (it has samples, or is the entry of a function that was
-// called), "#" a line known not executed (the entry of a probed function
-// never called); no mark where nothing tells. Without the source file,
-// the function's disassembly is shown instead, with samples per
-// instruction.
+// known executed (it has samples in the selected threads, or is in the
+// entry basic block of a function they called), "#" a line known not
+// executed (a line with code of a probed function they never called);
+// no mark where nothing tells, and never on a line without code.
+// Without the source file, the function's disassembly is shown instead,
+// with samples per instruction.
 (function () {
 "use strict";
 const TP = window.TP;
-
-// declLine finds the line that declares function name: the trace knows
-// only lines executed inside it (samples rarely hit the prologue), so
-// look up to 60 lines above the first known one for "name(".
-function declLine(src, name, line) {
-  if (!line) return 0;
-  const re = new RegExp("\\b" + name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\s*\\(");
-  for (let l = line; l > 0 && l > line - 60; l--) {
-    if (re.test(src[l - 1] || "")) return l;
-  }
-  return line;
-}
 
 TP.Source = class Source {
   constructor(app) {
@@ -118,22 +107,35 @@ TP.Source = class Source {
     }
     const src = text.split("\n");
     const inst = m.instrumented;
+    // Coverage: executed wins where functions share a line (inlined code).
+    const exec = new Set(), noexec = new Set();
+    for (const [ln, t] of total) if (t > 0) exec.add(ln);
+    if (inst) {
+      for (let g = 0; g < m.nfuncs; g++) {
+        if (d.funcs.file[g] !== fileIdx) continue;
+        const code = d.code && d.code[g];
+        if (agg.calls[g] > 0) {
+          if (d.funcs.line[g] > 0) exec.add(d.funcs.line[g]);
+          if (code) for (const ln of code.entry) exec.add(ln);
+        } else if (d.funcs.probed[g]) {
+          if (code) for (const ln of code.lines) noexec.add(ln);
+          else if (d.funcs.line[g] > 0) noexec.add(d.funcs.line[g]);
+        }
+      }
+    }
     const head = TP.el("tr", {}, TP.el("th", {}, ""), TP.el("th", { class: "num" }, "self"), TP.el("th", { class: "num" }, "total"),
       inst ? TP.el("th", { class: "num" }, "calls") : null, inst ? TP.el("th", { class: "num" }, "fn " + app.metricInfo().label) : null,
       TP.el("th", {}, "line"), TP.el("th", {}, file));
     const rows = [];
-    const focus = declLine(src, m.name(f), d.funcs.line[f]);
+    const focus = d.funcs.decl[f] || d.funcs.line[f];
     let executed = 0, notExecuted = 0;
     for (let i = 0; i < src.length; i++) {
       const ln = i + 1;
       const s = self.get(ln) || 0, t = total.get(ln) || 0;
       const g = entries.get(ln);
       let mark = "", cls = "";
-      if (t > 0) mark = "|";
-      if (g !== undefined && inst) {
-        if (agg.calls[g] > 0) mark = "|";
-        else if (d.funcs.probed[g]) mark = "#";
-      }
+      if (exec.has(ln)) mark = "|";
+      else if (noexec.has(ln)) mark = "#";
       if (mark === "|") { cls = "exec"; executed++; }
       if (mark === "#") { cls = "noexec"; notExecuted++; }
       if (s > 0) cls += " hot";
@@ -147,7 +149,7 @@ TP.Source = class Source {
         TP.el("td", { class: "n" }, String(ln)),
         TP.el("td", { class: "code" }, src[i])));
     }
-    const legend = TP.el("div", { class: "head" }, `* samples are line-level counts of the selected threads (self: the line was executing; total: on the stack). | executed, # not executed (a probed function never called); ${executed} lines marked executed, ${notExecuted} not executed.`);
+    const legend = TP.el("div", { class: "head" }, `* samples are line-level counts of the selected threads (self: the line was executing; total: on the stack). | executed (samples, or the entry block of a called function), # not executed (code of a probed function never called); ${executed} lines marked executed, ${notExecuted} not executed.`);
     this.el.replaceChildren(this.header(f), legend, TP.el("table", { id: "source-table" }, TP.el("thead", {}, head), TP.el("tbody", {}, ...rows)));
     this.el.dataset.kind = "source";
     this.el.dataset.file = file;

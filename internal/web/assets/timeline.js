@@ -52,7 +52,7 @@ TP.Timeline = class Timeline {
     }
     d.threads.forEach((t, i) => {
       const y = AXIS + i * ROW;
-      const g = s("g", { class: "row" + (mask[i] && this.app.state.scope.startsWith("t:") ? " selected" : ""), "data-thread": i, "data-tid": t.tid });
+      const g = s("g", { class: "row" + (mask[i] && this.app.state.scope !== "all" ? " selected" : ""), "data-thread": i, "data-tid": t.tid });
       g.append(s("rect", { class: "bg", x: 0, y, width, height: ROW - 2, fill: i % 2 ? "#fafbfc" : "#fff" }));
       g.append(s("text", { x: 4, y: y + 13 }, `${m.threadName(i)}`));
       g.append(s("text", { x: 4, y: y + 27, fill: "#68737d" }, `pid ${t.pid}` + (t.start ? ` · from ${fmtMS(t.start - tl.first)}` : "") + (t.end ? ` · to ${fmtMS(t.end - tl.first)}` : "")));
