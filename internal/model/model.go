@@ -30,8 +30,12 @@ type Profile struct {
 	Adjusts  []Adjust
 	// IRQs are the interrupts handled while target threads ran, GoIDs the
 	// goroutine switches of a Go target's threads; both sorted by time.
-	IRQs      []IRQ
-	GoIDs     []GoID
+	IRQs  []IRQ
+	GoIDs []GoID
+	// Labels are the changes of goroutines' runtime/pprof labels, sorted
+	// by time: reports keep the goroutines that carry given labels
+	// (GoLabels finds a goroutine's labels at a time).
+	Labels    []Labels
 	Processes []*Process // sorted by PID
 	// Threads are thread incarnations, sorted by PID, TID, Start: a
 	// thread id the kernel reused after its thread exited is another
@@ -156,6 +160,55 @@ type GoID struct {
 	PID  uint32
 	TID  uint32
 	GoID uint64
+}
+
+// Labels is a change of a goroutine's runtime/pprof labels: from Time,
+// goroutine GoID of process PID carries Pairs (none: no labels).
+type Labels struct {
+	Time      uint64
+	PID       uint32
+	GoID      uint64
+	Pairs     []LabelPair
+	Truncated bool // the recorder copied only part of the set (trace.Labels)
+}
+
+// LabelPair is one label.
+type LabelPair struct {
+	Key, Value string
+}
+
+// GoLabels finds a goroutine's labels at a time: it indexes a profile's
+// label changes by goroutine, since a report asks for every sample and
+// event.
+type GoLabels map[goKey][]*Labels
+
+// goKey names a goroutine of a process.
+type goKey struct {
+	pid  uint32
+	goid uint64
+}
+
+// GoLabels indexes p.Labels by goroutine.
+func (p *Profile) GoLabels() GoLabels {
+	idx := GoLabels{}
+	for i := range p.Labels {
+		l := &p.Labels[i]
+		k := goKey{l.PID, l.GoID}
+		idx[k] = append(idx[k], l)
+	}
+	return idx
+}
+
+// At returns the labels goroutine goid of process pid carries at time t:
+// those of its last change at or before t, nil if none (or if it had
+// none then).
+func (idx GoLabels) At(pid uint32, goid uint64, t uint64) []LabelPair {
+	changes := idx[goKey{pid, goid}]
+	i, _ := slices.BinarySearchFunc(changes, t+1, func(l *Labels, t uint64) int { return cmp.Compare(l.Time, t) })
+	if i == 0 {
+		return nil
+	}
+	return changes[i-1].Pairs
 }
 
 // Process is one process seen in the trace.
