@@ -6,6 +6,7 @@ package model
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"trueprof/internal/trace"
 )
@@ -199,6 +200,12 @@ func (p *Profile) GoLabels() GoLabels {
 	return idx
 }
 
+// Changes returns the label changes of goroutine goid of process pid, in
+// time order.
+func (idx GoLabels) Changes(pid uint32, goid uint64) []*Labels {
+	return idx[goKey{pid, goid}]
+}
+
 // At returns the labels goroutine goid of process pid carries at time t:
 // those of its last change at or before t, nil if none (or if it had
 // none then).
@@ -209,6 +216,41 @@ func (idx GoLabels) At(pid uint32, goid uint64, t uint64) []LabelPair {
 		return nil
 	}
 	return changes[i-1].Pairs
+}
+
+// Carried returns every label goroutine goid of process pid carried
+// during the recording, by key, a key's values in the order it carried
+// them: what names a goroutine in a report, since its labels at any one
+// time (say at its end, when pprof.Do has restored none) may say less.
+func (idx GoLabels) Carried(pid uint32, goid uint64) []LabelPair {
+	var out []LabelPair
+	for _, l := range idx[goKey{pid, goid}] {
+		for _, pair := range l.Pairs {
+			if !slices.Contains(out, pair) {
+				out = append(out, pair)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b LabelPair) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// LabelString formats labels as reports show them, "{k=v, k=w}", or
+// "" for none.
+func LabelString(pairs []LabelPair) string {
+	if len(pairs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, l := range pairs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(l.Key + "=" + l.Value)
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // Process is one process seen in the trace.
