@@ -56,8 +56,11 @@ type Labels struct {
 	links []link.Link
 }
 
-// labelRingSize holds about 3,800 changes.
-const labelRingSize = 8 << 20
+// labelRingSize holds about 15,000 changes (each record takes a fixed
+// 2.2 KB), what a program changing labels 150,000 times a second sets
+// between two reads of the recorder (every 100 ms, or when the ring is a
+// quarter full).
+const labelRingSize = 32 << 20
 
 // Layout of a label record: time, pid_tgid, goid (u64s), the number of
 // labels in the set (u32), flags (u32), then MaxLabels slots of key
@@ -242,8 +245,10 @@ func labelProgram(events, lost, last int, l symbolize.GoLayout) asm.Instructions
 	insns = append(insns,
 		asm.LoadMem(asm.R1, asm.RFP, -32, asm.Word).WithSymbol("submit"),
 		asm.StoreMem(asm.R7, 28, asm.R1, asm.Word),
-		asm.Mov.Reg(asm.R1, asm.R7),
-		asm.Mov.Imm(asm.R2, 0),
+	)
+	insns = append(insns, wakeup(events, labelRingSize, asm.R2, "wake")...)
+	insns = append(insns,
+		asm.Mov.Reg(asm.R1, asm.R7).WithSymbol("wake"),
 		asm.FnRingbufSubmit.Call(),
 		asm.Ja.Label("exit"),
 
