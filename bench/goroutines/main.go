@@ -12,19 +12,14 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/model"
-	"trueprof/internal/perf"
 	"trueprof/internal/record"
 )
 
@@ -67,61 +62,14 @@ func main() {
 	log.SetFlags(0)
 	dir, cleanup := benchutil.Workdir("trueprof-goroutines-")
 	defer cleanup()
-	src := filepath.Join(dir, "src")
-	os.MkdirAll(src, 0o755)
-	os.WriteFile(filepath.Join(src, "main.go"), []byte(fixture), 0o644)
-	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module pingpong\n\ngo 1.22\n"), 0o644)
-	bin := filepath.Join(dir, "pingpong")
-	benchutil.Run("go", "build", "-C", src, "-o", bin, ".")
-	argv := []string{bin, strconv.Itoa(*trips), strconv.Itoa(*procs)}
-	ev, err := perf.ParseEvent("cpu-clock")
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	// loop parses the fixture's own timing of its loop.
-	loop := func(out string) time.Duration {
-		ns, err := strconv.ParseInt(strings.Fields(out)[0], 10, 64)
-		if err != nil {
-			log.Fatalf("fixture output %q", out)
-		}
-		return time.Duration(ns)
-	}
-	recorded := func(noGoroutines bool) (time.Duration, int, uint64) {
-		var out strings.Builder
-		trace := filepath.Join(dir, "t.trace")
-		res, err := record.Run(context.Background(), record.Config{
-			Output: trace, Event: ev, Command: argv, Stdout: &out, NoGoroutines: noGoroutines,
-		})
-		if err != nil {
-			log.Fatal(err)
-		}
-		p, err := model.Open(trace)
-		if err != nil {
-			log.Fatal(err)
-		}
-		return loop(out.String()), len(p.GoIDs), res.Lost
-	}
-	var plain, sampled, followed []time.Duration
-	var switches []int
-	var lost, lostSampling uint64
-	for range *runs {
-		plain = append(plain, loop(benchutil.Output(argv...)))
-		d, _, l := recorded(true)
-		sampled = append(sampled, d)
-		lostSampling += l
-		d, n, l := recorded(false)
-		followed = append(followed, d)
-		switches = append(switches, n)
-		lost += l
-	}
-	p, s, f, n := benchutil.Median(plain), benchutil.Median(sampled), benchutil.Median(followed), benchutil.Median(switches)
+	fx := benchutil.BuildGoFixture(dir, "pingpong", fixture, strconv.Itoa(*trips), strconv.Itoa(*procs))
+	c := fx.Compare(*runs, func(p *model.Profile) int { return len(p.GoIDs) })
 	fmt.Printf("%d round trips, GOMAXPROCS=%d, medians of %d runs\n", *trips, *procs, *runs)
-	fmt.Printf("plain            %8.1f ms\n", ms(p))
-	fmt.Printf("sampling         %8.1f ms  %d records lost in all runs\n", ms(s), lostSampling)
+	fmt.Printf("plain            %8.1f ms\n", ms(c.Plain))
+	fmt.Printf("sampling         %8.1f ms  %d records lost in all runs\n", ms(c.Sampled), c.LostSampling)
 	fmt.Printf("with goroutines  %8.1f ms  %d switches recorded (%.0f per second), %d records lost in all runs\n",
-		ms(f), n, float64(n)/f.Seconds(), lost)
-	fmt.Printf("cost per switch  %8.0f ns (with goroutines - sampling) / switches\n", float64(f-s)/float64(n))
+		ms(c.Followed), c.Count, float64(c.Count)/c.Followed.Seconds(), c.Lost)
+	fmt.Printf("cost per switch  %8.0f ns (with goroutines - sampling) / switches\n", float64(c.Followed-c.Sampled)/float64(c.Count))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -214,6 +214,7 @@ func reportCmd() *cobra.Command {
 	var (
 		in, view, format, metric, root, by, thread string
 		out                                        string
+		labels                                     []string
 		pid, tid                                   int
 		min                                        float64
 		raw, noInterrupts                          bool
@@ -227,7 +228,7 @@ func reportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid, thread), Raw: raw, Metric: metric, Root: root,
+			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid, thread, labels), Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 				if format == "html" {
@@ -249,6 +250,7 @@ func reportCmd() *cobra.Command {
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
 	f.StringVar(&by, "by", "thread", "thread | goroutine: one tree (threads: row, callflow: flow) per goroutine of a Go program")
+	labelFlag(c, &labels)
 	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
 	f.BoolVar(&raw, "raw", false, "instrumented recordings: times as recorded, probe cost included (default: calibrated)")
 	f.BoolVar(&noInterrupts, "exclude-interrupts", false, "remove the time of interrupts handled while a thread ran from its wall and CPU time")
@@ -259,6 +261,7 @@ func reportCmd() *cobra.Command {
 
 func exportCmd() *cobra.Command {
 	var in, format, out, thread string
+	var labels []string
 	var pid, tid int
 	c := &cobra.Command{
 		Use:   "export",
@@ -272,7 +275,10 @@ func exportCmd() *cobra.Command {
 			if err := instr.CheckThreadPattern(thread); err != nil {
 				return err
 			}
-			o := filter(cmd, pid, tid, thread)
+			if _, err := instr.ParseLabels(labels); err != nil {
+				return err
+			}
+			o := filter(cmd, pid, tid, thread, labels)
 			write := export.PPROF
 			switch format {
 			case "pprof":
@@ -302,6 +308,7 @@ func exportCmd() *cobra.Command {
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
+	labelFlag(c, &labels)
 	c.MarkFlagRequired("output")
 	return c
 }
@@ -335,9 +342,15 @@ func loadProfile(path string, log io.Writer) (*model.Profile, error) {
 	return p, nil
 }
 
-// filter selects the --pid, --tid and --thread given on the command line.
-func filter(cmd *cobra.Command, pid, tid int, thread string) report.Filter {
-	f := report.Filter{Thread: thread}
+// labelFlag defines --label, which report and export share.
+func labelFlag(c *cobra.Command, labels *[]string) {
+	c.Flags().StringArrayVar(labels, "label", nil, "only goroutines carrying this runtime/pprof label at the time: KEY=VALUE, the value a glob (repeatable: ANDed across keys, ORed within one)")
+}
+
+// filter selects the --pid, --tid, --thread and --label given on the
+// command line.
+func filter(cmd *cobra.Command, pid, tid int, thread string, labels []string) report.Filter {
+	f := report.Filter{Thread: thread, Labels: labels}
 	if cmd.Flags().Changed("pid") {
 		f.PID, f.HasPID = uint32(pid), true
 	}

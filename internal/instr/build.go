@@ -145,6 +145,7 @@ type analysis struct {
 
 	dropped     uint64
 	rootEntered bool
+	labels      model.GoLabels
 }
 
 func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
@@ -154,6 +155,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 	if err := CheckThreadPattern(o.Thread); err != nil {
 		return nil, err
 	}
+	p = FilterLabels(p, o.Labels)
 	a := &analysis{
 		p:          p,
 		o:          o,
@@ -165,6 +167,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		os:         map[threadKey]*osThread{},
 		goroutines: map[threadKey]*thread{},
 		recent:     map[[2]uint32]incarnation{},
+		labels:     p.GoLabels(),
 	}
 	a.start, a.end = bounds(p)
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
@@ -881,6 +884,9 @@ func (a *analysis) result() *Result {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
 			continue // nothing of it was measured (outside Root, or no time)
 		}
+		if a.unlabelled(th) {
+			continue
+		}
 		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != th.key.pid {
 			name := "[unknown]"
 			if pr := a.p.Process(th.key.pid); pr != nil && pr.Name != "" {
@@ -902,6 +908,11 @@ func (a *analysis) result() *Result {
 		}
 		if th.key.goroutine {
 			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
+			carried := a.labels.Carried(th.key.pid, th.key.goid)
+			if t.Labels = labelMap(carried); t.Labels != nil {
+				t.Name += " " + model.LabelString(carried)
+				t.Root.Name = t.Name
+			}
 		}
 		if th.events > 0 {
 			t.FirstNS, t.LastNS = th.first, th.lastEvent

@@ -50,6 +50,13 @@ type Options struct {
 	// from before its first switch stay the thread's. Build fails with
 	// ErrNoGoroutines when the recording has no goroutine switches.
 	ByGoroutine bool
+	// Labels, when not empty, keeps only the records of goroutines that
+	// carry the runtime/pprof labels it matches at the time
+	// (FilterLabels), and only the goroutines that ever carried them
+	// (ByGoroutine), or the threads left with a record: labels say which
+	// request or job a goroutine serves, and it serves others before and
+	// after.
+	Labels LabelMatcher
 	// ExcludeInterrupts removes the time of the interrupts handled while
 	// a thread ran (model.IRQ) from its wall and CPU time, as it removes
 	// the profiler's pauses: they land at random, so repeatable
@@ -233,6 +240,11 @@ type Thread struct {
 	Name  string `json:"name"`
 	// Goroutine is the goroutine's id; nil for a thread.
 	Goroutine *uint64 `json:"goroutine,omitempty"`
+	// Labels are the runtime/pprof labels the goroutine carried during
+	// the recording (the values of a key it carried several of joined
+	// by commas); its Name and its root's name end with them ("goroutine
+	// 17 {worker=3}"). Nil for a thread, or a goroutine without labels.
+	Labels map[string]string `json:"labels,omitempty"`
 	// OSThreads are the tids of the threads a goroutine ran on, in the
 	// order it first ran on them; nil for a thread.
 	OSThreads []uint32 `json:"os_threads,omitempty"`

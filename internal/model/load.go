@@ -214,6 +214,20 @@ func (l *loader) add(rec trace.Record) error {
 		p.IRQs = append(p.IRQs, IRQ{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Soft: r.Kind == trace.IRQSoft, Vector: r.Vector, Duration: r.Duration})
 	case *trace.GoID:
 		p.GoIDs = append(p.GoIDs, GoID{Time: r.Time, PID: r.PID, TID: r.TID, GoID: r.GoID})
+	case *trace.Labels:
+		lb := Labels{Time: r.Time, PID: r.PID, GoID: r.GoID, Truncated: r.Truncated}
+		for _, pair := range r.Pairs {
+			k, err := l.str(pair.Key)
+			if err != nil {
+				return err
+			}
+			v, err := l.str(pair.Value)
+			if err != nil {
+				return err
+			}
+			lb.Pairs = append(lb.Pairs, LabelPair{Key: k, Value: v})
+		}
+		p.Labels = append(p.Labels, lb)
 	case *trace.Counter:
 		// Written at the thread's exit or at the end, with the exit
 		// record's time or later: the latest incarnation up to then.
@@ -246,6 +260,7 @@ func (l *loader) finish() {
 	sort.SliceStable(p.Adjusts, func(i, j int) bool { return p.Adjusts[i].Time < p.Adjusts[j].Time })
 	sort.SliceStable(p.IRQs, func(i, j int) bool { return p.IRQs[i].Time < p.IRQs[j].Time })
 	sort.SliceStable(p.GoIDs, func(i, j int) bool { return p.GoIDs[i].Time < p.GoIDs[j].Time })
+	sort.SliceStable(p.Labels, func(i, j int) bool { return p.Labels[i].Time < p.Labels[j].Time })
 	procs := map[uint32]*Process{}
 	for _, t := range l.threads {
 		p.Threads = append(p.Threads, t)

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"trueprof/internal/trace"
@@ -220,5 +221,51 @@ func TestLaunchedThreadStartsAtExec(t *testing.T) {
 		if got := p.Thread(3, 3).Start; got != want {
 			t.Errorf("launched %v: start %d, want %d", launched, got, want)
 		}
+	}
+}
+
+// TestLabels loads label changes written out of time order and finds a
+// goroutine's labels at a time: set, changed, cleared, per process.
+func TestLabels(t *testing.T) {
+	data := writeTrace(t, func(w *trace.Writer) []trace.Record {
+		worker, one, two, phase := intern(t, w, "worker"), intern(t, w, "1"), intern(t, w, "2"), intern(t, w, "phase")
+		return []trace.Record{
+			&trace.Labels{Time: 20, PID: 1, GoID: 5, Pairs: []trace.LabelPair{{Key: phase, Value: one}, {Key: worker, Value: two}}},
+			&trace.Labels{Time: 10, PID: 1, GoID: 5, Pairs: []trace.LabelPair{{Key: worker, Value: one}}, Truncated: true},
+			&trace.Labels{Time: 30, PID: 1, GoID: 5},
+			&trace.Labels{Time: 15, PID: 2, GoID: 5, Pairs: []trace.LabelPair{{Key: worker, Value: two}}},
+		}
+	})
+	p, err := Load(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Labels) != 4 || p.Labels[0].Time != 10 || !p.Labels[0].Truncated || p.Labels[1].PID != 2 {
+		t.Fatalf("labels %+v", p.Labels)
+	}
+	idx := p.GoLabels()
+	for _, c := range []struct {
+		pid  uint32
+		goid uint64
+		at   uint64
+		want string
+	}{
+		{1, 5, 9, ""}, {1, 5, 10, "worker=1"}, {1, 5, 19, "worker=1"}, {1, 5, 20, "phase=1 worker=2"},
+		{1, 5, 30, ""}, {1, 6, 20, ""}, {2, 5, 14, ""}, {2, 5, 99, "worker=2"},
+	} {
+		var got []string
+		for _, l := range idx.At(c.pid, c.goid, c.at) {
+			got = append(got, l.Key+"="+l.Value)
+		}
+		if s := strings.Join(got, " "); s != c.want {
+			t.Errorf("At(%d, %d, %d) = %q, want %q", c.pid, c.goid, c.at, s, c.want)
+		}
+	}
+	// A label naming a string that was never written is corrupt.
+	bad := writeTrace(t, func(w *trace.Writer) []trace.Record {
+		return []trace.Record{&trace.Labels{Time: 1, PID: 1, GoID: 1, Pairs: []trace.LabelPair{{Key: 99}}}}
+	})
+	if p, err := Load(bytes.NewReader(bad)); err == nil && p.Err == nil {
+		t.Error("a label with an undefined string loaded")
 	}
 }

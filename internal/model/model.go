@@ -6,6 +6,7 @@ package model
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"trueprof/internal/trace"
 )
@@ -30,8 +31,12 @@ type Profile struct {
 	Adjusts  []Adjust
 	// IRQs are the interrupts handled while target threads ran, GoIDs the
 	// goroutine switches of a Go target's threads; both sorted by time.
-	IRQs      []IRQ
-	GoIDs     []GoID
+	IRQs  []IRQ
+	GoIDs []GoID
+	// Labels are the changes of goroutines' runtime/pprof labels, sorted
+	// by time: reports keep the goroutines that carry given labels
+	// (GoLabels finds a goroutine's labels at a time).
+	Labels    []Labels
 	Processes []*Process // sorted by PID
 	// Threads are thread incarnations, sorted by PID, TID, Start: a
 	// thread id the kernel reused after its thread exited is another
@@ -156,6 +161,96 @@ type GoID struct {
 	PID  uint32
 	TID  uint32
 	GoID uint64
+}
+
+// Labels is a change of a goroutine's runtime/pprof labels: from Time,
+// goroutine GoID of process PID carries Pairs (none: no labels).
+type Labels struct {
+	Time      uint64
+	PID       uint32
+	GoID      uint64
+	Pairs     []LabelPair
+	Truncated bool // the recorder copied only part of the set (trace.Labels)
+}
+
+// LabelPair is one label.
+type LabelPair struct {
+	Key, Value string
+}
+
+// GoLabels finds a goroutine's labels at a time: it indexes a profile's
+// label changes by goroutine, since a report asks for every sample and
+// event.
+type GoLabels map[goKey][]*Labels
+
+// goKey names a goroutine of a process.
+type goKey struct {
+	pid  uint32
+	goid uint64
+}
+
+// GoLabels indexes p.Labels by goroutine.
+func (p *Profile) GoLabels() GoLabels {
+	idx := GoLabels{}
+	for i := range p.Labels {
+		l := &p.Labels[i]
+		k := goKey{l.PID, l.GoID}
+		idx[k] = append(idx[k], l)
+	}
+	return idx
+}
+
+// Changes returns the label changes of goroutine goid of process pid, in
+// time order.
+func (idx GoLabels) Changes(pid uint32, goid uint64) []*Labels {
+	return idx[goKey{pid, goid}]
+}
+
+// At returns the labels goroutine goid of process pid carries at time t:
+// those of its last change at or before t, nil if none (or if it had
+// none then).
+func (idx GoLabels) At(pid uint32, goid uint64, t uint64) []LabelPair {
+	changes := idx[goKey{pid, goid}]
+	i, _ := slices.BinarySearchFunc(changes, t+1, func(l *Labels, t uint64) int { return cmp.Compare(l.Time, t) })
+	if i == 0 {
+		return nil
+	}
+	return changes[i-1].Pairs
+}
+
+// Carried returns every label goroutine goid of process pid carried
+// during the recording, by key, a key's values in the order it carried
+// them: what names a goroutine in a report, since its labels at any one
+// time (say at its end, when pprof.Do has restored none) may say less.
+func (idx GoLabels) Carried(pid uint32, goid uint64) []LabelPair {
+	var out []LabelPair
+	for _, l := range idx[goKey{pid, goid}] {
+		for _, pair := range l.Pairs {
+			if !slices.Contains(out, pair) {
+				out = append(out, pair)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b LabelPair) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// LabelString formats labels as reports show them, "{k=v, k=w}", or
+// "" for none.
+func LabelString(pairs []LabelPair) string {
+	if len(pairs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, l := range pairs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(l.Key + "=" + l.Value)
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // Process is one process seen in the trace.

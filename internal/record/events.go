@@ -60,8 +60,11 @@ func (s *session) drainEvents(final bool) {
 // resolved against the process's mappings as they are at the event's
 // time, which the merge with the kernel records guarantees.
 func (s *session) processEvent(e *instrEvent) error {
-	if e.kind == eventGoID {
+	switch e.kind {
+	case eventGoID:
 		return s.writeGoID(e)
+	case eventLabels:
+		return s.writeLabels(e)
 	}
 	if e.kind == 0 {
 		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.addr, Dropped: e.dropped})

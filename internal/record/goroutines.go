@@ -43,6 +43,7 @@ func (s *session) startGoroutines(pid int, launched bool) {
 		var g *uprobe.Goroutines
 		if g, err = uprobe.AttachGoroutines(pid, path, layout, launched); err == nil {
 			s.sources = append(s.sources, &goroutineSource{g: g, log: s.log, start: perf.Now()})
+			s.startLabels(pid, path, layout)
 			return
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
 )
 
 // Config selects what to record and how.
@@ -106,11 +107,15 @@ type session struct {
 	// pendingEvents their events not yet processed.
 	sources       []eventSource
 	pendingEvents []instrEvent
-	instr         *instrumentation // nil unless probing
-	eventRec      trace.Event      // reused by processEvent
-	sampleRec     trace.Sample
-	result        Result
-	full          bool // the size limit was reached
+	// labelSets holds the label changes of pending eventLabels events,
+	// by the event's addr.
+	labelSets map[uint64]uprobe.LabelChange
+	nextLabel uint64
+	instr     *instrumentation // nil unless probing
+	eventRec  trace.Event      // reused by processEvent
+	sampleRec trace.Sample
+	result    Result
+	full      bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
 	// threads, irq and counters follow the target's threads, their

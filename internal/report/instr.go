@@ -232,7 +232,7 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 		o.Root = p.Header.Root
 	}
 	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
-		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts}
+		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts, Labels: o.Filter.labels()}
 	r, err := instr.Build(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)

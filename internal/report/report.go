@@ -39,6 +39,18 @@ type Filter struct {
 	// this glob, or whose tid it is when a number (instr.MatchThread):
 	// names are stable from run to run, tids are not.
 	Thread string
+	// Labels keeps the records of goroutines that carry matching
+	// runtime/pprof labels at their time: KEY=GLOB patterns, ANDed
+	// across keys and ORed within one (instr.LabelMatcher), which say
+	// which request or job the goroutine serves. By goroutine, only the
+	// goroutines that ever carried them get a row or a tree.
+	Labels []string
+}
+
+// labels returns f's label matcher; Write has checked the patterns.
+func (f Filter) labels() instr.LabelMatcher {
+	m, _ := instr.ParseLabels(f.Labels)
+	return m
 }
 
 // Match reports whether a record of thread tid of process pid,
@@ -59,6 +71,9 @@ func (f Filter) String() string {
 	}
 	if f.Thread != "" {
 		parts = append(parts, fmt.Sprintf("thread %q", f.Thread))
+	}
+	for _, l := range f.Labels {
+		parts = append(parts, fmt.Sprintf("label %q", l))
 	}
 	return strings.Join(parts, " ")
 }
@@ -190,6 +205,12 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	}
 	if p == nil {
 		return errors.New("report: nil profile")
+	}
+	if _, err := instr.ParseLabels(o.Labels); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if len(o.Labels) > 0 && len(p.GoIDs) == 0 {
+		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
 	}
 	if o.By == "goroutine" {
 		if o.View == "tprof" {

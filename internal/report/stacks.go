@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
 
@@ -32,6 +34,9 @@ type Stack struct {
 	// nil when grouping by thread, and for samples of a thread before it
 	// ran any. TID is then 0.
 	Goroutine *uint64
+	// Labels are the runtime/pprof labels the goroutine carried during
+	// the recording (model.LabelString), "" for none or a thread.
+	Labels string
 	// StackID is the trace's stack node of the samples (0: no stack).
 	StackID uint32
 	// Funcs is the function-level call stack, outermost first: each
@@ -87,7 +92,12 @@ type data struct {
 // byGoroutine, by the goroutine their thread last switched to (the
 // thread's own samples before it ran any).
 func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
+	p = instr.FilterLabels(p, f.labels())
 	d := &data{p: p, filter: f, byGoroutine: byGoroutine}
+	var labels model.GoLabels
+	if byGoroutine {
+		labels = p.GoLabels()
+	}
 	type key struct {
 		owner
 		stack uint32
@@ -123,6 +133,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
 			if k.goroutine {
 				st.Goroutine = &goid
+				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
 			} else {
 				st.Thread = th
 			}
@@ -225,7 +236,7 @@ func (d *data) processName(pid uint32) string {
 // "goroutine N" for a goroutine.
 func ownerName(s *Stack) string {
 	if s.Goroutine != nil {
-		return fmt.Sprintf("goroutine %d", *s.Goroutine)
+		return strings.TrimSpace(fmt.Sprintf("goroutine %d %s", *s.Goroutine, s.Labels))
 	}
 	name := "[unknown]"
 	if s.Thread != nil && s.Thread.Name != "" {

@@ -25,6 +25,9 @@ type ThreadRow struct {
 	// threads it ran on; absent for a thread.
 	Goroutine *uint64  `json:"goroutine,omitempty"`
 	OSThreads []uint32 `json:"os_threads,omitempty"`
+	// Labels are the runtime/pprof labels the goroutine carried
+	// (instr.Thread.Labels); absent for a thread or without labels.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Name is the last name, Names every name in order ("goroutine N"
 	// for a goroutine). Never null.
 	Name  string   `json:"name"`
@@ -77,7 +80,7 @@ func threadRows(in *instrData) (rows []ThreadRow, totals ThreadRow) {
 	for _, pr := range in.r.Processes {
 		for i := range pr.Threads {
 			th := &pr.Threads[i]
-			row := ThreadRow{PID: th.PID, TID: th.TID, Goroutine: th.Goroutine, OSThreads: th.OSThreads,
+			row := ThreadRow{PID: th.PID, TID: th.TID, Goroutine: th.Goroutine, OSThreads: th.OSThreads, Labels: th.Labels,
 				Name: th.Name, Names: []string{th.Name}, StartNS: th.BeginNS, EndNS: th.EndNS,
 				Metrics: th.Root.Cum, Events: th.Events, Percent: percentF(in.mt.of(&th.Root.Cum), in.total)}
 			if th.Goroutine == nil {

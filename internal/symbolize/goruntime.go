@@ -29,7 +29,29 @@ type GoLayout struct {
 	// runtime.coro.gp, the goroutine the switch resumes; -1 if the
 	// binary has no coroutines.
 	CoroArg, CoroG int64
+	// LabelSet is how runtime/pprof lays out the label set that
+	// runtime.g.labels points to; its Size is 0 when the binary has no
+	// runtime/pprof or a layout ReadGoLayout does not know.
+	LabelSet LabelLayout
 }
+
+// LabelLayout is where a runtime/pprof label set (the runtime/pprof
+// labelMap that runtime/pprof.runtime_setProfLabel stores in
+// runtime.g.labels) keeps its labels: a slice of {key, value string}
+// structs since Go 1.24. A probe reads the labels out of the target's
+// memory at these offsets, which Go has changed twice (a map before Go
+// 1.24, a package-internal label type in Go 1.26), so they come from
+// DWARF.
+type LabelLayout struct {
+	// List is the offset of the slice of labels in the label set.
+	List int64
+	// Size is the size of one label, Key and Value the offsets of its
+	// key and value strings (a pointer and a length each).
+	Size, Key, Value int64
+}
+
+// labelMapType is the DWARF name of the type runtime.g.labels points to.
+const labelMapType = "runtime/pprof.labelMap"
 
 // Errors of ReadGoLayout, for errors.Is.
 var (
@@ -87,6 +109,7 @@ func ReadGoLayout(path string) (GoLayout, error) {
 	if v, ok := members["runtime.g.coroarg"]; ok {
 		l.CoroArg = v
 	}
+	l.LabelSet, _ = labelLayout(d)
 	return l, nil
 }
 
@@ -152,4 +175,91 @@ func structMembers(d *dwarf.Data, want map[string][]string) (map[string]int64, e
 		}
 	}
 	return out, nil
+}
+
+// labelLayout finds the labels of runtime/pprof's label set in DWARF:
+// the set wraps (through structs of one member, such as label.Set) a
+// slice whose elements hold two strings named key and value (in any
+// case). It fails when the binary has no runtime/pprof or a layout of
+// another shape (Go before 1.24 kept a map).
+func labelLayout(d *dwarf.Data) (LabelLayout, error) {
+	r := d.Reader()
+	var set *dwarf.StructType
+	for set == nil {
+		e, err := r.Next()
+		if err != nil {
+			return LabelLayout{}, err
+		}
+		if e == nil {
+			return LabelLayout{}, fmt.Errorf("no %s in DWARF", labelMapType)
+		}
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == 0 {
+			continue
+		}
+		if name, _ := e.Val(dwarf.AttrName).(string); e.Tag == dwarf.TagStructType && name == labelMapType {
+			t, err := d.Type(e.Offset)
+			if err != nil {
+				return LabelLayout{}, err
+			}
+			set, _ = t.(*dwarf.StructType)
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+	}
+	var l LabelLayout
+	for {
+		if len(set.Field) != 1 {
+			return l, fmt.Errorf("%s: %d members, want 1", set.StructName, len(set.Field))
+		}
+		f := set.Field[0]
+		inner, ok := unTypedef(f.Type).(*dwarf.StructType)
+		if !ok {
+			return l, fmt.Errorf("%s.%s is a %v, not a slice", set.StructName, f.Name, f.Type)
+		}
+		l.List += f.ByteOffset
+		if !strings.HasPrefix(inner.StructName, "[]") {
+			set = inner
+			continue
+		}
+		// A Go slice: {array *T, len, cap int}.
+		if len(inner.Field) != 3 || inner.Field[0].Name != "array" {
+			return l, fmt.Errorf("%s: not a slice", inner.StructName)
+		}
+		p, ok := unTypedef(inner.Field[0].Type).(*dwarf.PtrType)
+		if !ok {
+			return l, fmt.Errorf("%s: not a slice", inner.StructName)
+		}
+		elem, ok := unTypedef(p.Type).(*dwarf.StructType)
+		if !ok {
+			return l, fmt.Errorf("%s: elements are not structs", inner.StructName)
+		}
+		l.Size, l.Key, l.Value = elem.ByteSize, -1, -1
+		for _, m := range elem.Field {
+			if s, ok := unTypedef(m.Type).(*dwarf.StructType); !ok || s.StructName != "string" {
+				continue
+			}
+			switch strings.ToLower(m.Name) {
+			case "key":
+				l.Key = m.ByteOffset
+			case "value":
+				l.Value = m.ByteOffset
+			}
+		}
+		if l.Key < 0 || l.Value < 0 || l.Size <= 0 {
+			return LabelLayout{}, fmt.Errorf("%s: no key and value strings", elem.StructName)
+		}
+		return l, nil
+	}
+}
+
+// unTypedef returns the type a typedef names, t itself if it is none.
+func unTypedef(t dwarf.Type) dwarf.Type {
+	for {
+		td, ok := t.(*dwarf.TypedefType)
+		if !ok {
+			return t
+		}
+		t = td.Type
+	}
 }

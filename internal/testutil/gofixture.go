@@ -73,15 +73,7 @@ import (
 
 const workers, rounds = 6, 40
 
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
-	b, _, _ = bytes.Cut(b, []byte(" "))
-	id, _ := strconv.ParseUint(string(b), 10, 64)
-	return id
-}
-
+` + goidSource + `
 // seen returns the thread running the goroutine and a time at which it
 // did, or false if the goroutine moved meanwhile.
 func seen() (tid int, ns int64, ok bool) {
@@ -177,6 +169,19 @@ func main() {
 		fmt.Println(l)
 	}
 	fmt.Println("sum", sum)
+}
+`
+
+// goidSource is the fixtures' function that returns the calling
+// goroutine's id, as runtime.Stack prints it (it needs bytes, runtime
+// and strconv).
+const goidSource = `func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
+	b, _, _ = bytes.Cut(b, []byte(" "))
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }
 `
 

@@ -85,6 +85,26 @@ func (p *body) varint() int64 {
 	return int64(x>>1) ^ -int64(x&1) // zig-zag, as binary.AppendVarint writes
 }
 
+// list decodes a count and that many items of at least minBytes bytes
+// each, which item decodes; the count is checked against what is left
+// of the body before the slice is allocated, so that a damaged count
+// cannot ask for more memory than the body could fill.
+func list[T any](p *body, minBytes int, item func() T) []T {
+	n := p.uvarint()
+	if n > uint64(len(p.b)-p.i)/uint64(minBytes) {
+		p.bad = true
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		out[i] = item()
+	}
+	return out
+}
+
 func (p *body) u32() uint32 {
 	v := p.uvarint()
 	if v > math.MaxUint32 {
@@ -227,19 +247,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		l.Address = p.uvarint()
 		l.Module = p.u32()
 		l.Offset = p.uvarint()
-		n := p.uvarint()
-		// Each line takes at least three bytes, so the count is
-		// bounded by the body before the slice is allocated.
-		if n > uint64(len(p.b)-p.i)/3 {
-			p.bad = true
-			return l
-		}
-		if n > 0 {
-			l.Lines = make([]Line, n)
-			for i := range l.Lines {
-				l.Lines[i] = Line{Function: p.u32(), File: p.u32(), Line: p.u32()}
-			}
-		}
+		// Each line takes at least three bytes.
+		l.Lines = list(p, 3, func() Line { return Line{Function: p.u32(), File: p.u32(), Line: p.u32()} })
 		return l
 	case MajorStack:
 		s := &StackNode{}
@@ -316,6 +325,13 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		c.TID = p.u32()
 		c.Value = p.uvarint()
 		return c
+	case MajorLabels:
+		l := &Labels{Time: t, Truncated: minor&labelsTruncated != 0}
+		l.PID = p.u32()
+		l.GoID = p.uvarint()
+		// Each pair takes at least two bytes.
+		l.Pairs = list(p, 2, func() LabelPair { return LabelPair{Key: p.u32(), Value: p.u32()} })
+		return l
 	}
 	return nil
 }
@@ -328,7 +344,7 @@ func majorTimed(m Major) (timed, known bool) {
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,
-		MajorIRQ, MajorGoID, MajorCounter:
+		MajorIRQ, MajorGoID, MajorCounter, MajorLabels:
 		return true, true
 	}
 	return false, false

@@ -130,12 +130,7 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, r.Address)
 		b = binary.AppendUvarint(b, u(r.Module))
 		b = binary.AppendUvarint(b, r.Offset)
-		b = binary.AppendUvarint(b, uint64(len(r.Lines)))
-		for _, l := range r.Lines {
-			b = binary.AppendUvarint(b, u(l.Function))
-			b = binary.AppendUvarint(b, u(l.File))
-			b = binary.AppendUvarint(b, u(l.Line))
-		}
+		b = appendList(b, r.Lines, func(b []byte, l Line) []byte { return appendU32s(b, l.Function, l.File, l.Line) })
 	case *StackNode:
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
@@ -212,6 +207,14 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.PID))
 		b = binary.AppendUvarint(b, u(r.TID))
 		b = binary.AppendUvarint(b, r.Value)
+	case *Labels:
+		if r.Truncated {
+			minor = labelsTruncated
+		}
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, u(r.PID))
+		b = binary.AppendUvarint(b, r.GoID)
+		b = appendList(b, r.Pairs, func(b []byte, l LabelPair) []byte { return appendU32s(b, l.Key, l.Value) })
 	default:
 		return fmt.Errorf("%w: unsupported type %T", ErrInvalidRecord, r)
 	}
@@ -232,6 +235,28 @@ func (c *chunkBuilder) add(r Record) error {
 	c.records++
 	return nil
 }
+
+// appendList appends the number of items, then each item as item
+// appends it.
+func appendList[T any](b []byte, items []T, item func([]byte, T) []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = item(b, it)
+	}
+	return b
+}
+
+// appendU32s appends each of vs as a uvarint.
+func appendU32s(b []byte, vs ...uint32) []byte {
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	return b
+}
+
+// labelsTruncated is the minor code of a Labels record whose set the
+// recorder copied only in part.
+const labelsTruncated = 1
 
 // maxRecordSize bounds a record body so that a chunk holding up to
 // maxOptionChunkSize bytes plus one record stays within MaxChunkSize.
@@ -281,6 +306,8 @@ func isNil(r Record) bool {
 	case *GoID:
 		return r == nil
 	case *Counter:
+		return r == nil
+	case *Labels:
 		return r == nil
 	}
 	return false

@@ -91,6 +91,7 @@ const (
 	MajorIRQ      Major = 16 // *IRQ: an interrupt handled while a target thread was on its CPU
 	MajorGoID     Major = 17 // *GoID: a thread began running a goroutine
 	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
+	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -310,6 +311,8 @@ func (m Major) String() string {
 		return "GoID"
 	case MajorCounter:
 		return "Counter"
+	case MajorLabels:
+		return "Labels"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
@@ -452,3 +455,27 @@ func (*GoID) Major() Major { return MajorGoID }
 
 // Major returns MajorCounter.
 func (*Counter) Major() Major { return MajorCounter }
+
+// Labels records that from Time, goroutine GoID of process PID carries
+// the runtime/pprof labels Pairs (an empty list clears them), until its
+// next Labels record: a goroutine's labels say which request or job its
+// samples and calls served, and reports filter on them.
+type Labels struct {
+	Time uint64
+	PID  uint32
+	GoID uint64
+	// Pairs are the labels in the order the program's label set holds
+	// them (sorted by key).
+	Pairs []LabelPair
+	// Truncated says the recorder copied only part of the set: some
+	// labels, or the ends of long keys or values, are missing.
+	Truncated bool
+}
+
+// LabelPair is one label, Key=Value, as String ids.
+type LabelPair struct {
+	Key, Value uint32
+}
+
+// Major returns MajorLabels.
+func (*Labels) Major() Major { return MajorLabels }

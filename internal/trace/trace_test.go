@@ -420,6 +420,9 @@ func TestRoundTripInstrumentation(t *testing.T) {
 		&IRQ{Time: 11, PID: 1, TID: 2, CPU: 1, Kind: IRQSoft, Vector: 7, Duration: 2500},
 		&GoID{Time: 12, PID: 1, TID: 2, GoID: math.MaxUint64},
 		&Counter{Time: 13, PID: 1, TID: 2, Kind: CounterPageFaults, Value: 12345},
+		&Labels{Time: 14, PID: 1, GoID: 17, Pairs: []LabelPair{{Key: 1, Value: 2}, {Key: 3, Value: math.MaxUint32}}},
+		&Labels{Time: 15, PID: 1, GoID: math.MaxUint64, Truncated: true, Pairs: []LabelPair{{Key: 1, Value: 0}}},
+		&Labels{Time: 16, PID: 1, GoID: 17}, // cleared
 	}
 	h := testHeader()
 	h.Instrument = "hook"

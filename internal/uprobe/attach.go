@@ -225,23 +225,39 @@ func program(events, lost int) asm.Instructions {
 // timeout (the recorder's loop does, every 100 ms). Waking on every event
 // would double the cost of a hit.
 func output(events, lost int, ringBytes int32, size int16) asm.Instructions {
-	return asm.Instructions{
-		asm.LoadMapPtr(asm.R1, events),
-		asm.Mov.Imm(asm.R2, 0), // BPF_RB_AVAIL_DATA
-		asm.FnRingbufQuery.Call(),
-		asm.Mov.Imm(asm.R4, 1), // BPF_RB_NO_WAKEUP
-		asm.JLT.Imm(asm.R0, ringBytes/4, "output"),
-		asm.Mov.Imm(asm.R4, 2), // BPF_RB_FORCE_WAKEUP
+	return append(append(wakeup(events, ringBytes, asm.R4, "output"),
 		asm.LoadMapPtr(asm.R1, events).WithSymbol("output"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -int32(size)),
 		asm.Mov.Imm(asm.R3, int32(size)),
 		asm.FnRingbufOutput.Call(),
 		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.StoreImm(asm.RFP, -size-8, 0, asm.Word).WithSymbol("lost"),
+	), countLost(lost, -size-8)...)
+}
+
+// wakeup sets flags to the ring output flag that wakes the reader only
+// when a quarter of the ring (of ringBytes) holds unread data, then
+// continues at next, which must follow.
+func wakeup(events int, ringBytes int32, flags asm.Register, next string) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, events),
+		asm.Mov.Imm(asm.R2, 0), // BPF_RB_AVAIL_DATA
+		asm.FnRingbufQuery.Call(),
+		asm.Mov.Imm(flags, 1), // BPF_RB_NO_WAKEUP
+		asm.JLT.Imm(asm.R0, ringBytes/4, next),
+		asm.Mov.Imm(flags, 2), // BPF_RB_FORCE_WAKEUP
+	}
+}
+
+// countLost ends a probe program: its "lost" label adds one to the loss
+// counter (using the stack slot at fp+key as the counter's key), then
+// its "exit" label returns 0.
+func countLost(lost int, key int16) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, key, 0, asm.Word).WithSymbol("lost"),
 		asm.LoadMapPtr(asm.R1, lost),
 		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -int32(size)-8),
+		asm.Add.Imm(asm.R2, int32(key)),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "exit"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),

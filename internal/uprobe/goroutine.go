@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/arch/x86/x86asm"
@@ -94,18 +95,23 @@ func AttachGoroutines(pid int, path string, layout symbolize.GoLayout, launched 
 		g.Close()
 		return nil, err
 	}
-	ex, err := link.OpenExecutable(path)
-	if err != nil {
-		g.Close()
-		return nil, err
-	}
-	lk, err := attachMulti(ex, g.prog, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies, PID: uint32(pid)}, false, pid, path)
+	lk, err := attachEntries(pid, path, g.prog, offs, cookies)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
 	g.links = append(g.links, lk)
 	return g, nil
+}
+
+// attachEntries places prog on the file offsets offs of path for pid,
+// each probe with its cookie, in one uprobe_multi link.
+func attachEntries(pid int, path string, prog *ebpf.Program, offs, cookies []uint64) (link.Link, error) {
+	ex, err := link.OpenExecutable(path)
+	if err != nil {
+		return nil, err
+	}
+	return attachMulti(ex, prog, &link.UprobeMultiOptions{Addresses: offs, Cookies: cookies, PID: uint32(pid)}, false, pid, path)
 }
 
 // goSite is a scheduler function probed for switches.
@@ -115,10 +121,33 @@ type goSite struct {
 }
 
 // goSites plans the probes on runtime.execute and, if the binary has
-// coroutines, runtime.coroswitch_m: each on the instruction Plan chooses
-// for an entry probe (the push %rbp past the stack check, which the
-// kernel emulates), provided nothing before it changes RAX.
+// coroutines, runtime.coroswitch_m (entrySites).
 func goSites(path string, layout symbolize.GoLayout) ([]goSite, error) {
+	names := []string{"runtime.execute"}
+	if layout.CoroG >= 0 && layout.CoroArg > 0 {
+		names = append(names, "runtime.coroswitch_m")
+	}
+	found, err := entrySites(path, names)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := found[names[0]]; !ok {
+		return nil, fmt.Errorf("%s: %w: no %s", path, ErrNoMatch, names[0])
+	}
+	var out []goSite
+	for mode, name := range names {
+		if s, ok := found[name]; ok {
+			out = append(out, goSite{site: s, mode: uint64(mode)})
+		}
+	}
+	return out, nil
+}
+
+// entrySites plans the entry probes of those of the named functions that
+// path has, each on the instruction Plan chooses for an entry probe (the
+// push %rbp past the stack check, which the kernel emulates), provided
+// nothing before it changes RAX, the first argument.
+func entrySites(path string, names []string) (map[string]Site, error) {
 	f, err := openX86(path)
 	if err != nil {
 		return nil, err
@@ -128,35 +157,21 @@ func goSites(path string, layout symbolize.GoLayout) ([]goSite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	names := []string{"runtime.execute"}
-	if layout.CoroG >= 0 && layout.CoroArg > 0 {
-		names = append(names, "runtime.coroswitch_m")
-	}
-	found := map[string]goSite{}
+	found := map[string]Site{}
 	for _, fn := range funcs {
-		mode := slices.Index(names, fn.name)
-		if _, done := found[fn.name]; mode < 0 || done {
+		if _, done := found[fn.name]; done || !slices.Contains(names, fn.name) {
 			continue
 		}
 		s, err := planFunction(f, fn, true, false)
+		if err == nil {
+			err = keepsRAX(f, fn, s)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, fn.name, err)
 		}
-		if err := keepsRAX(f, fn, s); err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, fn.name, err)
-		}
-		found[fn.name] = goSite{site: s, mode: uint64(mode)}
+		found[fn.name] = s
 	}
-	if _, ok := found[names[0]]; !ok {
-		return nil, fmt.Errorf("%s: %w: no %s", path, ErrNoMatch, names[0])
-	}
-	var out []goSite
-	for _, name := range names {
-		if s, ok := found[name]; ok {
-			out = append(out, s)
-		}
-	}
-	return out, nil
+	return found, nil
 }
 
 // keepsRAX checks that no instruction a thread runs between the start of
@@ -198,17 +213,7 @@ func keepsRAX(f *elf.File, fn function, s Site) error {
 // read that fails counts as a lost record.
 func goProgram(events, lost int, l symbolize.GoLayout) asm.Instructions {
 	// read loads the u64 at R3+off of the target's memory into R3.
-	read := func(off int64) asm.Instructions {
-		return asm.Instructions{
-			asm.Add.Imm(asm.R3, int32(off)),
-			asm.Mov.Reg(asm.R1, asm.RFP),
-			asm.Add.Imm(asm.R1, -8),
-			asm.Mov.Imm(asm.R2, 8),
-			asm.FnProbeReadUser.Call(),
-			asm.JNE.Imm(asm.R0, 0, "lost"),
-			asm.LoadMem(asm.R3, asm.RFP, -8, asm.DWord),
-		}
-	}
+	read := func(off int64) asm.Instructions { return readUser(asm.R3, asm.R3, int32(off), "lost") }
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
 		asm.FnGetAttachCookie.Call(),
@@ -231,6 +236,22 @@ func goProgram(events, lost int, l symbolize.GoLayout) asm.Instructions {
 		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
 	)
 	return append(insns, output(events, lost, goRingSize, goRecordSize)...)
+}
+
+// readUser loads the u64 at src+off of the target's memory into dst
+// (through the stack slot at fp-8, with R1 to R3 as scratch), or jumps
+// to fail if it cannot.
+func readUser(dst, src asm.Register, off int32, fail string) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R3, src),
+		asm.Add.Imm(asm.R3, off),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -8),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.FnProbeReadUser.Call(),
+		asm.JNE.Imm(asm.R0, 0, fail),
+		asm.LoadMem(dst, asm.RFP, -8, asm.DWord),
+	}
 }
 
 // Read drains the switches available now, calling fn for each, and

@@ -19,7 +19,43 @@ import (
 // the program prints.
 func TestGoroutines(t *testing.T) {
 	requireUprobes(t)
-	bin := testutil.BuildGo(t, t.TempDir(), "gofix", testutil.GoroutineFixture)
+	var g *Goroutines
+	var switches []testutil.GoSwitch
+	pid := 0
+	out := runFixture(t, testutil.GoroutineFixture, func(p int, bin string, layout symbolize.GoLayout) (ring *ring, err error) {
+		pid = p
+		g, err = AttachGoroutines(pid, bin, layout, false)
+		if err != nil {
+			return nil, err
+		}
+		return &g.ring, nil
+	}, func() {
+		g.Read(func(s GoSwitch) {
+			if s.PID != uint32(pid) {
+				t.Errorf("switch of pid %d", s.PID)
+			}
+			switches = append(switches, testutil.GoSwitch{Time: s.Time, TID: s.TID, GoID: s.GoID})
+		})
+	})
+	defer g.Close()
+	if g.Functions[0] != "runtime.execute" {
+		t.Errorf("probed %v", g.Functions)
+	}
+	if n := g.Lost(); n > 0 {
+		t.Errorf("%d switches lost", n)
+	}
+	slices.SortStableFunc(switches, func(a, b testutil.GoSwitch) int { return cmp.Compare(a.Time, b.Time) })
+	testutil.CheckGoroutineFixture(t, out, switches)
+}
+
+// runFixture builds the Go program src, starts it waiting on its
+// standard input, calls attach with its pid, binary and layout, lets it
+// run, and calls read every 20 ms and after it exits, while the ring
+// attach returns is readable or not. It returns what the program
+// printed.
+func runFixture(t *testing.T, src string, attach func(pid int, bin string, layout symbolize.GoLayout) (*ring, error), read func()) []byte {
+	t.Helper()
+	bin := testutil.BuildGo(t, t.TempDir(), "fixture", src)
 	layout, err := symbolize.ReadGoLayout(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -27,24 +63,11 @@ func TestGoroutines(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "GOROUTINE_FIXTURE_WAIT=1")
 	in, out := testutil.StartGated(t, cmd, bin)
-	g, err := AttachGoroutines(cmd.Process.Pid, bin, layout, false)
+	r, err := attach(cmd.Process.Pid, bin, layout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	if g.Functions[0] != "runtime.execute" {
-		t.Errorf("probed %v", g.Functions)
-	}
-	var switches []testutil.GoSwitch
-	read := func() {
-		g.Read(func(s GoSwitch) {
-			if s.PID != uint32(cmd.Process.Pid) {
-				t.Errorf("switch of pid %d", s.PID)
-			}
-			switches = append(switches, testutil.GoSwitch{Time: s.Time, TID: s.TID, GoID: s.GoID})
-		})
-	}
-	p, err := perf.NewPoller(g.Fds())
+	p, err := perf.NewPoller(r.Fds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +87,7 @@ func TestGoroutines(t *testing.T) {
 		p.Wait(0)
 		read()
 	}
-	if n := g.Lost(); n > 0 {
-		t.Errorf("%d switches lost", n)
-	}
-	slices.SortStableFunc(switches, func(a, b testutil.GoSwitch) int { return cmp.Compare(a.Time, b.Time) })
-	testutil.CheckGoroutineFixture(t, out.Bytes(), switches)
+	return out.Bytes()
 }
 
 // TestGoroutinesNeedExecute refuses a binary without runtime.execute.
