@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"embed"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"io"
 	"os"
@@ -103,7 +104,11 @@ func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.Filter != (report.Filter{}) {
+	if len(o.Filter.Labels) > 0 {
+		// The page's data is per thread, not per goroutine and label.
+		return errors.New("the HTML report cannot filter by goroutine label (--label); use the text or JSON reports")
+	}
+	if o.Filter.HasPID || o.Filter.HasTID || o.Filter.Thread != "" {
 		if o.FilterLabel == "" {
 			o.FilterLabel = o.Filter.String()
 		}
