@@ -133,7 +133,8 @@ TP.Graph = class Graph {
   }
 
   // visible walks from the root: a node shows the children its state
-  // allows; the walk stops at MAX_NODES.
+  // allows; the walk stops at MAX_NODES. An arc's T is the callee's cum
+  // in calls from the caller (Model.graphArcs) over the root's total.
   visible() {
     const m = this.app.model, scope = this.app.state.scope, met = this.app.state.metric;
     const rootTotal = this.rootTotal();
@@ -143,7 +144,7 @@ TP.Graph = class Graph {
     let truncated = false;
     while (queue.length) {
       const f = queue.shift();
-      const callees = m.callees(f, scope).sort((a, b) => b.cum[met] - a.cum[met]);
+      const callees = m.graphArcs(f, scope).sort((a, b) => b.cum[met] - a.cum[met]);
       nodes.get(f).kids = callees.length;
       const st = this.stateOf(f);
       for (const a of callees) {

@@ -197,6 +197,33 @@ TP.Model = class Model {
     return nonZero(arcs);
   }
 
+  // graphArcs returns the call graph's arcs out of f (TP.ROOT: the
+  // threads' outermost calls) within a scope: one per function called
+  // from any activation of f, with its calls and the callee's time in
+  // calls from f, as "Called from" counts it: the cum of the callee's
+  // outermost activations (recursion 0) under f. Unlike callees, an
+  // activation of f inside a recursion still has arcs with time
+  // (eval;apply;eval;apply;leaf: apply → leaf carries leaf's time), and an
+  // arc back into a recursion carries none (apply → eval, parse → parse):
+  // that time is counted where the recursion was entered.
+  graphArcs(f, scope) {
+    const agg = this.aggregate(scope), arcs = new Map(), nm = this.base.length;
+    const nodes = f === TP.ROOT ? this.data.threads.map((t) => t.root) : this.nodesOf(f);
+    for (const i of nodes) {
+      if (!agg.mask[this.thread[i]]) continue;
+      for (const c of this.children(i)) {
+        const a = arc(arcs, this.func[c], nm);
+        if (this.calls) a.calls += this.calls[c];
+        if (this.rec[c] > 0) continue;
+        for (let m = 0; m < nm; m++) {
+          a.base[m] += this.base[m][c];
+          a.cum[m] += this.cum[m][c];
+        }
+      }
+    }
+    return [...arcs.values()];
+  }
+
   // baseWithin sums the base of f's nodes in node c's subtree.
   baseWithin(f, c, m) {
     const nodes = this.nodesOf(f); // ascending
