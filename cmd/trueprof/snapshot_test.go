@@ -84,8 +84,21 @@ func TestSnapshotWhileRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Process.Kill()
+	// The trace begins once record has calibrated (the first time on a
+	// machine, several seconds) and launched the target; its first events
+	// must then show within the recorder's one-second flush.
 	started := time.Now()
-	time.Sleep(1500 * time.Millisecond)
+	for {
+		if p, err := model.Open(out); err == nil && len(p.Events) > 0 {
+			break
+		}
+		if time.Since(started) > time.Minute {
+			t.Fatal("no events in the live trace after a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("first events after %v", time.Since(started).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
 	var last map[string]uint64
 	for i := 0; i < 4; i++ {
 		p, err := model.Open(out)
