@@ -54,15 +54,6 @@ func (f TracepointField) Uint(raw []byte) (uint64, bool) {
 	return 0, false
 }
 
-// Is reports whether raw, a sample's raw data, was written by this
-// tracepoint: every event's data starts with the common_type field,
-// which holds the tracepoint's id. Events sharing a ring are told apart
-// this way.
-func (tp *Tracepoint) Is(raw []byte) bool {
-	v, ok := tp.Fields["common_type"].Uint(raw)
-	return ok && v == tp.ID
-}
-
 // LookupTracepoint reads the id and format of tracepoint system:name
 // (e.g. "irq", "softirq_entry") from tracefs. When tracefs is not
 // mounted it mounts a private instance that no path shows, as perf(1)

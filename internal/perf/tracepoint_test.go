@@ -127,7 +127,7 @@ func TestTracepointIRQ(t *testing.T) {
 			last = r.Time
 			name := ""
 			for n, tp := range tps {
-				if tp.Is(r.Raw) {
+				if v, ok := tp.Fields["common_type"].Uint(r.Raw); ok && v == tp.ID {
 					name = n
 				}
 			}
