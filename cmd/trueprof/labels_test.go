@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -90,6 +91,27 @@ func TestLabelFilter(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "main.spin2") || !strings.Contains(string(out), "main.spinInner") {
 		t.Errorf("tprof --label worker=2 lacks main.spin2:\n%s", out)
+	}
+	// The pprof export tags samples with the labels of their time: go
+	// tool pprof's -tagfocus keeps as many samples as --label does.
+	prof := filepath.Join(dir, "s.pb.gz")
+	if out, err := exec.Command(trueprof(), "export", "-i", sampled, "--format", "pprof", "-o", prof).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	total := func(b []byte) string {
+		m := regexp.MustCompile(`(?m)^Samples:\s+(\d+)|Total samples = (\d+)`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("no sample total in:\n%s", b)
+		}
+		return string(m[1]) + string(m[2])
+	}
+	gopprof, err := exec.Command("go", "tool", "pprof", "-top", "-tagfocus", "worker=^2$", prof).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, gopprof)
+	}
+	kept := regexp.MustCompile(`Showing nodes accounting for (\d+),`).FindSubmatch(gopprof)
+	if kept == nil || string(kept[1]) != total(out) || total(gopprof) == total(out) {
+		t.Errorf("go tool pprof -tagfocus worker=^2$ keeps %q of %s samples, report --label worker=2 %s:\n%s", kept, total(gopprof), total(out), gopprof)
 	}
 	// Goroutine rows carry their labels.
 	var threads struct {

@@ -326,3 +326,36 @@ func TestIncarnations(t *testing.T) {
 		t.Errorf("folded io: %q", buf.String())
 	}
 }
+
+// TestGoroutineLabels: a Go target's samples are per goroutine, tagged
+// with the goroutine and the runtime/pprof labels it carried when each
+// sample was taken (not those it carried later).
+func TestGoroutineLabels(t *testing.T) {
+	p := reporttest.GoFixture()
+	// Goroutine 1 gets its labels between its two samples (1011 µs and
+	// 1030 µs); goroutine 7 has them from the start.
+	p.Labels = []model.Labels{
+		{Time: 1_000_000, PID: 5, GoID: 7, Pairs: []model.LabelPair{{Key: "req", Value: "b"}}},
+		{Time: 1_020_000, PID: 5, GoID: 1, Pairs: []model.LabelPair{{Key: "req", Value: "a"}, {Key: "user", Value: "x"}}},
+	}
+	prof, err := toPprof(p, report.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range prof.Sample {
+		var fns []string
+		for i := len(s.Location) - 1; i >= 0; i-- {
+			fns = append(fns, s.Location[i].Line[0].Function.Name)
+		}
+		got = append(got, fmt.Sprintf("g%v %v %v %s", s.NumLabel["goroutine"], s.Label, s.NumLabel["tid"], strings.Join(fns, ";")))
+	}
+	want := []string{
+		"g[1] map[] [] main;recv",
+		"g[1] map[req:[a] user:[x]] [] main;recv;copy",
+		"g[7] map[req:[b]] [] handle;parse",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("samples:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

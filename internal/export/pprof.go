@@ -34,6 +34,13 @@ import (
 // trace clock ns), so that a reused tid's two threads stay apart. The
 // report header's warnings (lost records, throttling, truncated stacks, a
 // damaged trace) become the profile's comments.
+//
+// For a Go target (goroutine switches recorded), samples are per
+// goroutine instead, as in Go's own CPU profiles: the numeric label
+// "goroutine" and, as string labels, the runtime/pprof labels the
+// goroutine carried when the samples were taken, so that `go tool pprof
+// -tagfocus 'worker=^2$'` works; a thread's samples before it ran any
+// goroutine keep their thread labels.
 func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
 	prof, err := toPprof(p, f)
 	if err != nil {
@@ -69,8 +76,12 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		prof.Comments = append(prof.Comments, "trueprof: "+w)
 	}
 
-	// One pprof sample per thread incarnation and stack.
+	// One pprof sample per thread incarnation and stack or, for a Go
+	// target, per goroutine, the labels it carried then, and stack.
 	stacks := report.Stacks(p, f)
+	if len(p.GoIDs) > 0 {
+		stacks = report.GoroutineStacks(p, f)
+	}
 
 	// The locations used, in order of first use, and each function name's
 	// modules, to qualify the names that several modules define.
@@ -203,6 +214,18 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		s := &profile.Sample{
 			Value:    []int64{int64(st.Samples), int64(st.Period)},
 			NumLabel: map[string][]int64{"pid": {int64(st.PID)}, "tid": {int64(st.TID)}},
+		}
+		if st.Goroutine != nil {
+			// As Go's own CPU profiles: the goroutine's pprof labels at
+			// the time, for -tagfocus; and the goroutine, for -tagshow.
+			delete(s.NumLabel, "tid")
+			s.NumLabel["goroutine"] = []int64{int64(*st.Goroutine)}
+			for _, l := range st.LabelsAt {
+				if s.Label == nil {
+					s.Label = map[string][]string{}
+				}
+				s.Label[l.Key] = append(s.Label[l.Key], l.Value)
+			}
 		}
 		if th := st.Thread; th != nil {
 			if th.Name != "" {

@@ -37,6 +37,10 @@ type Stack struct {
 	// Labels are the runtime/pprof labels the goroutine carried during
 	// the recording (model.LabelString), "" for none or a thread.
 	Labels string
+	// LabelsAt are the labels the goroutine carried when these samples
+	// were taken (grouping by goroutine splits a goroutine's samples by
+	// them): what pprof tags a sample with.
+	LabelsAt []model.LabelPair
 	// StackID is the trace's stack node of the samples (0: no stack).
 	StackID uint32
 	// Funcs is the function-level call stack, outermost first: each
@@ -75,6 +79,13 @@ func Stacks(p *model.Profile, f Filter) []Stack {
 	return prepare(p, f, false).stacks
 }
 
+// GoroutineStacks is Stacks grouped by goroutine for a Go target (by
+// the goroutine each sample's thread ran, and the labels it carried
+// then); a thread's samples before it ran any goroutine stay its own.
+func GoroutineStacks(p *model.Profile, f Filter) []Stack {
+	return prepare(p, f, true).stacks
+}
+
 // data is a profile prepared for the views: the filtered samples grouped
 // by owner and stack and expanded to functions, plus header totals.
 type data struct {
@@ -100,7 +111,8 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	}
 	type key struct {
 		owner
-		stack uint32
+		stack  uint32
+		labels string // model.LabelString of the goroutine's labels then
 	}
 	index := map[key]int{}
 	var keys []key
@@ -122,8 +134,11 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 			k.start = th.Start
 		}
 		goid, ok := running[th]
+		var now []model.LabelPair
 		if ok && th != nil {
 			k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
+			now = labels.At(s.PID, goid, s.Time)
+			k.labels = model.LabelString(now)
 		}
 		j, ok := index[k]
 		if !ok {
@@ -134,6 +149,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 			if k.goroutine {
 				st.Goroutine = &goid
 				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
+				st.LabelsAt = now
 			} else {
 				st.Thread = th
 			}
@@ -179,7 +195,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		ka, kb := keys[a], keys[b]
-		return cmp.Or(ka.owner.compare(kb.owner), cmp.Compare(ka.stack, kb.stack))
+		return cmp.Or(ka.owner.compare(kb.owner), cmp.Compare(ka.stack, kb.stack), cmp.Compare(ka.labels, kb.labels))
 	})
 	d.stacks = make([]Stack, len(groups))
 	for i, j := range order {
