@@ -54,10 +54,7 @@ func main() {
 	dir, cleanup := benchutil.Workdir("trueprof-accuracy-")
 	defer cleanup()
 	trueprof := benchutil.BuildTrueprof(dir)
-	src := filepath.Join(dir, "fixture.c")
-	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	src := benchutil.Source(dir, "fixture.c", fixture)
 	plain := filepath.Join(dir, "plain")
 	hooked := filepath.Join(dir, "hooked")
 	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", plain, src)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log"
 	"strconv"
-	"time"
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/model"
@@ -65,11 +64,9 @@ func main() {
 	fx := benchutil.BuildGoFixture(dir, "pingpong", fixture, strconv.Itoa(*trips), strconv.Itoa(*procs))
 	c := fx.Compare(*runs, func(p *model.Profile) int { return len(p.GoIDs) })
 	fmt.Printf("%d round trips, GOMAXPROCS=%d, medians of %d runs\n", *trips, *procs, *runs)
-	fmt.Printf("plain            %8.1f ms\n", ms(c.Plain))
-	fmt.Printf("sampling         %8.1f ms  %d records lost in all runs\n", ms(c.Sampled), c.LostSampling)
+	fmt.Printf("plain            %8.1f ms\n", benchutil.MS(c.Plain))
+	fmt.Printf("sampling         %8.1f ms  %d records lost in all runs\n", benchutil.MS(c.Sampled), c.LostSampling)
 	fmt.Printf("with goroutines  %8.1f ms  %d switches recorded (%.0f per second), %d records lost in all runs\n",
-		ms(c.Followed), c.Count, float64(c.Count)/c.Followed.Seconds(), c.Lost)
+		benchutil.MS(c.Followed), c.Count, float64(c.Count)/c.Followed.Seconds(), c.Lost)
 	fmt.Printf("cost per switch  %8.0f ns (with goroutines - sampling) / switches\n", float64(c.Followed-c.Sampled)/float64(c.Count))
 }
-
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }

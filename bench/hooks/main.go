@@ -58,15 +58,9 @@ func main() {
 	flag.Parse()
 	log.SetFlags(0)
 
-	dir, err := os.MkdirTemp("", "trueprof-bench-hooks-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	src := filepath.Join(dir, "calls.c")
-	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	dir, cleanup := benchutil.Workdir("trueprof-bench-hooks-")
+	defer cleanup()
+	src := benchutil.Source(dir, "calls.c", fixture)
 	plain := filepath.Join(dir, "calls-plain")
 	instr := filepath.Join(dir, "calls-instr")
 	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)
@@ -128,7 +122,7 @@ func main() {
 		ts, tl := benchutil.Median(times[v][0]), benchutil.Median(times[v][1])
 		slope[v] = float64(tl-ts) / (callsOf(large) - callsOf(small))
 		fmt.Printf("%-20s %10.1fms %10.1fms %14.2f %16.2f\n", variants[v].name,
-			ms(ts), ms(tl), slope[v], slope[v]-slope[0])
+			benchutil.MS(ts), benchutil.MS(tl), slope[v], slope[v]-slope[0])
 	}
 	fmt.Printf("\ntrueprof: every event drained; the target waited for ring space %d times in all runs\n", waits)
 	tp := slope[2] - slope[0]
@@ -199,5 +193,3 @@ func timeCmd(cmd *exec.Cmd, argv ...string) time.Duration {
 	}
 	return time.Since(start)
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

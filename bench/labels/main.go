@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log"
 	"strconv"
-	"time"
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/model"
@@ -66,10 +65,8 @@ func main() {
 	fx := benchutil.BuildGoFixture(dir, "labels", fixture, strconv.Itoa(*changes), strconv.Itoa(*labels))
 	c := fx.Compare(*runs, func(p *model.Profile) int { return len(p.Labels) })
 	fmt.Printf("%d label changes of %d labels each, medians of %d runs\n", *changes, *labels, *runs)
-	fmt.Printf("plain            %8.1f ms\n", ms(c.Plain))
-	fmt.Printf("sampling         %8.1f ms\n", ms(c.Sampled))
-	fmt.Printf("with labels      %8.1f ms  %d changes recorded, %d records lost in all runs\n", ms(c.Followed), c.Count, c.Lost)
+	fmt.Printf("plain            %8.1f ms\n", benchutil.MS(c.Plain))
+	fmt.Printf("sampling         %8.1f ms\n", benchutil.MS(c.Sampled))
+	fmt.Printf("with labels      %8.1f ms  %d changes recorded, %d records lost in all runs\n", benchutil.MS(c.Followed), c.Count, c.Lost)
 	fmt.Printf("cost per change  %8.0f ns (with labels - sampling) / changes made\n", float64(c.Followed-c.Sampled)/float64(*changes))
 }
-
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -53,10 +52,7 @@ func main() {
 	dir, cleanup := benchutil.Workdir("trueprof-percall-")
 	defer cleanup()
 	trueprof := benchutil.BuildTrueprof(dir)
-	src := filepath.Join(dir, "f.c")
-	if err := os.WriteFile(src, []byte(fixture), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	src := benchutil.Source(dir, "f.c", fixture)
 	plain, hooked := filepath.Join(dir, "plain"), filepath.Join(dir, "hooked")
 	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-o", plain, src)
 	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)

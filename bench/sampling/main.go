@@ -36,10 +36,7 @@ func main() {
 	dir, cleanup := benchutil.Workdir("trueprof-bench-")
 	defer cleanup()
 	trueprof := benchutil.BuildTrueprof(dir)
-	src := filepath.Join(dir, "hotspots.c")
-	if err := os.WriteFile(src, []byte(examples.Hotspots), 0o644); err != nil {
-		log.Fatal(err)
-	}
+	src := benchutil.Source(dir, "hotspots.c", examples.Hotspots)
 	bin := filepath.Join(dir, "hotspots")
 	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-inline", "-pthread", "-o", bin, src)
 	target := []string{bin, strconv.Itoa(*rounds)}

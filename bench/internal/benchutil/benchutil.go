@@ -26,6 +26,18 @@ func Workdir(prefix string) (string, func()) {
 	return dir, func() { os.RemoveAll(dir) }
 }
 
+// Source writes a fixture's source text to dir/name and returns its path.
+func Source(dir, name, text string) string {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return path
+}
+
+// MS is d in milliseconds, as the benchmarks print durations.
+func MS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // BuildTrueprof builds ./cmd/trueprof (run from the repository root) into
 // dir and returns its path.
 func BuildTrueprof(dir string) string {
