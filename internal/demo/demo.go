@@ -69,11 +69,16 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err != nil {
 		return err
 	}
-	for _, view := range []string{"tprof", "flat", "tree"} {
+	for _, view := range []string{"tprof", "flat", "tree", "threads"} {
 		fmt.Fprintf(w, "\n$ trueprof report -i %s --view %s\n", tracePath, view)
 		if err := report.Write(w, p, report.Options{View: view, Format: "text"}); err != nil {
 			return err
 		}
+	}
+	if o.Dir != "" {
+		fmt.Fprintf(w, "\nTo look rather than read: trueprof serve -i %s (or report --format html -o report.html)\n", tracePath)
+	} else {
+		fmt.Fprintf(w, "\nTo keep the trace and look at it in a browser: trueprof demo --dir DIR, then trueprof serve -i DIR/trueprof.trace\n")
 	}
 	return nil
 }
