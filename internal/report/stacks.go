@@ -147,7 +147,8 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 			keys = append(keys, k)
 			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
 			if k.goroutine {
-				st.Goroutine = &goid
+				st.Goroutine = new(uint64)
+				*st.Goroutine = goid
 				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
 				st.LabelsAt = now
 			} else {
