@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -282,7 +283,8 @@ func Intervals(p *model.Profile) [trace.Transitions][]uint64 {
 					cur = stack[len(stack)-1]
 				}
 				if isCal(cur) && e.Time >= prev.Time {
-					out[transition(prev.Entry, e.Entry)] = append(out[transition(prev.Entry, e.Entry)], e.Time-prev.Time)
+					k := instr.Transition(prev.Entry, e.Entry)
+					out[k] = append(out[k], e.Time-prev.Time)
 				}
 			}
 			if e.Entry {
@@ -315,18 +317,6 @@ func calibratedOuter(p *model.Profile, oh [trace.Transitions]float64) float64 {
 		}
 	})
 	return total
-}
-
-func transition(prevEntry, entry bool) int {
-	switch {
-	case prevEntry && entry:
-		return trace.EntryEntry
-	case prevEntry:
-		return trace.EntryExit
-	case entry:
-		return trace.ExitEntry
-	}
-	return trace.ExitExit
 }
 
 func forEachThread(p *model.Profile, fn func([]model.Event)) {

@@ -311,16 +311,8 @@ func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
 	if c, ok := a.recent[k]; ok && c.from <= t && t < c.until {
 		return c.os
 	}
-	mt := a.p.ThreadAt(pid, tid, t)
-	c := incarnation{os: a.osThreadOf(pid, tid, mt, in), until: math.MaxUint64}
-	if mt != nil {
-		if mt.Start <= t {
-			c.from = mt.Start
-		}
-		if next := a.next(mt); next != nil {
-			c.until = next.Start
-		}
-	}
+	mt, from, until := a.p.ThreadSpan(pid, tid, t)
+	c := incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
 	a.recent[k] = c
 	return c.os
 }
@@ -352,24 +344,10 @@ func (a *analysis) threadEnd(mt *model.Thread) uint64 {
 	if mt.End > 0 {
 		return mt.End
 	}
-	if next := a.next(mt); next != nil {
-		return next.Start
+	if _, _, next := a.p.ThreadSpan(mt.PID, mt.TID, mt.Start); next != math.MaxUint64 {
+		return next // the next incarnation's creation
 	}
 	return a.end
-}
-
-// next returns the incarnation of mt's tid created after it, or nil.
-func (a *analysis) next(mt *model.Thread) *model.Thread {
-	ts := a.p.Threads
-	i, _ := slices.BinarySearchFunc(ts, mt, func(t, k *model.Thread) int {
-		return cmp.Or(cmp.Compare(t.PID, k.PID), cmp.Compare(t.TID, k.TID), cmp.Compare(t.Start, k.Start))
-	})
-	for ; i < len(ts) && ts[i].PID == mt.PID && ts[i].TID == mt.TID; i++ {
-		if ts[i].Start > mt.Start {
-			return ts[i]
-		}
-	}
-	return nil
 }
 
 // owner returns what the records of os at time t belong to: the

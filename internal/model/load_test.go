@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -178,6 +179,19 @@ func TestThreadIncarnations(t *testing.T) {
 	}
 	if th := p.ThreadAt(1, 8, 10); th != nil {
 		t.Errorf("ThreadAt of an unknown thread = %+v", th)
+	}
+	for _, c := range []struct {
+		at          uint64
+		want        string
+		from, until uint64
+	}{{0, "first", 0, 30}, {29, "first", 0, 30}, {30, "second", 30, 50}, {50, "third", 50, math.MaxUint64}} {
+		th, from, until := p.ThreadSpan(1, 7, c.at)
+		if th == nil || th.Name != c.want || from != c.from || until != c.until {
+			t.Errorf("ThreadSpan(1, 7, %d) = %+v, %d, %d; want %s, %d, %d", c.at, th, from, until, c.want, c.from, c.until)
+		}
+	}
+	if th, from, until := p.ThreadSpan(1, 8, 10); th != nil || from != 0 || until != math.MaxUint64 {
+		t.Errorf("ThreadSpan of an unknown thread = %+v, %d, %d", th, from, until)
 	}
 	if len(p.GoIDs) != 1 || p.GoIDs[0].GoID != 9 || len(p.IRQs) != 1 || p.IRQs[0].Duration != 100 || p.IRQs[0].Soft {
 		t.Errorf("GoIDs %+v, IRQs %+v", p.GoIDs, p.IRQs)

@@ -5,6 +5,7 @@ package model
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 
@@ -316,18 +317,32 @@ func (p *Profile) Thread(pid, tid uint32) *Thread {
 // time t belongs to: the last one created at or before t (the first one
 // if t is earlier), or nil if the trace has no such thread.
 func (p *Profile) ThreadAt(pid, tid uint32, t uint64) *Thread {
+	th, _, _ := p.ThreadSpan(pid, tid, t)
+	return th
+}
+
+// ThreadSpan is ThreadAt that also returns the times from (inclusive) to
+// until (exclusive) over which ThreadAt of pid/tid gives the same answer,
+// so that a pass over records in time order can look each incarnation up
+// once. until is math.MaxUint64 for the last incarnation (or none).
+func (p *Profile) ThreadSpan(pid, tid uint32, t uint64) (th *Thread, from, until uint64) {
+	until = math.MaxUint64
 	i, ok := p.firstThread(pid, tid)
 	if !ok {
-		return nil
+		return nil, 0, until
 	}
-	th := p.Threads[i]
+	th = p.Threads[i]
 	for _, next := range p.Threads[i+1:] {
-		if next.PID != pid || next.TID != tid || next.Start > t {
+		if next.PID != pid || next.TID != tid {
 			break
 		}
-		th = next
+		if next.Start > t {
+			until = next.Start
+			break
+		}
+		th, from = next, next.Start
 	}
-	return th
+	return th, from, until
 }
 
 // firstThread is the index in p.Threads of pid/tid's first incarnation.

@@ -198,14 +198,7 @@ func (d *data) baseHeader(view string) Header {
 }
 
 func writeHeaderText(w io.Writer, h Header) {
-	event := h.Event
-	switch {
-	case h.Freq != 0:
-		event += fmt.Sprintf(", %d Hz", h.Freq)
-	case h.Period != 0:
-		event += fmt.Sprintf(", every %d %s", h.Period, h.PeriodUnit)
-	}
-	fmt.Fprintf(w, "Event:      %s\n", event)
+	fmt.Fprintf(w, "Event:      %s\n", eventText(h.Event, h.Freq, h.Period, h.PeriodUnit))
 	if !h.StartTime.IsZero() {
 		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))
 	}
@@ -237,4 +230,16 @@ func writeMissing(w io.Writer, filtered bool, lost, throttled, truncated uint64,
 		fmt.Fprintf(w, "WARNING: %s\n", msg)
 	}
 	fmt.Fprintln(w)
+}
+
+// eventText describes a sampling event as the text headers show it:
+// "cpu-clock, 99 Hz" or "cycles, every 100000 events".
+func eventText(event string, freq, period uint64, unit string) string {
+	switch {
+	case freq != 0:
+		return fmt.Sprintf("%s, %d Hz", event, freq)
+	case period != 0:
+		return fmt.Sprintf("%s, every %d %s", event, period, unit)
+	}
+	return event
 }

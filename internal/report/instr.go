@@ -333,14 +333,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	if h.Event == "" || h.Event == "dummy" {
 		fmt.Fprintf(w, "Sampling:   none\n")
 	} else {
-		event := h.Event
-		switch {
-		case h.Freq != 0:
-			event += fmt.Sprintf(", %d Hz", h.Freq)
-		case h.Period != 0:
-			event += fmt.Sprintf(", every %d %s", h.Period, h.PeriodUnit)
-		}
-		fmt.Fprintf(w, "Sampling:   %s: %s merged into the trees\n", event, plural(h.Total.Samples, "sample", "samples"))
+		fmt.Fprintf(w, "Sampling:   %s: %s merged into the trees\n", eventText(h.Event, h.Freq, h.Period, h.PeriodUnit), plural(h.Total.Samples, "sample", "samples"))
 	}
 	if !h.StartTime.IsZero() {
 		fmt.Fprintf(w, "Start:      %s\n", h.StartTime.Format(time.RFC3339))

@@ -119,15 +119,30 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	var groups []Stack
 	running := map[*model.Thread]uint64{} // the goroutine each thread runs
 	var g int                             // the next goroutine switch
+	// Records come in time order: look each incarnation up once.
+	type span struct {
+		th          *model.Thread
+		from, until uint64
+	}
+	recent := map[[2]uint32]span{}
+	threadAt := func(pid, tid uint32, t uint64) *model.Thread {
+		k := [2]uint32{pid, tid}
+		c, ok := recent[k]
+		if !ok || t < c.from || t >= c.until {
+			c.th, c.from, c.until = p.ThreadSpan(pid, tid, t)
+			recent[k] = c
+		}
+		return c.th
+	}
 	for i := range p.Samples {
 		s := &p.Samples[i]
-		th := p.ThreadAt(s.PID, s.TID, s.Time)
+		th := threadAt(s.PID, s.TID, s.Time)
 		if !f.Match(s.PID, s.TID, th) {
 			continue
 		}
 		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {
 			r := &p.GoIDs[g]
-			running[p.ThreadAt(r.PID, r.TID, r.Time)] = r.GoID
+			running[threadAt(r.PID, r.TID, r.Time)] = r.GoID
 		}
 		k := key{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
 		if th != nil {
@@ -147,7 +162,8 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 			keys = append(keys, k)
 			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
 			if k.goroutine {
-				st.Goroutine = &goid
+				st.Goroutine = new(uint64)
+				*st.Goroutine = goid
 				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
 				st.LabelsAt = now
 			} else {
