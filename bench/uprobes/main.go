@@ -23,11 +23,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"trueprof/internal/perf"
+	"trueprof/internal/testutil"
 	"trueprof/internal/uprobe"
 )
 
@@ -43,7 +43,7 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "many")
-	if err := os.WriteFile(bin+".c", []byte(fixture(*n)), 0o644); err != nil {
+	if err := os.WriteFile(bin+".c", []byte(testutil.ManyFunctionsC(*n)), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	if out, err := exec.Command("gcc", "-O1", "-fno-omit-frame-pointer", "-o", bin, bin+".c").CombinedOutput(); err != nil {
@@ -152,20 +152,4 @@ func pmu(bin string, sites []uprobe.Site, what string, cpus []int, pid int, inhe
 	fmt.Printf("%s: %d functions, %d descriptors opened in %v (%v each)\n", what, len(sites), len(fds), open.Round(time.Millisecond), per.Round(time.Microsecond))
 	fmt.Printf("    closing: %v each one by one (%v for 10,000 probes); the other %d from 256 threads in %v\n",
 		perClose.Round(time.Millisecond), (perClose * 10000 * time.Duration(len(cpus))).Round(time.Second), len(fds)-serial, parallel.Round(time.Millisecond))
-}
-
-// fixture returns C source with n functions that main calls once each
-// after a byte on stdin.
-func fixture(n int) string {
-	var b strings.Builder
-	b.WriteString("#include <stdio.h>\n#include <unistd.h>\n")
-	for i := range n {
-		fmt.Fprintf(&b, "int f%d(int x) { return x + %d; }\n", i, i)
-	}
-	b.WriteString("int main(void) {\n\tchar c;\n\tif (read(0, &c, 1) < 0) return 1;\n\tlong s = 0;\n")
-	for i := range n {
-		fmt.Fprintf(&b, "\ts += f%d(%d);\n", i, i)
-	}
-	b.WriteString("\tprintf(\"%ld\\n\", s);\n\treturn 0;\n}\n")
-	return b.String()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"syscall"
 
@@ -87,25 +86,22 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 	if err != nil {
 		return err
 	}
-	o := perf.CounterOptions{Kernel: kernel, EnableOnExec: launched, Watermark: uint32(s.cfg.RingPages * os.Getpagesize() / 4)}
-	fd, err := perf.Open(perf.CounterAttr(ev, o), tid, cpu, 0)
+	o := perf.CounterOptions{Kernel: kernel, EnableOnExec: launched, Watermark: s.watermark()}
+	owner, ok := c.owners[cpu]
+	if !ok {
+		owner = -1
+	}
+	e, err := s.openShared(perf.CounterAttr(ev, o), tid, cpu, owner)
 	if err != nil {
 		return err
 	}
-	e := event{fd: fd}
-	if owner, ok := c.owners[cpu]; ok {
-		err = perf.SetOutput(fd, owner)
-	} else if e.ring, err = perf.MapRing(fd, s.cfg.RingPages); err == nil {
-		c.owners[cpu] = fd
+	if e.ring != nil {
+		c.owners[cpu] = e.fd
 		c.rings = append(c.rings, e.ring)
-	}
-	if err != nil {
-		perf.Close(fd)
-		return err
 	}
 	// The poll loop waits on the rings too, and closeEvents closes all.
 	s.events = append(s.events, e)
-	id, err := perf.EventID(fd)
+	id, err := perf.EventID(e.fd)
 	if err != nil {
 		return err
 	}

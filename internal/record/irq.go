@@ -2,7 +2,6 @@ package record
 
 import (
 	"fmt"
-	"os"
 
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
@@ -121,25 +120,17 @@ func (s *session) openIRQEvents() error {
 	for _, cpu := range cpus {
 		owner := -1
 		for _, tp := range tps {
-			attr := perf.TracepointAttr(tp, perf.TracepointOptions{Watermark: uint32(s.cfg.RingPages * os.Getpagesize() / 4)})
-			fd, err := perf.Open(attr, -1, cpu, 0)
+			attr := perf.TracepointAttr(tp, perf.TracepointOptions{Watermark: s.watermark()})
+			e, err := s.openShared(attr, -1, cpu, owner)
 			if err != nil {
 				return fail(err)
 			}
-			e := event{fd: fd}
 			// Without the filter only the volume grows.
-			perf.SetFilter(fd, irqFilter)
-			if owner < 0 {
-				if e.ring, err = perf.MapRing(fd, s.cfg.RingPages); err != nil {
-					perf.Close(fd)
-					return fail(err)
-				}
-				owner = fd
+			perf.SetFilter(e.fd, irqFilter)
+			if e.ring != nil {
+				owner = e.fd
 				st.rings = append(st.rings, e.ring)
-				st.fds = append(st.fds, fd)
-			} else if err := perf.SetOutput(fd, owner); err != nil {
-				perf.Close(fd)
-				return fail(err)
+				st.fds = append(st.fds, e.fd)
 			}
 			opened = append(opened, e)
 		}

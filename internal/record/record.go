@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
@@ -375,7 +377,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		SideRecords:   true,
 		EnableOnExec:  launched,
 		Inherit:       true,
-		Watermark:     uint32(s.cfg.RingPages * os.Getpagesize() / 4),
+		Watermark:     s.watermark(),
 		BuildID:       true,
 		UserStack:     userStackBytes,
 		ContextSwitch: true,
@@ -397,7 +399,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 				if opened[tid] {
 					continue
 				}
-				fd, err := perf.Open(attr, tid, cpu, 0)
+				e, err := s.openShared(attr, tid, cpu, owner)
 				if err != nil {
 					if !launched && errors.Is(err, syscall.ESRCH) {
 						continue // the thread ended meanwhile
@@ -406,17 +408,9 @@ func (s *session) open(pid int, kernel, launched bool) error {
 				}
 				opened[tid] = true
 				added = true
-				e := event{fd: fd}
-				if owner < 0 {
-					if e.ring, err = perf.MapRing(fd, s.cfg.RingPages); err != nil {
-						perf.Close(fd)
-						return err
-					}
-					owner = fd
+				if e.ring != nil {
+					owner = e.fd
 					s.rings = append(s.rings, e.ring)
-				} else if err := perf.SetOutput(fd, owner); err != nil {
-					perf.Close(fd)
-					return err
 				}
 				s.events = append(s.events, e)
 				s.openedThread(pid, tid, cpu, kernel, launched)
@@ -429,6 +423,32 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		}
 	}
 	return nil
+}
+
+// openShared opens attr on pid (-1: every task) and cpu. With owner < 0
+// the event maps a ring of its own (RingPages); otherwise its records go
+// to the ring of event owner, on the same CPU.
+func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (event, error) {
+	fd, err := perf.Open(attr, pid, cpu, 0)
+	if err != nil {
+		return event{}, err
+	}
+	e := event{fd: fd}
+	if owner >= 0 {
+		err = perf.SetOutput(fd, owner)
+	} else {
+		e.ring, err = perf.MapRing(fd, s.cfg.RingPages)
+	}
+	if err != nil {
+		perf.Close(fd)
+		return event{}, err
+	}
+	return e, nil
+}
+
+// watermark is the wakeup watermark of every ring: a quarter of it.
+func (s *session) watermark() uint32 {
+	return uint32(s.cfg.RingPages * os.Getpagesize() / 4)
 }
 
 // closeSources removes every probe; the target goes on unharmed.

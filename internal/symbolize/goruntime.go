@@ -88,7 +88,7 @@ func ReadGoLayout(path string) (GoLayout, error) {
 	if err != nil {
 		return l, fmt.Errorf("%s: %w", path, ErrNoGoDWARF)
 	}
-	members, err := structMembers(d, map[string][]string{
+	members, labelSet, err := structMembers(d, map[string][]string{
 		"runtime.g":    {"goid", "labels", "coroarg"},
 		"runtime.coro": {"gp"},
 	})
@@ -109,7 +109,9 @@ func ReadGoLayout(path string) (GoLayout, error) {
 	if v, ok := members["runtime.g.coroarg"]; ok {
 		l.CoroArg = v
 	}
-	l.LabelSet, _ = labelLayout(d)
+	if labelSet != 0 {
+		l.LabelSet, _ = labelLayout(d, labelSet)
+	}
 	return l, nil
 }
 
@@ -130,24 +132,31 @@ func registerABI(v string) bool {
 
 // structMembers finds the named struct types among d's top-level types
 // and returns the byte offsets of the wanted members, keyed
-// "type.member". The Go linker puts every type in one compilation unit's
-// children, so the search never descends into functions.
-func structMembers(d *dwarf.Data, want map[string][]string) (map[string]int64, error) {
+// "type.member", and where the label set's type (labelMapType) is, 0 if
+// the binary has none. The Go linker puts every type in one compilation
+// unit's children, so the search never descends into functions and ends
+// with the unit where it found a type: one pass over the types, not over
+// the whole of the DWARF.
+func structMembers(d *dwarf.Data, want map[string][]string) (map[string]int64, dwarf.Offset, error) {
 	out := map[string]int64{}
+	var labelSet dwarf.Offset
 	found := 0
 	r := d.Reader()
-	for found < len(want) {
+	for found < len(want) || labelSet == 0 {
 		e, err := r.Next()
 		if err != nil {
-			return out, err
+			return out, labelSet, err
 		}
-		if e == nil {
+		if e == nil || e.Tag == dwarf.TagCompileUnit && found > 0 {
 			break
 		}
 		if e.Tag == dwarf.TagCompileUnit || e.Tag == 0 {
 			continue // descend into the unit's children; 0 ends a list
 		}
 		name, _ := e.Val(dwarf.AttrName).(string)
+		if e.Tag == dwarf.TagStructType && name == labelMapType && labelSet == 0 {
+			labelSet = e.Offset
+		}
 		members, ok := want[name]
 		if e.Tag != dwarf.TagStructType || !ok {
 			if e.Children {
@@ -159,7 +168,7 @@ func structMembers(d *dwarf.Data, want map[string][]string) (map[string]int64, e
 		for e.Children {
 			m, err := r.Next()
 			if err != nil {
-				return out, err
+				return out, labelSet, err
 			}
 			if m == nil || m.Tag == 0 {
 				break
@@ -174,38 +183,22 @@ func structMembers(d *dwarf.Data, want map[string][]string) (map[string]int64, e
 			}
 		}
 	}
-	return out, nil
+	return out, labelSet, nil
 }
 
-// labelLayout finds the labels of runtime/pprof's label set in DWARF:
-// the set wraps (through structs of one member, such as label.Set) a
-// slice whose elements hold two strings named key and value (in any
-// case). It fails when the binary has no runtime/pprof or a layout of
-// another shape (Go before 1.24 kept a map).
-func labelLayout(d *dwarf.Data) (LabelLayout, error) {
-	r := d.Reader()
-	var set *dwarf.StructType
-	for set == nil {
-		e, err := r.Next()
-		if err != nil {
-			return LabelLayout{}, err
-		}
-		if e == nil {
-			return LabelLayout{}, fmt.Errorf("no %s in DWARF", labelMapType)
-		}
-		if e.Tag == dwarf.TagCompileUnit || e.Tag == 0 {
-			continue
-		}
-		if name, _ := e.Val(dwarf.AttrName).(string); e.Tag == dwarf.TagStructType && name == labelMapType {
-			t, err := d.Type(e.Offset)
-			if err != nil {
-				return LabelLayout{}, err
-			}
-			set, _ = t.(*dwarf.StructType)
-		}
-		if e.Children {
-			r.SkipChildren()
-		}
+// labelLayout finds the labels of runtime/pprof's label set, the type at
+// off in DWARF: the set wraps (through structs of one member, such as
+// label.Set) a slice whose elements hold two strings named key and value
+// (in any case). It fails for a layout of another shape (Go before 1.24
+// kept a map).
+func labelLayout(d *dwarf.Data, off dwarf.Offset) (LabelLayout, error) {
+	t, err := d.Type(off)
+	if err != nil {
+		return LabelLayout{}, err
+	}
+	set, ok := t.(*dwarf.StructType)
+	if !ok {
+		return LabelLayout{}, fmt.Errorf("%s is a %v, not a struct", labelMapType, t)
 	}
 	var l LabelLayout
 	for {

@@ -443,27 +443,12 @@ func TestAttachRunningThreads(t *testing.T) {
 	}
 }
 
-// manyFixture returns C source with n functions, each called once.
-func manyFixture(n int) string {
-	var b strings.Builder
-	b.WriteString("#include <stdio.h>\n#include <unistd.h>\n")
-	for i := range n {
-		fmt.Fprintf(&b, "int f%d(int x) { return x + %d; }\n", i, i)
-	}
-	b.WriteString("int main(void) {\n\tchar c;\n\tif (read(0, &c, 1) < 0) return 1;\n\tlong s = 0;\n")
-	for i := range n {
-		fmt.Fprintf(&b, "\ts += f%d(%d);\n", i, i)
-	}
-	b.WriteString("\tprintf(\"%ld\\n\", s);\n\treturn 0;\n}\n")
-	return b.String()
-}
-
 // TestAttach5000 attaches 5,000 entry probes and 5,000 uretprobes and
 // counts one call of each function.
 func TestAttach5000(t *testing.T) {
 	requireUprobes(t)
 	const n = 5000
-	bin := testutil.BuildC(t, t.TempDir(), "many", manyFixture(n))
+	bin := testutil.BuildC(t, t.TempDir(), "many", testutil.ManyFunctionsC(n))
 	t0 := time.Now()
 	sites, err := Plan(bin, []string{"f[0-9]*"})
 	if err != nil {
