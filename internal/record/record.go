@@ -164,6 +164,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		s.log = os.Stderr
 	}
 	defer s.closeEvents()
+	// Probes of every kind (planned, lazily placed, goroutine and label
+	// switches) are removed however Run returns.
+	defer s.closeSources()
 
 	if cfg.NoSampling {
 		// Side records only: a dummy event never samples.
@@ -181,7 +184,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		lo.stdout = cfg.Stdout
-		defer s.closeSources()
 	}
 
 	var tgt *target
@@ -245,7 +247,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	s.startGoroutines(pid, tgt != nil)
-	defer s.closeSources()
 
 	if tgt != nil {
 		if err := tgt.release(); err != nil {
