@@ -161,8 +161,10 @@ func inlineSources(p *model.Profile, d *Data, o HTMLOptions) {
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(self[b], self[a]), cmp.Compare(a, b)) })
+	x := newDisassembler(p, d)
+	defer x.Close()
 	for _, fn := range order[:min(len(order), o.MaxDisasm)] {
-		if dis, err := disassemble(p, d, fn); err == nil {
+		if dis, err := x.disassemble(fn); err == nil {
 			d.Disasm[fn] = dis
 		}
 	}
