@@ -100,13 +100,13 @@ func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
 	if o.MaxDisasm == 0 {
 		o.MaxDisasm = 500
 	}
-	d, err := Build(p, o.Title)
-	if err != nil {
-		return err
-	}
 	if len(o.Filter.Labels) > 0 {
 		// The page's data is per thread, not per goroutine and label.
 		return errors.New("the HTML report cannot filter by goroutine label (--label); use the text or JSON reports")
+	}
+	d, err := Build(p, o.Title)
+	if err != nil {
+		return err
 	}
 	if o.Filter.HasPID || o.Filter.HasTID || o.Filter.Thread != "" {
 		if o.FilterLabel == "" {
