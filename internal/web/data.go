@@ -291,7 +291,7 @@ func (b *builder) sampling() {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
-	if b.p.Header.Event == "cpu-clock" || b.p.Header.Event == "task-clock" {
+	if report.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
