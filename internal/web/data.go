@@ -184,7 +184,8 @@ type builder struct {
 }
 
 // Build computes the page's data for p. An instrumented recording (with
-// function events) shows instr.Build's trees; any other shows the
+// function events) shows instr.Build's trees (of the recording's root's
+// subgraph for a --root recording, as the reports); any other shows the
 // samples' stack trees. It fails only when the instrumented analysis
 // does.
 func Build(p *model.Profile, title string) (*Data, error) {
@@ -196,7 +197,9 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	}
 	view := report.Options{View: "flat", Format: "json", Min: 100}
 	if len(p.Events) > 0 {
-		res, err := instr.Build(p, instr.Options{})
+		// A --root recording covers its root's call subgraph, as its
+		// reports (and Header, from them) do.
+		res, err := instr.Build(p, instr.Options{Root: p.Header.Root})
 		if err != nil {
 			return nil, err
 		}
@@ -291,7 +294,7 @@ func (b *builder) sampling() {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
-	if b.p.Header.Event == "cpu-clock" || b.p.Header.Event == "task-clock" {
+	if report.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}

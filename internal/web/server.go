@@ -153,7 +153,9 @@ func (h *Handler) disasm(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fn: want a function index", http.StatusBadRequest)
 		return
 	}
-	dis, err := disassemble(h.p, d, fn)
+	x := newDisassembler(h.p, d)
+	defer x.Close()
+	dis, err := x.disassemble(fn)
 	if err != nil {
 		httpError(w, err)
 		return

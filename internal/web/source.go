@@ -82,10 +82,93 @@ type Insn struct {
 // maxInsns bounds one function's disassembly.
 const maxInsns = 20000
 
+// disassembler disassembles functions of one profile. It opens each
+// module once, reads its symbols once and counts the leaf samples once,
+// however many functions it is asked for (the HTML file asks for up to
+// HTMLOptions.MaxDisasm). Close releases the modules.
+type disassembler struct {
+	p *model.Profile
+	d *Data
+	// offsets are, per module and physical function name, the file
+	// offsets of the locations whose outermost frame it is.
+	offsets map[[2]string][]uint64
+	// samples are, per module, the leaf samples per file offset.
+	samples map[string]map[uint64]uint64
+	mods    map[string]*elfModule
+}
+
+// elfModule is an opened module and its function symbols, or why it
+// cannot be disassembled.
+type elfModule struct {
+	f    *elf.File
+	syms []elf.Symbol
+	err  error
+}
+
+func newDisassembler(p *model.Profile, d *Data) *disassembler {
+	x := &disassembler{p: p, d: d, offsets: map[[2]string][]uint64{}, samples: map[string]map[uint64]uint64{}, mods: map[string]*elfModule{}}
+	for i := 1; i < len(p.Locations); i++ {
+		l := &p.Locations[i]
+		if len(l.Frames) > 0 {
+			k := [2]string{l.Module, l.Frames[len(l.Frames)-1].Function}
+			x.offsets[k] = append(x.offsets[k], l.Offset)
+		}
+	}
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		if s.Stack == 0 || int(s.Stack) >= len(p.Stacks) {
+			continue
+		}
+		loc := p.Stacks[s.Stack].Location
+		if _, m := report.LocationFrames(p, loc); m != "" {
+			if x.samples[m] == nil {
+				x.samples[m] = map[uint64]uint64{}
+			}
+			x.samples[m][p.Locations[loc].Offset]++
+		}
+	}
+	return x
+}
+
+// Close closes the modules opened.
+func (x *disassembler) Close() {
+	for _, m := range x.mods {
+		if m.f != nil {
+			m.f.Close()
+		}
+	}
+}
+
+// module opens an x86-64 module and reads its symbols, once.
+func (x *disassembler) module(path string) (*elfModule, error) {
+	if m, ok := x.mods[path]; ok {
+		return m, m.err
+	}
+	m := &elfModule{}
+	x.mods[path] = m
+	st, err := os.Stat(path)
+	switch {
+	case err != nil || !st.Mode().IsRegular():
+		m.err = fmt.Errorf("%w: module %s", ErrUnavailable, path)
+	default:
+		if m.f, err = elf.Open(path); err != nil {
+			m.err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		} else if m.f.Machine != elf.EM_X86_64 {
+			m.err = fmt.Errorf("%w: %s is not x86-64", ErrUnavailable, path)
+		} else {
+			syms, _ := m.f.Symbols()
+			dyn, _ := m.f.DynamicSymbols()
+			m.syms = append(syms, dyn...)
+		}
+	}
+	return m, m.err
+}
+
 // disassemble decodes function fn (an index in d.Funcs) from its
 // module's ELF file. The function is found by the symbol that contains
 // one of its locations, so only code the trace points at is read.
-func disassemble(p *model.Profile, d *Data, fn int) (*Disassembly, error) {
+func (x *disassembler) disassemble(fn int) (*Disassembly, error) {
+	d := x.d
 	if fn < 0 || fn >= len(d.Funcs.Name) {
 		return nil, fmt.Errorf("%w: no function %d", ErrUnavailable, fn)
 	}
@@ -93,30 +176,16 @@ func disassemble(p *model.Profile, d *Data, fn int) (*Disassembly, error) {
 	if !filepath.IsAbs(module) || !safePath(module) {
 		return nil, fmt.Errorf("%w: module %q is not a file", ErrUnavailable, module)
 	}
-	// Locations whose physical function is fn, by file offset.
-	var offsets []uint64
-	for i := 1; i < len(p.Locations); i++ {
-		l := &p.Locations[i]
-		if l.Module == module && len(l.Frames) > 0 && l.Frames[len(l.Frames)-1].Function == name {
-			offsets = append(offsets, l.Offset)
-		}
-	}
+	offsets := x.offsets[[2]string{module, name}]
 	if len(offsets) == 0 {
 		return nil, fmt.Errorf("%w: %s has no machine code location in the trace", ErrUnavailable, name)
 	}
-	st, err := os.Stat(module)
-	if err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: module %s", ErrUnavailable, module)
-	}
-	f, err := elf.Open(module)
+	m, err := x.module(module)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, err
 	}
-	defer f.Close()
-	if f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%w: %s is not x86-64", ErrUnavailable, module)
-	}
-	sym, ok := containingSymbol(f, offsets[0])
+	f := m.f
+	sym, ok := containingSymbol(f, m.syms, offsets[0])
 	if !ok {
 		return nil, fmt.Errorf("%w: no symbol covers %s in %s", ErrUnavailable, name, module)
 	}
@@ -124,18 +193,7 @@ func disassemble(p *model.Profile, d *Data, fn int) (*Disassembly, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Leaf samples per file offset of this module.
-	samples := map[uint64]uint64{}
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		if s.Stack == 0 || int(s.Stack) >= len(p.Stacks) {
-			continue
-		}
-		loc := p.Stacks[s.Stack].Location
-		if _, m := report.LocationFrames(p, loc); m == module {
-			samples[p.Locations[loc].Offset]++
-		}
-	}
+	samples := x.samples[module]
 	toOffset := vaddrToOffset(f)
 	out := &Disassembly{Module: module, Symbol: sym.Name, Insns: []Insn{}}
 	for pc := 0; pc < len(code) && len(out.Insns) < maxInsns; {
@@ -159,8 +217,8 @@ func disassemble(p *model.Profile, d *Data, fn int) (*Disassembly, error) {
 }
 
 // containingSymbol finds the function symbol whose bytes hold file
-// offset off.
-func containingSymbol(f *elf.File, off uint64) (elf.Symbol, bool) {
+// offset off among syms (f's symbols).
+func containingSymbol(f *elf.File, syms []elf.Symbol, off uint64) (elf.Symbol, bool) {
 	var vaddr uint64
 	found := false
 	for _, p := range f.Progs {
@@ -172,9 +230,7 @@ func containingSymbol(f *elf.File, off uint64) (elf.Symbol, bool) {
 	if !found {
 		return elf.Symbol{}, false
 	}
-	syms, _ := f.Symbols()
-	dyn, _ := f.DynamicSymbols()
-	for _, s := range append(syms, dyn...) {
+	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 && vaddr >= s.Value && vaddr < s.Value+s.Size {
 			return s, true
 		}

@@ -100,13 +100,13 @@ func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
 	if o.MaxDisasm == 0 {
 		o.MaxDisasm = 500
 	}
-	d, err := Build(p, o.Title)
-	if err != nil {
-		return err
-	}
 	if len(o.Filter.Labels) > 0 {
 		// The page's data is per thread, not per goroutine and label.
 		return errors.New("the HTML report cannot filter by goroutine label (--label); use the text or JSON reports")
+	}
+	d, err := Build(p, o.Title)
+	if err != nil {
+		return err
 	}
 	if o.Filter.HasPID || o.Filter.HasTID || o.Filter.Thread != "" {
 		if o.FilterLabel == "" {
@@ -161,8 +161,10 @@ func inlineSources(p *model.Profile, d *Data, o HTMLOptions) {
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(self[b], self[a]), cmp.Compare(a, b)) })
+	x := newDisassembler(p, d)
+	defer x.Close()
 	for _, fn := range order[:min(len(order), o.MaxDisasm)] {
-		if dis, err := disassemble(p, d, fn); err == nil {
+		if dis, err := x.disassemble(fn); err == nil {
 			d.Disasm[fn] = dis
 		}
 	}

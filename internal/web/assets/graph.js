@@ -64,11 +64,8 @@ TP.Graph = class Graph {
     this.weighting = this.weightEl.value;
     this.dirty = true;
     this.renders = 0;
-    const onFilter = (v) => {
-      this.setFilter(v);
-    };
-    this.slider.addEventListener("input", () => onFilter(+this.slider.value));
-    this.num.addEventListener("change", () => onFilter(+this.num.value));
+    this.slider.addEventListener("input", () => this.setFilter(+this.slider.value));
+    this.num.addEventListener("change", () => this.setFilter(+this.num.value));
     this.weightEl.addEventListener("change", () => { this.weighting = this.weightEl.value; this.invalidate(); });
     document.getElementById("graph-collapse").addEventListener("click", () => this.step(app.state.selected, -1));
     document.getElementById("graph-expand").addEventListener("click", () => this.step(app.state.selected, +1));
@@ -160,7 +157,6 @@ TP.Graph = class Graph {
         arcs.push({ from: f, to: a.func, T, arc: a });
       }
     }
-    // Nodes never expanded (queued past the limit) still need kids.
     return { nodes, arcs, truncated, rootTotal };
   }
 

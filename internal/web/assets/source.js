@@ -25,7 +25,7 @@ TP.Source = class Source {
     if (this.app.activeTab === "source") this.render();
   }
 
-  // fetchText gets a source file: inlined in the HTML file, else asked
+  // getSource gets a source file: inlined in the HTML file, else asked
   // from the server (which serves only files the trace names).
   getSource(file) {
     const d = this.app.model.data;

@@ -135,8 +135,7 @@ TP.Table = class Table {
 
   // reveal scrolls the selected function into view if it is listed.
   reveal(f) {
-    let idx = -1;
-    for (let i = 0; i < this.rows.length; i++) if (this.rows[i] === f) { idx = i; break; }
+    const idx = this.rows.indexOf(f);
     if (idx >= 0) {
       const top = idx * ROW, b = this.body;
       if (top < b.scrollTop || top + ROW > b.scrollTop + b.clientHeight) b.scrollTop = top - b.clientHeight / 3;
