@@ -36,6 +36,8 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		}
 		defer os.RemoveAll(d)
 		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	src := filepath.Join(dir, "hotspots.c")
 	bin := filepath.Join(dir, "hotspots")
