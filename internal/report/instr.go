@@ -240,6 +240,20 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	if mt.name != "wall" && !r.CPUMeasured {
 		return nil, fmt.Errorf("report: metric %s: the recording has no context switches, so CPU time and dispatches were not measured", mt.name)
 	}
+	return newInstrData(p, o, opts, mt, r), nil
+}
+
+// InstrHeaderOf is the header the flat view of p shows for r, instr.Build's
+// analysis of p with the recording's root and no filter: for a caller that
+// has the analysis already (the web UI) and must not run it again.
+func InstrHeaderOf(p *model.Profile, r *instr.Result) InstrHeader {
+	mt, _ := metricByName("wall")
+	o := Options{View: "flat", Root: p.Header.Root}
+	return newInstrData(p, o, instr.Options{Root: o.Root}, mt, r).header
+}
+
+// newInstrData makes the header of r, analysed with opts, for o.
+func newInstrData(p *model.Profile, o Options, opts instr.Options, mt metric, r *instr.Result) *instrData {
 	in := &instrData{p: p, o: o, opts: opts, mt: mt, r: r, total: mt.of(&r.Total)}
 	d := prepare(p, o.Filter, opts.ByGoroutine)
 	sh := d.baseHeader(o.View)
@@ -297,7 +311,7 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	in.header = h
 	in.sampling = sh
 	in.sampling.Warnings = h.Warnings
-	return in, nil
+	return in
 }
 
 // writeInstr writes view iv of the instrumented recording p.

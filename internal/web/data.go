@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -195,7 +194,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	for _, pr := range p.Processes {
 		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
 	}
-	view := report.Options{View: "flat", Format: "json", Min: 100}
+	var header any
 	if len(p.Events) > 0 {
 		// A --root recording covers its root's call subgraph, as its
 		// reports (and Header, from them) do.
@@ -204,19 +203,17 @@ func Build(p *model.Profile, title string) (*Data, error) {
 			return nil, err
 		}
 		b.instrumented(res)
+		header = report.InstrHeaderOf(p, res)
 	} else {
 		b.sampling()
+		h := report.NewHeader(p, report.Filter{})
+		h.View = "flat"
+		header = h
 	}
-	var hdr bytes.Buffer
-	if err := report.Write(&hdr, p, view); err != nil {
+	var err error
+	if d.Header, err = json.Marshal(header); err != nil {
 		return nil, err
 	}
-	var full map[string]json.RawMessage
-	if err := json.Unmarshal(hdr.Bytes(), &full); err != nil {
-		return nil, err
-	}
-	delete(full, "functions")
-	d.Header, _ = json.Marshal(full)
 	b.lines()
 	b.code()
 	b.timeline()
