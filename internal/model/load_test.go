@@ -177,6 +177,12 @@ func TestThreadIncarnations(t *testing.T) {
 			t.Errorf("ThreadAt(1, 7, %d) = %+v, want %s", c.at, th, c.want)
 		}
 	}
+	lookup := p.NewThreadLookup()
+	for at := uint64(0); at < 100; at++ {
+		if got, want := lookup.At(1, 7, at), p.ThreadAt(1, 7, at); got != want {
+			t.Errorf("ThreadLookup.At(1, 7, %d) = %+v, ThreadAt says %+v", at, got, want)
+		}
+	}
 	if th := p.ThreadAt(1, 8, 10); th != nil {
 		t.Errorf("ThreadAt of an unknown thread = %+v", th)
 	}

@@ -321,6 +321,36 @@ func (p *Profile) ThreadAt(pid, tid uint32, t uint64) *Thread {
 	return th
 }
 
+// ThreadLookup answers ThreadAt for records visited in time order,
+// searching p.Threads once per incarnation rather than once per record:
+// reports and the web UI look up every sample's thread.
+type ThreadLookup struct {
+	p      *Profile
+	recent map[[2]uint32]threadSpan
+}
+
+// threadSpan is an incarnation and the times its answer holds for.
+type threadSpan struct {
+	th          *Thread
+	from, until uint64
+}
+
+// NewThreadLookup returns a ThreadLookup over p's threads.
+func (p *Profile) NewThreadLookup() *ThreadLookup {
+	return &ThreadLookup{p: p, recent: map[[2]uint32]threadSpan{}}
+}
+
+// At is p.ThreadAt(pid, tid, t).
+func (l *ThreadLookup) At(pid, tid uint32, t uint64) *Thread {
+	k := [2]uint32{pid, tid}
+	c, ok := l.recent[k]
+	if !ok || t < c.from || t >= c.until {
+		c.th, c.from, c.until = l.p.ThreadSpan(pid, tid, t)
+		l.recent[k] = c
+	}
+	return c.th
+}
+
 // ThreadSpan is ThreadAt that also returns the times from (inclusive) to
 // until (exclusive) over which ThreadAt of pid/tid gives the same answer,
 // so that a pass over records in time order can look each incarnation up

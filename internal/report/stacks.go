@@ -119,21 +119,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	var groups []Stack
 	running := map[*model.Thread]uint64{} // the goroutine each thread runs
 	var g int                             // the next goroutine switch
-	// Records come in time order: look each incarnation up once.
-	type span struct {
-		th          *model.Thread
-		from, until uint64
-	}
-	recent := map[[2]uint32]span{}
-	threadAt := func(pid, tid uint32, t uint64) *model.Thread {
-		k := [2]uint32{pid, tid}
-		c, ok := recent[k]
-		if !ok || t < c.from || t >= c.until {
-			c.th, c.from, c.until = p.ThreadSpan(pid, tid, t)
-			recent[k] = c
-		}
-		return c.th
-	}
+	threadAt := p.NewThreadLookup().At
 	for i := range p.Samples {
 		s := &p.Samples[i]
 		th := threadAt(s.PID, s.TID, s.Time)

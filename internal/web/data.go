@@ -315,9 +315,10 @@ func (b *builder) sampling() {
 	var locs []uint32
 	stackFuncs := map[uint32][]int{}
 	unknown := -1
+	threads := b.p.NewThreadLookup()
 	for i := range b.p.Samples {
 		s := &b.p.Samples[i]
-		t := b.p.ThreadAt(s.PID, s.TID, s.Time)
+		t := threads.At(s.PID, s.TID, s.Time)
 		var th *thr
 		if t != nil {
 			th = byThread[t]
