@@ -116,7 +116,10 @@ func TestHundredsOfShortThreads(t *testing.T) {
 				t.Errorf("two rows named %s", r.Name)
 			}
 			workers[r.Name] = true
-			if r.StartNS == 0 || r.EndNS <= r.StartNS || r.CPUNS < 0.9e6 || r.CPUNS > r.WallNS+1 {
+			// Each spins for 1 ms of its own CPU clock. One thread of 300
+			// was once seen at 0.76 ms under CI load (the sum still within
+			// 0.6%), so the bound per thread is loose; the sum is the bar.
+			if r.StartNS == 0 || r.EndNS <= r.StartNS || r.CPUNS < 0.5e6 || r.CPUNS > r.WallNS+1 {
 				t.Errorf("%s: start %d end %d cpu %.0f wall %.0f: want a created and ended thread with about 1 ms on CPU",
 					r.Name, r.StartNS, r.EndNS, r.CPUNS, r.WallNS)
 			}
