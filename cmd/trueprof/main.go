@@ -218,13 +218,14 @@ func reportCmd() *cobra.Command {
 		pid, tid                                   int
 		min                                        float64
 		raw, noInterrupts                          bool
+		agg                                        model.Aggregation
 	)
 	c := &cobra.Command{
 		Use:   "report",
 		Short: "Print a report of a trace: tprof, flat, tree, arcflow, callflow or threads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr())
+			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
@@ -256,6 +257,7 @@ func reportCmd() *cobra.Command {
 	f.BoolVar(&noInterrupts, "exclude-interrupts", false, "remove the time of interrupts handled while a thread ran from its wall and CPU time")
 	f.StringVar(&metric, "metric", "wall", "instrumented recordings and threads: wall | cpu | dispatches")
 	f.StringVar(&root, "root", "", "instrumented recordings: only calls inside this function's subgraph")
+	aggregationFlags(c, &agg)
 	return c
 }
 
@@ -263,12 +265,13 @@ func exportCmd() *cobra.Command {
 	var in, format, out, thread string
 	var labels []string
 	var pid, tid int
+	var agg model.Aggregation
 	c := &cobra.Command{
 		Use:   "export",
 		Short: "Export a trace for other tools: pprof (go tool pprof) or folded stacks (flame graphs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr())
+			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
@@ -309,6 +312,7 @@ func exportCmd() *cobra.Command {
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
 	labelFlag(c, &labels)
+	aggregationFlags(c, &agg)
 	c.MarkFlagRequired("output")
 	return c
 }
@@ -329,9 +333,10 @@ func demoCmd() *cobra.Command {
 	return c
 }
 
-// loadProfile opens a trace; damage is reported but what precedes it is
-// still used.
-func loadProfile(path string, log io.Writer) (*model.Profile, error) {
+// loadProfile opens a trace and groups its code as agg says, once for
+// every view, export and the web UI; damage is reported but what precedes
+// it is still used.
+func loadProfile(path string, log io.Writer, agg model.Aggregation) (*model.Profile, error) {
 	p, err := model.Open(path)
 	if err != nil {
 		return nil, err
@@ -339,7 +344,17 @@ func loadProfile(path string, log io.Writer) (*model.Profile, error) {
 	if p.Err != nil {
 		fmt.Fprintf(log, "trueprof: warning: %v\n", p.Err)
 	}
+	if err := p.Aggregate(agg); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// aggregationFlags defines --granularity and --no-inlines, which report,
+// export and serve share.
+func aggregationFlags(c *cobra.Command, agg *model.Aggregation) {
+	c.Flags().Var(&agg.Granularity, "granularity", "what an entry is, as pprof's options of the same names: functions | files (a source file; [module] without line information) | lines (a function at a source line) | addresses (a function at an instruction)")
+	c.Flags().BoolVar(&agg.NoInlines, "no-inlines", false, "charge inlined code to the function it was inlined into, as perf and pprof -noinlines do (default: inlined functions are entries of their own)")
 }
 
 // labelFlag defines --label, which report and export share.

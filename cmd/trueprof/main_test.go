@@ -184,21 +184,7 @@ func TestReportAndExport(t *testing.T) {
 			}
 		}
 	}
-	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flat struct {
-		Total     map[string]uint64 `json:"total"`
-		Functions []struct {
-			Name string            `json:"name"`
-			Self map[string]uint64 `json:"self"`
-		} `json:"functions"`
-	}
-	if err := json.Unmarshal(out, &flat); err != nil || len(flat.Functions) == 0 {
-		t.Fatalf("flat JSON: %v", err)
-	}
-	top := flat.Functions[0]
+	top := reportFlat(t, "-i", tr).Functions[0]
 	pb := filepath.Join(dir, "t.pb.gz")
 	if out, err := exec.Command(trueprof(), "export", "-i", tr, "--format", "pprof", "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)

@@ -179,7 +179,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 	if o.Root != "" {
 		found := false
 		for i := range p.Events {
-			if a.fn(p.Events[i].Function).Name == o.Root {
+			if a.isRoot(p.Events[i].Function) {
 				found = true
 				break
 			}
@@ -447,6 +447,13 @@ func (a *analysis) fn(id uint32) Func {
 	return a.funcs[id]
 }
 
+// isRoot reports whether location id is in the Root function: its
+// physical function as recorded, whatever grouping of code renamed the
+// frames to (a --root names a function even when the reports show files).
+func (a *analysis) isRoot(id uint32) bool {
+	return int(id) < len(a.p.Locations) && id != 0 && a.p.Locations[id].Symbol() == a.o.Root
+}
+
 // sampleFuncs returns the function-level stack of sample stack id,
 // outermost first, inlined functions after the function they were
 // inlined into; [Unknown] for a sample without a stack.
@@ -658,7 +665,7 @@ func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
 func (a *analysis) event(th *thread, e *model.Event) {
 	f := a.fn(e.Function)
 	if !a.inside(th) {
-		if !e.Entry || f.Name != a.o.Root {
+		if !e.Entry || !a.isRoot(e.Function) {
 			return // outside the Root subgraph
 		}
 		a.rootEntered = true
