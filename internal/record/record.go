@@ -681,7 +681,9 @@ func (s *session) process(r *perf.Record) error {
 			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
 	case perf.RecordComm:
 		if r.Exec() {
-			s.res.exec(r.PID)
+			if err := s.res.exec(r.PID); err != nil {
+				return err
+			}
 		}
 		name, err := w.Intern(r.Comm)
 		if err != nil {
@@ -695,7 +697,9 @@ func (s *session) process(r *perf.Record) error {
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordExit:
 		if r.PID == r.TID {
-			s.res.exit(r.PID)
+			if err := s.res.exit(r.PID); err != nil {
+				return err
+			}
 		}
 		return w.Write(&trace.Exit{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordSwitch:
@@ -712,6 +716,11 @@ func (s *session) process(r *perf.Record) error {
 func (s *session) finish() error {
 	reason, err := s.w.Intern(s.result.Reason)
 	if err != nil {
+		return err
+	}
+	// JIT runtimes may write their symbol files last (at exit) or on
+	// demand: what is still unnamed is looked up once more.
+	if err := s.res.finish(); err != nil {
 		return err
 	}
 	code := int32(-1)

@@ -105,9 +105,11 @@ func selfShares(p *model.Profile, comm string) map[string]float64 {
 }
 
 // perfReport returns the symbol shares perf report computes for the
-// samples of processes named comm in perf.data file data.
-func perfReport(t *testing.T, perfBin, data, comm string) map[string]float64 {
-	out, err := exec.Command(perfBin, "report", "-i", data, "--comm", comm, "--no-children", "--stdio", "--sort", "sym", "--percent-limit", "0.5").Output()
+// samples in perf.data file data that filter selects ("--comm", "NAME"
+// or "--pid", "PID").
+func perfReport(t *testing.T, perfBin, data string, filter ...string) map[string]float64 {
+	args := append([]string{"report", "-i", data, "--no-children", "--stdio", "--sort", "sym", "--percent-limit", "0.5"}, filter...)
+	out, err := exec.Command(perfBin, args...).Output()
 	if err != nil {
 		t.Fatalf("perf report: %v", err)
 	}
@@ -141,7 +143,7 @@ func TestSharesMatchPerf(t *testing.T) {
 		t.Fatalf("result %+v end %+v", res, p.End)
 	}
 	got := selfShares(p, "hotspots")
-	want := perfReport(t, perfBin, data, "hotspots")
+	want := perfReport(t, perfBin, data, "--comm", "hotspots")
 	t.Logf("trueprof %v", top(got))
 	t.Logf("perf     %v", top(want))
 	for _, fn := range []string{"mix", "parse", "checksum", "transform"} {

@@ -130,7 +130,11 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, r.Address)
 		b = binary.AppendUvarint(b, u(r.Module))
 		b = binary.AppendUvarint(b, r.Offset)
-		b = appendList(b, r.Lines, func(b []byte, l Line) []byte { return appendU32s(b, l.Function, l.File, l.Line) })
+		b = appendLines(b, r.Lines)
+	case *Rename:
+		timed = false
+		b = binary.AppendUvarint(b, u(r.ID))
+		b = appendLines(b, r.Lines)
 	case *StackNode:
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
@@ -246,6 +250,11 @@ func appendList[T any](b []byte, items []T, item func([]byte, T) []byte) []byte 
 	return b
 }
 
+// appendLines appends the frames of a Location or Rename.
+func appendLines(b []byte, lines []Line) []byte {
+	return appendList(b, lines, func(b []byte, l Line) []byte { return appendU32s(b, l.Function, l.File, l.Line) })
+}
+
 // appendU32s appends each of vs as a uvarint.
 func appendU32s(b []byte, vs ...uint32) []byte {
 	for _, v := range vs {
@@ -308,6 +317,8 @@ func isNil(r Record) bool {
 	case *Counter:
 		return r == nil
 	case *Labels:
+		return r == nil
+	case *Rename:
 		return r == nil
 	}
 	return false

@@ -53,6 +53,8 @@ func edgeRecords() []Record {
 		&Location{},
 		&Location{ID: 1, Address: math.MaxUint64, Module: 2, Offset: math.MaxUint64, Lines: lines},
 		&Location{ID: 2, Address: 0x401000, Module: 2, Offset: 0x1000, Lines: []Line{{}}},
+		&Rename{},
+		&Rename{ID: 2, Lines: []Line{{Function: math.MaxUint32, File: 1, Line: math.MaxUint32}, {Function: 1}}},
 		&StackNode{},
 		&StackNode{ID: math.MaxUint32, Parent: math.MaxUint32, Location: math.MaxUint32},
 		&Sample{},
