@@ -475,6 +475,7 @@ func (s *session) closeEvents() {
 		perf.Close(e.fd)
 	}
 	s.events, s.rings = nil, nil
+	s.counters.close()
 }
 
 // loop drains the rings until recording should stop and returns why.
