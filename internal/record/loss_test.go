@@ -55,7 +55,10 @@ func TestNoLossNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, p := recordCmd(t, Config{Command: []string{node, "--perf-basic-prof", src, "2"}, Stdout: io.Discard})
+	// --perf-basic-prof also writes a V8 log, by default into the
+	// working directory.
+	logfile := "--logfile=" + filepath.Join(t.TempDir(), "v8.log")
+	res, p := recordCmd(t, Config{Command: []string{node, "--perf-basic-prof", "--no-logfile-per-isolate", logfile, src, "2"}, Stdout: io.Discard})
 	checkNoLoss(t, res, p, "node")
 }
 
