@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ func rootCmd() *cobra.Command {
 func recordCmd() *cobra.Command {
 	var (
 		out, event, mode, size string
+		mmapPages              string
 		freq, period           uint64
 		pid                    int
 		duration               time.Duration
@@ -96,6 +98,10 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
+			pages, err := parseMmapPages(mmapPages)
+			if err != nil {
+				return err
+			}
 			m := trace.Mode(mode)
 			if m != trace.ModeNormal && m != trace.ModeWrap && m != trace.ModeContinuous {
 				return fmt.Errorf("--mode %q: want normal, wrap or continuous", mode)
@@ -109,7 +115,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 			cfg := record.Config{
 				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
-				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines,
+				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines, RingPages: pages,
 			}
 			if mech != "" && mech != "hook" && mech != "uprobe" {
 				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
@@ -153,7 +159,27 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
+	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
 	return c
+}
+
+// parseMmapPages parses -m as perf does: a number of pages, or a size
+// with a unit, rounded up to a power of two pages. "" is 0: the
+// recorder sizes its rings itself.
+func parseMmapPages(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var bytes int64
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n <= 0 || n > 1<<30 {
+			return 0, fmt.Errorf("--mmap-pages %q: want 1 to 2^30 pages", s)
+		}
+		bytes = n * int64(os.Getpagesize())
+	} else if bytes, err = parseSize(s); err != nil || bytes <= 0 || bytes > 1<<42 {
+		return 0, fmt.Errorf("--mmap-pages %q: want a number of pages or a size such as 512K or 2M", s)
+	}
+	return perf.RingPagesFor(bytes), nil
 }
 
 // calibration returns this machine's stored calibration of mech,

@@ -247,6 +247,26 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
+// TestParseMmapPages checks -m: pages as given or rounded up to a power
+// of two, and sizes turned into pages, as perf -m reads them.
+func TestParseMmapPages(t *testing.T) {
+	page := os.Getpagesize()
+	for _, tt := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"", 0, true}, {"128", 128, true}, {"100", 128, true}, {"1", 1, true},
+		{"2M", 2 << 20 / page, true}, {"512K", 512 << 10 / page, true}, {"3M", 4 << 20 / page, true},
+		{"0", 0, false}, {"-4", 0, false}, {"x", 0, false}, {"0K", 0, false},
+	} {
+		got, err := parseMmapPages(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseMmapPages(%q) = %d, %v", tt.in, got, err)
+		}
+	}
+}
+
 // writeThreadsTrace writes a trace of process srv (pid 7): its main
 // thread runs goroutine 1 and takes an interrupt; thread 8 is created as
 // pool, exits, and its tid is reused by a thread named io.

@@ -476,3 +476,32 @@ int main(void) { for (int i = 0; i < 200; i++) usleep(1000); return 0; }`)
 		t.Errorf("%d voluntary switch-outs, %d switch-ins (%d preempted) for 200 sleeps", out, in, preempted)
 	}
 }
+
+// TestRingPages checks that rings grow with the sampling rate, within
+// perf's default and the largest ring, and stay at the default without
+// the right to lock more memory.
+func TestRingPages(t *testing.T) {
+	clock, _ := perf.ParseEvent("cpu-clock")
+	faults, _ := perf.ParseEvent("page-faults")
+	page := os.Getpagesize()
+	for _, c := range []struct {
+		name      string
+		cfg       Config
+		cpus      int
+		unlimited bool
+		want      int // bytes
+	}{
+		{"default rate", Config{Event: clock, Freq: 999}, 2, true, 4 << 20},
+		{"low rate", Config{Event: clock, Freq: 10}, 2, true, 512 << 10},
+		{"high rate", Config{Event: clock, Freq: 20000}, 2, true, 16 << 20},
+		{"clock period", Config{Event: clock, Period: 1000000}, 2, true, 4 << 20},
+		{"other period", Config{Event: faults, Period: 1}, 2, true, 16 << 20},
+		{"many CPUs", Config{Event: clock, Freq: 999}, 64, true, 1 << 20},
+		{"more CPUs", Config{Event: clock, Freq: 999}, 1024, true, 512 << 10},
+		{"limited", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
+	} {
+		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
+			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)
+		}
+	}
+}
