@@ -13,6 +13,8 @@
 //	c, err := calibrate.Run(ctx, calibrate.Options{Mechanism: "hook"})
 //	err = calibrate.Save(c)
 //	c, err = calibrate.Load("hook") // in later recordings
+//
+// LoadOrMeasure does both on first use, as record does.
 package calibrate
 
 import (
@@ -47,9 +49,13 @@ var targetSource string
 type Options struct {
 	Mechanism string // "hook" or "uprobe"
 	Rounds    int    // calls of cal_outer per batch; 0 chooses per mechanism
-	Batches   int    // recordings whose intervals are pooled; 0 means 5
+	Batches   int    // recordings whose intervals are pooled; 0 means DefaultBatches
 	Log       io.Writer
 }
+
+// DefaultBatches is how many recordings a calibration pools unless told
+// otherwise.
+const DefaultBatches = 5
 
 // Run measures the probe cost of o.Mechanism on this machine.
 func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
@@ -63,7 +69,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 		}
 	}
 	if o.Batches == 0 {
-		o.Batches = 5
+		o.Batches = DefaultBatches
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -350,6 +356,31 @@ func machine() (host, kernel string) {
 		kernel = string(b)
 	}
 	return host, kernel
+}
+
+// LoadOrMeasure returns this machine's stored calibration of
+// o.Mechanism. When there is none it says so on notice, measures one with
+// o, stores it and returns it: an instrumented profile is only as good as
+// its calibration, so recording calibrates on first use.
+func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Calibration, error) {
+	c, err := Load(o.Mechanism)
+	if errors.Is(err, ErrNotCalibrated) {
+		how := " (see trueprof calibrate)"
+		if o.Batches > 0 && o.Batches < DefaultBatches {
+			// A quick calibration is a real one with fewer intervals
+			// (its sample count is in every report's header); say how to
+			// replace it.
+			how = fmt.Sprintf(" with %d of the usual %d batches; trueprof calibrate measures all %d and replaces it", o.Batches, DefaultBatches, DefaultBatches)
+		}
+		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
+		if c, err = Run(ctx, o); err == nil {
+			err = Save(c)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("calibrating %s: %w", o.Mechanism, err)
+	}
+	return c, nil
 }
 
 // ErrNotCalibrated is returned by Load when this machine has no stored
