@@ -125,10 +125,10 @@ func sampling(ctx context.Context, w io.Writer, src, dir string, rounds int) err
 // hooks builds the example with -finstrument-functions, traces it with
 // trueprof's hook library and prints the instrumented reports.
 func hooks(ctx context.Context, w io.Writer, src, dir string, rounds int) error {
-	fmt.Fprintf(w, "\n# Sampling estimates shares but cannot count calls, and a tracer's raw times include its probes.\n"+
-		"# Now the same example built with -finstrument-functions, traced by trueprof's compiled-in hooks, whose\n"+
-		"# cost is measured on this machine (calibration) and removed. mix is not instrumented (see the gcc flags):\n"+
-		"# its 200,000 calls a batch of a few ns each are for sampling, and its time is in its callers' self time.\n")
+	fmt.Fprintf(w, "\n%s", comment("Sampling estimates shares but cannot count calls, and a tracer's raw times include its probes. "+
+		"Now the same example built with -finstrument-functions, traced by trueprof's compiled-in hooks, whose cost is measured "+
+		"on this machine (calibration) and removed. mix is not instrumented (see the gcc flags): its 200,000 calls a batch "+
+		"of a few ns each are for sampling, and its time is in its callers' self time."))
 	bin := filepath.Join(dir, "hotspots-hooks")
 	if err := build(ctx, w, src, bin, hookFlags...); err != nil {
 		return err
@@ -146,13 +146,13 @@ func hooks(ctx context.Context, w io.Writer, src, dir string, rounds int) error 
 		return err
 	}
 	fmt.Fprintf(w, "trueprof: %d events, %d lost, %d bytes written to %s\n", res.Events, res.Lost, res.Bytes, tracePath)
-	perCall := "the probes' cost"
+	perCall := ""
 	if c := p.Header.Calibration; c != nil {
-		perCall = fmt.Sprintf("the probes' cost, %.1f ns a call here,", c.PerCall)
+		perCall = fmt.Sprintf(" (%.1f ns a call, measured on this machine)", c.PerCall)
 	}
 	return show(w, p, tracePath, []view{
 		{"tree", fmt.Sprintf("Exact calls (CALLS) and calls made (CEE): main called process_batch %d times, which called parse and checksum once each, "+
-			"and the worker called transform %d times; BASE is self time with %s removed, DELTA what was removed: raw = BASE + DELTA.",
+			"and the worker called transform %d times; BASE is self time less the probes' cost%s, and DELTA what that removed: raw = BASE + DELTA.",
 			rounds, rounds/2, perCall)},
 		{"flat", "Per function, exact CALLS and calibrated SELF and TOTAL time, with the fastest and slowest single call (MIN/CALL, MAX/CALL), which sampling cannot measure."},
 	})
@@ -192,12 +192,33 @@ type view struct{ name, says string }
 // show prints text reports of p.
 func show(w io.Writer, p *model.Profile, tracePath string, views []view) error {
 	for _, v := range views {
-		fmt.Fprintf(w, "\n# %s\n$ trueprof report -i %s --view %s\n", v.says, tracePath, v.name)
+		fmt.Fprintf(w, "\n%s$ trueprof report -i %s --view %s\n", comment(v.says), tracePath, v.name)
 		if err := report.Write(w, p, report.Options{View: v.name, Format: "text"}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// comment formats text as shell comment lines of at most about 100
+// columns, like the commands it explains.
+func comment(text string) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(text) {
+		if n > 0 && n+1+len(word) > 100 {
+			b.WriteString("\n")
+			n = 0
+		}
+		if n == 0 {
+			b.WriteString("#")
+			n = 1
+		}
+		b.WriteString(" " + word)
+		n += 1 + len(word)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // lockedWriter serialises writes to the demo's output, to which the

@@ -113,3 +113,21 @@ func TestDemoRefusesNegativeRounds(t *testing.T) {
 		t.Errorf("printed %q before refusing", out.String())
 	}
 }
+
+// TestComment wraps a sentence into comment lines.
+func TestComment(t *testing.T) {
+	long := strings.Repeat("word ", 30) // 150 columns
+	got := comment(long)
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), got)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "# word") || len(l) > 100 {
+			t.Errorf("line %q: want a comment of words of at most 100 columns", l)
+		}
+	}
+	if n := strings.Count(got, "word"); n != 30 {
+		t.Errorf("%d words, want 30", n)
+	}
+}
