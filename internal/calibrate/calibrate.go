@@ -57,11 +57,8 @@ type Options struct {
 // otherwise.
 const DefaultBatches = 5
 
-// Run measures the probe cost of o.Mechanism on this machine.
-func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
-	if o.Mechanism != "hook" && o.Mechanism != "uprobe" {
-		return nil, fmt.Errorf("mechanism %q: want hook or uprobe", o.Mechanism)
-	}
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
 	if o.Rounds == 0 {
 		o.Rounds = 200000
 		if o.Mechanism == "uprobe" {
@@ -74,6 +71,15 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	return o
+}
+
+// Run measures the probe cost of o.Mechanism on this machine.
+func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
+	if o.Mechanism != "hook" && o.Mechanism != "uprobe" {
+		return nil, fmt.Errorf("mechanism %q: want hook or uprobe", o.Mechanism)
+	}
+	o = o.withDefaults()
 	dir, err := os.MkdirTemp("", "trueprof-calibrate-")
 	if err != nil {
 		return nil, err
@@ -366,11 +372,12 @@ func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Cal
 	c, err := Load(o.Mechanism)
 	if errors.Is(err, ErrNotCalibrated) {
 		how := " (see trueprof calibrate)"
-		if o.Batches > 0 && o.Batches < DefaultBatches {
+		if d, full := o.withDefaults(), (Options{Mechanism: o.Mechanism}).withDefaults(); d.Batches*d.Rounds < full.Batches*full.Rounds {
 			// A quick calibration is a real one with fewer intervals
-			// (its sample count is in every report's header); say how to
-			// replace it.
-			how = fmt.Sprintf(" with %d of the usual %d batches; trueprof calibrate measures all %d and replaces it", o.Batches, DefaultBatches, DefaultBatches)
+			// (their count is in every report's header); say so and how
+			// to replace it.
+			how = fmt.Sprintf(", quickly: %d × %d calls instead of %d × %d (trueprof calibrate replaces it with the full measurement)",
+				d.Batches, d.Rounds, full.Batches, full.Rounds)
 		}
 		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
 		if c, err = Run(ctx, o); err == nil {
