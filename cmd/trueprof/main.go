@@ -186,17 +186,7 @@ func parseMmapPages(s string) (int, error) {
 // measuring it first when missing: an instrumented profile is only as
 // good as its calibration.
 func calibration(cmd *cobra.Command, mech string) (*trace.Calibration, error) {
-	c, err := calibrate.Load(mech)
-	if errors.Is(err, calibrate.ErrNotCalibrated) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: no %s calibration for this machine; measuring it now (see trueprof calibrate)\n", mech)
-		if c, err = calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: mech}); err == nil {
-			err = calibrate.Save(c)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("calibrating %s: %w", mech, err)
-	}
-	return c, nil
+	return calibrate.LoadOrMeasure(cmd.Context(), calibrate.Options{Mechanism: mech}, cmd.ErrOrStderr())
 }
 
 func calibrateCmd() *cobra.Command {
