@@ -761,26 +761,38 @@ func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics)
 }
 
 // sample merges a sample of th into its tree (seed 000): below the
-// current traced call, the sample's frames deeper than that call's
-// function; outside any call, its whole stack below the thread's root.
+// innermost open traced call whose function the sample's stack holds, the
+// frames deeper than it; outside any call, its whole stack below the
+// thread's root. A sample a few microseconds off its call's edges (taken
+// in a uretprobe's trampoline, after the function's frame is gone but
+// before its exit is written) goes below the caller it was really in,
+// never below the call it left, where it would look recursive.
 func (a *analysis) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
 	fs := a.sampleFuncs(s.Stack)
-	n := th.current()
-	chain := fs
-	if n != 0 {
-		cur := th.nodes[n].fn
+	n, depth, chain := int32(0), 0, fs
+	for depth = len(th.stack); depth > 0; depth-- {
+		cur := th.nodes[th.stack[depth-1].node].fn
 		i := len(fs) - 1
 		for i >= 0 && fs[i] != cur {
 			i--
 		}
 		if i >= 0 {
-			chain = fs[i+1:]
-		} else {
-			chain = fs[len(fs)-1:] // not in the stack: attach the leaf
+			n, chain = th.stack[depth-1].node, fs[i+1:]
+			break
 		}
+	}
+	if depth == 0 && len(th.stack) > 0 {
+		if a.o.Root != "" {
+			// Under Root the calls outside the subgraph are unknown: the
+			// sample may belong to one of them, as it does in the whole.
+			return
+		}
+		// No open call is in the stack (cut short, or the traced
+		// function's frame not yet set up): attach the leaf.
+		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
 		if c, ok := th.nodes[n].children[f]; ok {
@@ -788,6 +800,14 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 			continue
 		}
 		rl := th.onFunc[f]
+		if depth < len(th.stack) {
+			rl = 0
+			for _, fr := range th.stack[:depth] {
+				if th.nodes[fr.node].fn == f {
+					rl++
+				}
+			}
+		}
 		for _, g := range chain[:i] {
 			if g == f {
 				rl++
