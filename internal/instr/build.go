@@ -131,6 +131,9 @@ type analysis struct {
 	// start and end bound the recording: the header's start (else its
 	// first record), and its End (or last record).
 	start, end uint64
+	// detached is when the probes came off (the End record's); 0 if the
+	// trace does not say.
+	detached uint64
 
 	funcs  []Func // by location id, filled on first use
 	known  []bool
@@ -170,6 +173,9 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		labels:     p.GoLabels(),
 	}
 	a.start, a.end = bounds(p)
+	if p.End != nil {
+		a.detached = p.End.Detached
+	}
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
 		if err := checkCalibration(c); err != nil {
 			return nil, err
@@ -836,19 +842,35 @@ func (a *analysis) sweep() {
 	}
 	for _, th := range a.order {
 		th.end = a.endOf(th)
-		if th.open {
-			d := a.closeInterval(th, th.end, -1)
-			if a.flow && th.events > 0 {
-				n := &th.nodes[th.current()]
-				th.flow = append(th.flow, FlowEvent{TimeNS: th.end, Kind: FlowEnd, Level: n.level,
-					Name: n.fn.Name, Module: n.fn.Module, Delta: d})
-			}
+		if a.detached > 0 && len(th.stack) > 0 && th.end >= a.detached {
+			// The thread outlived the probes: its open calls end when
+			// they came off, the last moment their exit could be seen,
+			// and the rest of its time is its own.
+			t := max(a.detached, th.last)
+			a.closeAll(th, t, FlowDetach, FlowDetached, &th.repairs.Detached)
 		}
-		for len(th.stack) > 0 {
-			th.repairs.Unclosed++
-			a.pop(th, th.end, FlowUnclosed, Metrics{})
-		}
+		a.closeAll(th, th.end, FlowEnd, FlowUnclosed, &th.repairs.Unclosed)
 		th.open = false
+	}
+}
+
+// closeAll closes th's open interval at t (a flow line of kind end) and
+// its open calls (lines of kind unclosed, counted in n).
+func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
+	if th.open {
+		d := a.closeInterval(th, t, -1)
+		if a.flow && th.events > 0 {
+			nd := &th.nodes[th.current()]
+			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
+				Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+		}
+	}
+	for len(th.stack) > 0 {
+		*n++
+		a.pop(th, t, unclosed, Metrics{})
+	}
+	if !a.inside(th) {
+		th.open = false // left the Root subgraph
 	}
 }
 

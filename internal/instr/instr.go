@@ -217,12 +217,18 @@ type Repairs struct {
 	// Unclosed counts calls still open when their thread ended (it
 	// exited, or the recording stopped or was cut short); they end then.
 	Unclosed uint64 `json:"unclosed"`
+	// Detached counts calls still open when the probes came off (a
+	// recording that stopped, or detached, while they ran): their exit
+	// was never seen, and they end then. Not a repair: the tree is
+	// exact, it only ends early. Absent from JSON when zero.
+	Detached uint64 `json:"open_at_detach,omitempty"`
 }
 
 func (r *Repairs) add(s Repairs) {
 	r.Popped += s.Popped
 	r.Unmatched += s.Unmatched
 	r.Unclosed += s.Unclosed
+	r.Detached += s.Detached
 }
 
 // Thread is the call-stack tree of one thread incarnation: a thread id

@@ -106,6 +106,11 @@ func TestUprobeAttachRepeatedly(t *testing.T) {
 		if threads != 3 {
 			t.Errorf("attach %d: calls on %d threads, want 3", i, threads)
 		}
+		// Every call counted ends at its exit or, at most two a thread,
+		// when the probes came off.
+		if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 6 {
+			t.Errorf("attach %d: repairs %+v", i, rp)
+		}
 		if t.Failed() {
 			break
 		}
