@@ -211,11 +211,13 @@ type Repairs struct {
 	// caller further down the shadow stack arrived.
 	Popped uint64 `json:"popped"`
 	// Unmatched counts exits of a function with no open call on the
-	// thread (recording started inside it, or its entry was lost); they
-	// are ignored, apart from ending an interval.
+	// thread (recording started inside it, before an attach placed its
+	// probes, or its entry was lost); they are ignored, apart from ending
+	// an interval.
 	Unmatched uint64 `json:"unmatched"`
 	// Unclosed counts calls still open when their thread ended (it
-	// exited, or the recording stopped or was cut short); they end then.
+	// exited, or the recording stopped or was cut short, with no detach
+	// time known); they end then.
 	Unclosed uint64 `json:"unclosed"`
 	// Detached counts calls still open when the probes came off (a
 	// recording that stopped, or detached, while they ran): their exit

@@ -91,10 +91,10 @@ var ErrPermission = errors.New("permission denied")
 // uprobe_multi links (Linux 6.6) or BPF is not permitted.
 var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need Linux 6.6 and CAP_BPF with CAP_PERFMON, or root)")
 
-// Attach places the probes on process pid through one BPF uprobe_multi
-// link for the entry and RET probes and one for the uretprobes, filtered
-// by the kernel to pid's threads (existing and later ones) and writing to
-// one BPF ring buffer.
+// Attach places the probes on process pid through BPF uprobe_multi links
+// (RET probes, uretprobes, then entries: see Live), filtered by the kernel
+// to pid's threads (existing and later ones) and writing to one BPF ring
+// buffer.
 //
 // launched says the process is stopped in trueprof's exec wrapper before
 // exec of path: the breakpoints are then installed when exec maps path,
