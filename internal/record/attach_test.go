@@ -107,8 +107,10 @@ func TestUprobeAttachRepeatedly(t *testing.T) {
 			t.Errorf("attach %d: calls on %d threads, want 3", i, threads)
 		}
 		// Every call counted ends at its exit or, at most two a thread,
-		// when the probes came off.
-		if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 6 {
+		// when the probes came off. Exits of calls entered while the
+		// probes went on or came off are left out: about 1,000 came in
+		// when the detach counted exits until the exit probes were gone.
+		if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 6 || rp.Unmatched > 30 {
 			t.Errorf("attach %d: repairs %+v", i, rp)
 		}
 		if t.Failed() {

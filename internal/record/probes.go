@@ -156,6 +156,9 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 // their events from the moment all of them are in place; lazy marks
 // probes placed by --root's expansion.
 func (s *session) attachModule(pid int, m plannedModule, lazy bool) error {
+	if s.detached != 0 {
+		return nil // recording is stopping: the probes would count nothing
+	}
 	u, err := s.placeModule(pid, m, false, lazy)
 	if err != nil {
 		return err
@@ -181,7 +184,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 		set.Close()
 		return nil, err
 	}
-	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, until: math.MaxUint64, end: math.MaxUint64}
+	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
 	s.sources = append(s.sources, u)
 	for i, site := range m.sites {
 		fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
@@ -221,31 +224,24 @@ func (s *session) accept(u *uprobeSource, from uint64) error {
 }
 
 // detach removes the probes when recording stops and returns the detach
-// time: when the last exit was still seen. Every source's entry probes go
-// before any exit probe, so a call whose entry counted either has its
-// exit counted or was open at the detach time. Hooks cannot be removed:
-// the detach time is when their last events were collected. It is 0
-// when no function was probed.
+// time, 0 when no function was probed. Events count until then: an exit
+// after it may be of a call whose entry came after it too (a return
+// probe still catches the calls entered while the entry probes come off),
+// so the calls still open then end there. Hooks cannot be removed: their
+// detach time is when their last events were collected.
 func (s *session) detach() uint64 {
-	var probed []*uprobeSource
-	for _, src := range s.sources {
-		if u, ok := src.(*uprobeSource); ok {
-			u.until, _ = u.set.StopEntries()
-			probed = append(probed, u)
-		}
-	}
 	t := perf.Now()
 	for _, src := range s.sources {
+		if u, ok := src.(*uprobeSource); ok {
+			u.end = t
+		}
 		src.finish()
 	}
-	if s.instr == nil {
+	switch {
+	case s.instr == nil:
 		return 0
-	}
-	if len(probed) == 0 {
-		t = perf.Now()
-	}
-	for _, u := range probed {
-		u.end = t
+	case s.instr.mech == "hook":
+		return perf.Now()
 	}
 	return t
 }
@@ -592,12 +588,11 @@ type uprobeSource struct {
 	starts []uint64 // file offset of each site's function start
 	module uint32   // string id of the probed file's path
 	// Events count from when every probe was in place (from; until
-	// accept, math.MaxUint64), entries until the entry probes started to
-	// go (until), exits until the exit probes started to go (end): then
-	// every entry counted has its exit counted, or is open at end.
+	// accept, math.MaxUint64) until the detach began (end): every entry
+	// counted then has its exit counted, or its call is open at end.
 	// probes are the Probe records accept writes.
-	from, until, end uint64
-	probes           []trace.Probe
+	from, end uint64
+	probes    []trace.Probe
 }
 
 func (u *uprobeSource) fds() []int { return u.set.Fds() }
@@ -606,7 +601,7 @@ func (u *uprobeSource) fds() []int { return u.set.Fds() }
 // from pass too; the analysis ignores an exit with no open call.
 func (u *uprobeSource) drain(fn func(instrEvent)) {
 	u.set.Read(func(e uprobe.Event) {
-		if e.Time < u.from || e.Time >= u.end || (e.Entry && e.Time >= u.until) {
+		if e.Time < u.from || e.Time >= u.end {
 			return
 		}
 		kind := trace.EventExit
@@ -617,8 +612,7 @@ func (u *uprobeSource) drain(fn func(instrEvent)) {
 	})
 }
 
-// finish removes the exit probes (detach removed the entry probes
-// first); the events they wrote stay to be drained.
+// finish removes the probes; the events they wrote stay to be drained.
 func (u *uprobeSource) finish() { u.set.Detach() }
 
 func (u *uprobeSource) lost() uint64 { return u.set.Lost() }

@@ -37,7 +37,6 @@ type Set struct {
 	entries link.Link
 	hits    [][2]uint64 // per site: entries, exits read
 	live    uint64      // when every probe was in place
-	stopped uint64      // when StopEntries began; 0 before
 }
 
 // multiSpec is what one uprobe_multi link probes.
@@ -380,30 +379,16 @@ func (r *ring) Lost() uint64 {
 	return n
 }
 
-// StopEntries removes the entry probes (the first step of a detach) and
-// returns the time they started to go: an entry from then on may be
-// missing, and one written after may have no exit. Exit probes stay until
-// Detach. A second call returns the first one's time.
-func (s *Set) StopEntries() (uint64, error) {
-	if s.stopped != 0 {
-		return s.stopped, nil
+// Detach removes every probe, the entry probes first, so that no entry
+// is written whose exit probe is already gone. The events written stay
+// readable until Close. A second call does nothing.
+func (s *Set) Detach() error {
+	var err error
+	if s.entries != nil {
+		err = s.entries.Close()
+		s.entries = nil
 	}
-	s.stopped = perf.Now()
-	if s.entries == nil {
-		return s.stopped, nil
-	}
-	err := s.entries.Close()
-	s.entries = nil
-	return s.stopped, err
-}
-
-// Detach removes every probe, entries first (StopEntries), and returns
-// the time the exit probes started to go: every exit before it was
-// written. The events written stay readable until Close.
-func (s *Set) Detach() (uint64, error) {
-	_, err := s.StopEntries()
-	gone := perf.Now()
-	return gone, errors.Join(err, closeLinks(&s.links))
+	return errors.Join(err, closeLinks(&s.links))
 }
 
 // closeLinks closes links and forgets them.
@@ -419,8 +404,7 @@ func closeLinks(links *[]link.Link) error {
 // Close removes every probe, then frees the ring. Events not yet read are
 // discarded. The process continues unharmed.
 func (s *Set) Close() error {
-	_, err := s.Detach()
-	return errors.Join(err, closeAll(&s.links, &s.ring))
+	return errors.Join(s.Detach(), closeAll(&s.links, &s.ring))
 }
 
 // closeAll closes the links, then the ring and its program.
