@@ -242,7 +242,7 @@ func (l *loader) add(rec trace.Record) error {
 		if err != nil {
 			return err
 		}
-		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason}
+		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason, Detached: r.Detached}
 	}
 	return nil
 }

@@ -288,6 +288,7 @@ type End struct {
 	Time     uint64
 	ExitCode int
 	Reason   string
+	Detached uint64 // when the probes came off; 0 if nothing was probed
 }
 
 // Stack appends to buf the location ids of stack node id, leaf first, and

@@ -114,6 +114,7 @@ type session struct {
 	labelSets map[uint64]uprobe.LabelChange
 	nextLabel uint64
 	instr     *instrumentation // nil unless probing
+	detached  uint64           // when the probes came off (probes.go detach)
 	eventRec  trace.Event      // reused by processEvent
 	sampleRec trace.Sample
 	result    Result
@@ -718,7 +719,7 @@ func (s *session) process(r *perf.Record) error {
 			return nil
 		}
 		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
-		if err := s.moduleMapped(r.PID, r.Filename, r.Time); err != nil {
+		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
 			return err
 		}
 		path, err := w.Intern(r.Filename)
@@ -775,7 +776,7 @@ func (s *session) finish() error {
 	if len(s.cfg.Command) > 0 {
 		code = int32(s.result.ExitCode)
 	}
-	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason}); err != nil {
+	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
 		return err
 	}
 	return s.w.Close()

@@ -399,6 +399,9 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	} else {
 		fmt.Fprintf(w, "Repairs:    0\n")
 	}
+	if rp.Detached > 0 {
+		fmt.Fprintf(w, "Detach:     %s open when the probes came off: they end then\n", plural(rp.Detached, "call", "calls"))
+	}
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
 	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)

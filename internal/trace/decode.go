@@ -277,6 +277,13 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		}
 		e.ExitCode = int32(code)
 		e.Reason = p.u32()
+		if p.i < len(p.b) {
+			if before := p.uvarint(); before <= t {
+				e.Detached = t - before
+			} else {
+				p.bad = true
+			}
+		}
 		return e
 	case MajorEvent:
 		e := &Event{Time: t, Kind: EventKind(minor & eventKindMask)}

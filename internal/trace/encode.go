@@ -61,6 +61,9 @@ func (c *chunkBuilder) add(r Record) error {
 	if s, ok := r.(*Sample); ok && s.Flags&^sampleFlagMask != 0 {
 		return fmt.Errorf("%w: sample flags %#x use reserved bits", ErrInvalidRecord, s.Flags)
 	}
+	if e, ok := r.(*End); ok && e.Detached > e.Time {
+		return fmt.Errorf("%w: End detached at %d, after its time %d", ErrInvalidRecord, e.Detached, e.Time)
+	}
 	var minor uint8
 	timed := true
 	b := c.body[:0]
@@ -153,6 +156,11 @@ func (c *chunkBuilder) add(r Record) error {
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendVarint(b, int64(r.ExitCode))
 		b = binary.AppendUvarint(b, u(r.Reason))
+		if r.Detached != 0 {
+			// An appended field, which older readers ignore: how long
+			// before the End the probes came off.
+			b = binary.AppendUvarint(b, r.Time-r.Detached)
+		}
 	case *Event:
 		// Events are the hot path of instrumented traces: like samples,
 		// the thread is elided when it repeats.
