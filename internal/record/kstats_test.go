@@ -243,12 +243,13 @@ func TestInterrupts(t *testing.T) {
 
 // TestKernelStatsUnavailable checks that a machine without the interrupt
 // tracepoints or the counters records all the rest, after one warning
-// line each: it asks for a tracepoint and an event no kernel has.
+// line each: it asks for a tracepoint and an event no kernel has, with
+// BPF counting off.
 func TestKernelStatsUnavailable(t *testing.T) {
 	bin := buildFixture(t, "faults")
 	tp, ev := irqTracepoints[0].name, counterKinds[0].event
-	irqTracepoints[0].name, counterKinds[0].event = "no_such_tracepoint", "no-such-event"
-	defer func() { irqTracepoints[0].name, counterKinds[0].event = tp, ev }()
+	irqTracepoints[0].name, counterKinds[0].event, countInKernel = "no_such_tracepoint", "no-such-event", false
+	defer func() { irqTracepoints[0].name, counterKinds[0].event, countInKernel = tp, ev, true }()
 	log := &logBuffer{t: t}
 	res, p := recordCmd(t, Config{Command: []string{bin, "exit", "now"}, Stdout: io.Discard, Log: log})
 	if res.ExitCode != 0 || res.Samples == 0 || len(p.Switches) == 0 {
