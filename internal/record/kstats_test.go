@@ -269,3 +269,30 @@ func TestKernelStatsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersForked launches a shell that forks dd, which touches an
+// 8 MiB buffer (2,048 pages) and exits: a process the kernel tracks from
+// its fork, which the recorder learns of from its records only later.
+func TestCountersForked(t *testing.T) {
+	testutil.RequirePerf(t)
+	sh := testutil.RequireCommand(t, "sh")
+	testutil.RequireCommand(t, "dd")
+	res, p := recordCmd(t, Config{Command: []string{sh, "-c", "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; true"}, Stdout: io.Discard})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	var dd *model.Thread
+	for _, th := range p.Threads {
+		t.Logf("thread %d of %d %q: counters %v", th.TID, th.PID, th.Names, th.Counters)
+		if th.Name == "dd" {
+			dd = th
+		}
+	}
+	if dd == nil || dd.PID == p.Threads[0].PID {
+		t.Fatalf("no forked dd process among the threads")
+	}
+	// Besides its buffer dd faults in its start-up and stack.
+	if n := dd.Counters[trace.CounterPageFaults]; n < 2048 || n > 2048+300 {
+		t.Errorf("dd: %d page faults, want 2,048 to 2,348", n)
+	}
+}
