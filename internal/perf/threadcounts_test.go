@@ -3,23 +3,30 @@ package perf
 import (
 	"encoding/binary"
 	"errors"
+	"os"
+	"runtime"
+	"syscall"
 	"testing"
+	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"trueprof/internal/testutil"
 )
 
-// TestThreadCounts counts the page faults and migrations of a shell and
-// of the children it forks, one of which allocates an 8 MiB buffer,
-// with CounterAttr events whose samples a ThreadCounts program takes
-// instead of their rings. The events' own counts, which the kernel keeps
-// whatever the program does, are the oracle: the entries add up to them
-// exactly, and the rings stay empty.
+// TestThreadCounts tracks a shell, blocked until runFaulting, that forks
+// a subshell which execs dd with an 8 MiB buffer. Two oracles the
+// kernel keeps apart from the exit counts check them exactly: the
+// faults of the shell's whole tree in its life, which its rusage holds
+// once it has reaped its children, and the migrations an inherited
+// counting event saw since it was opened, when the shell's were its
+// base, read from /proc.
 func TestThreadCounts(t *testing.T) {
 	testutil.RequirePerf(t)
 	cmd, stdin := startFaulting(t)
-	tc, err := NewThreadCounts(2)
+	pid := cmd.Process.Pid
+	tc, err := NewThreadCounts()
 	if errors.Is(err, ErrNoBPF) {
 		testutil.Missing(t, err.Error())
 	}
@@ -27,68 +34,93 @@ func TestThreadCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	fds, rings := openCounterKinds(t, cmd.Process.Pid)
-	for kind, kfds := range fds {
-		for _, fd := range kfds {
-			if err := tc.Attach(fd, kind); err != nil {
-				t.Fatal(err)
-			}
-		}
+	if err := tc.Track(pid, false); err != nil {
+		t.Fatal(err)
 	}
-	enableAll(t, fds)
-	runFaulting(t, cmd, stdin)
-
-	counts, err := tc.Counts()
+	base, err := ReadTaskCounts(pid, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum [2]uint64
-	most := uint64(0)
+	attr := &unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_MIGRATIONS, Bits: unix.PerfBitInherit}
+	attr.Size = uint32(unsafe.Sizeof(*attr))
+	migrations := openTest(t, attr, pid, -1)
+	runFaulting(t, cmd, stdin)
+
+	exits, err := tc.Exits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum TaskCounts
+	var most uint64
 	pids := map[uint32]bool{}
-	for k, v := range counts {
-		t.Logf("thread %d of %d started at %d: %d page faults, %d migrations", k.TID, k.PID, k.Start, v[0], v[1])
+	for k, c := range exits {
+		t.Logf("thread %d of %d started at %d: %+v", k.TID, k.PID, k.Start, c)
 		if k.Start == 0 {
 			t.Errorf("thread %+v has no start time", k)
 		}
 		pids[k.PID] = true
-		sum[0] += v[0]
-		sum[1] += v[1]
-		most = max(most, v[0])
+		sum.PageFaults += c.PageFaults
+		sum.Migrations += c.Migrations
+		most = max(most, c.PageFaults)
 	}
-	for kind, kfds := range fds {
-		var total uint64
-		for _, fd := range kfds {
-			var b [8]byte
-			if _, err := unix.Read(fd, b[:]); err != nil {
-				t.Fatal(err)
-			}
-			total += binary.LittleEndian.Uint64(b[:])
-		}
-		if sum[kind] != total {
-			t.Errorf("kind %d: the threads' entries add up to %d, the events counted %d", kind, sum[kind], total)
-		}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if want := uint64(ru.Minflt + ru.Majflt); sum.PageFaults != want {
+		t.Errorf("the threads' page faults add up to %d, the shell's rusage says %d", sum.PageFaults, want)
+	}
+	sum = sum.Sub(base)
+	var b [8]byte
+	if _, err := unix.Read(migrations, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	if want := binary.LittleEndian.Uint64(b[:]); sum.Migrations != want {
+		t.Errorf("the threads' migrations since tracked add up to %d, the cpu-migrations event counted %d", sum.Migrations, want)
 	}
 	if len(pids) < 2 {
-		t.Errorf("entries of processes %v, want the shell and its children", pids)
+		t.Errorf("exits of processes %v, want the shell and its children", pids)
 	}
 	// dd touches its 8 MiB buffer: 2048 pages.
 	if most < 2048 {
-		t.Errorf("no thread has the 2048 page faults of dd's buffer: %v", counts)
-	}
-	for _, ring := range rings {
-		if n := ring.Read(func([]byte) {}); n != 0 {
-			t.Errorf("%d records in a ring: the program should suppress them", n)
-		}
+		t.Errorf("no thread has the 2048 page faults of dd's buffer: %v", exits)
 	}
 	if n, err := tc.Dropped(); err != nil || n != 0 {
 		t.Errorf("dropped %d, %v", n, err)
 	}
-	for k := range counts {
+	var state uint64
+	if err := tc.procs.Lookup(uint32(pid), &state); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("the shell's process is still tracked after its last thread exited (%d, %v)", state, err)
+	}
+	for k := range exits {
 		if err := tc.Delete(k); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if left, err := tc.Counts(); err != nil || len(left) != 0 {
+	if left, err := tc.Exits(); err != nil || len(left) != 0 {
 		t.Errorf("after deleting every entry: %v, %v", left, err)
+	}
+}
+
+// TestReadTaskCounts reads this thread's counts from /proc between two
+// getrusage(RUSAGE_THREAD) calls, which count its faults the same way.
+func TestReadTaskCounts(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &before); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadTaskCounts(os.Getpid(), unix.Gettid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := uint64(before.Minflt+before.Majflt), uint64(after.Minflt+after.Majflt)
+	t.Logf("rusage %d..%d, /proc %+v", lo, hi, c)
+	if c.PageFaults < lo || c.PageFaults > hi || lo == 0 {
+		t.Errorf("/proc says %d page faults, rusage %d before and %d after", c.PageFaults, lo, hi)
+	}
+	if _, err := ReadTaskCounts(os.Getpid(), 1<<30); err == nil {
+		t.Error("counts of a thread that does not exist")
 	}
 }

@@ -12,25 +12,28 @@ import (
 	"trueprof/internal/trace"
 )
 
-// Per-thread counters (page faults, CPU migrations) come from events
-// opened like the sampling event, one per thread and CPU and inherited,
-// that overflow at every fault and every migration (perf.CounterAttr).
+// Per-thread counters (page faults, CPU migrations) are the counts the
+// kernel keeps in every task_struct (min_flt + maj_flt,
+// se.nr_migrations). Where BPF is permitted, perf.ThreadCounts follows
+// the target's processes in the kernel (from fork, or from a launched
+// target's exec) and keeps each of their threads' counts at its exit,
+// which the loop takes when it processes the thread's exit record (the
+// kernel takes them before it writes that record). Threads still running
+// when recording ends are read from /proc. A thread's counts are since
+// it was forked, or since its process's exec for a launched target's
+// first thread, or since the events were enabled for the threads of an
+// attached process (their counts then are their bases). Nothing runs per
+// fault or migration.
 //
-// Where BPF is permitted, a program attached to them (perf.ThreadCounts)
-// counts each occurrence in a map entry of the thread incarnation it
-// happened in, and no record is written: a thread costs one map entry,
-// however many faults it takes. A thread's entry is read and deleted
-// when its exit record is processed (its count is final by then: the
-// kernel detaches a thread's events before it writes the exit record),
-// and those of threads still running when recording ends then.
-//
-// Otherwise (the fallback) every occurrence writes a sample to one ring
-// per CPU, read by a goroutine of their own (siderings.go), and a
-// thread's count is the number of its samples, counted as soon as they
-// are read, ahead of the records merged by time: a thread's samples all
-// precede its exit record, and the loop reads the counter rings after
-// the sampling rings, so they are all counted by the time its exit is
-// processed, which writes its Counter records.
+// Otherwise (the fallback) events opened like the sampling event, one
+// per thread and CPU and inherited, overflow at every fault and every
+// migration (perf.CounterAttr) and write a sample each to one ring per
+// CPU, read by a goroutine of their own (siderings.go), and a thread's
+// count is the number of its samples, counted as soon as they are read,
+// ahead of the records merged by time: a thread's samples all precede its
+// exit record, and the loop reads the counter rings after the sampling
+// rings, so they are all counted by the time its exit is processed,
+// which writes its Counter records.
 
 // counterKinds are the counters recorded, in the order of counts' arrays.
 // Migrations happen in the kernel, so they are counted only where kernel
@@ -52,18 +55,22 @@ var countInKernel = true
 
 // counterState is the per-thread counting of a session.
 type counterState struct {
-	on     bool                    // events open
+	on     bool                    // counting
 	off    bool                    // gave up after a warning
 	opened [len(counterKinds)]bool // the kinds counted
 
-	// tc counts in the kernel; nil before the first event is opened and
+	// tc counts in the kernel; nil before the first thread is opened and
 	// in the fallback.
 	tc    *perf.ThreadCounts
 	tried bool // tc was tried
-	// entries are tc's entries by tid, read at entriesTime.
-	entries     map[uint32][]threadCount
-	entriesTime uint64
-	dropped     uint64 // tc's drops already counted as lost
+	// exits are tc's exit counts by tid, read at exitsTime.
+	exits     map[uint32][]exitCount
+	exitsTime uint64
+	// bases are the counts of threads before they were counted, by pid
+	// and tid: at a launched target's exec, or when an attached
+	// process's events were enabled.
+	bases   map[[2]uint32]countBase
+	dropped uint64 // tc's drops already counted as lost
 
 	// The fallback's events, by id, the events whose rings the others
 	// share, by CPU, and the rings.
@@ -75,16 +82,24 @@ type counterState struct {
 	rec    trace.Counter // reused by writeCounts
 }
 
-// threadCount is an entry of ThreadCounts.
-type threadCount struct {
+// exitCount is a thread's counts at its exit.
+type exitCount struct {
 	key perf.ThreadKey
-	n   counts
+	n   perf.TaskCounts
 }
 
-// openCounters opens the counters of thread tid on cpu. A failure other
+// countBase is the base of the incarnation of a thread id that started
+// by time before.
+type countBase struct {
+	before uint64
+	n      perf.TaskCounts
+}
+
+// openCounters starts counting the threads of process pid in the kernel,
+// or opens the fallback's events on thread tid and cpu. A failure other
 // than the thread having ended is reported once and the session goes on
 // without counters.
-func (s *session) openCounters(tid, cpu int, kernel, launched bool) {
+func (s *session) openCounters(pid, tid, cpu int, kernel, launched bool) {
 	c := &s.counters
 	if c.off {
 		return
@@ -92,12 +107,25 @@ func (s *session) openCounters(tid, cpu int, kernel, launched bool) {
 	if !c.tried {
 		c.tried = true
 		c.kinds, c.owners, c.counts = map[uint64]int{}, map[int]int{}, map[[2]uint32]*counts{}
+		c.bases = map[[2]uint32]countBase{}
 		if countInKernel {
 			var err error
-			if c.tc, err = perf.NewThreadCounts(len(counterKinds)); err != nil {
+			if c.tc, err = perf.NewThreadCounts(); err != nil {
 				fmt.Fprintf(s.log, "trueprof: per-thread counters write a ring record per page fault and migration: %v\n", err)
+			} else if err = c.tc.Track(pid, launched); err != nil {
+				c.tc.Close()
+				c.tc, c.off = nil, true
+				fmt.Fprintf(s.log, "trueprof: per-thread counters not recorded: %v\n", err)
+				return
 			}
 		}
+	}
+	if c.tc != nil {
+		for kind := range counterKinds {
+			c.opened[kind] = true
+		}
+		c.on = true
+		return
 	}
 	for kind, k := range counterKinds {
 		if k.kernelOnly && !kernel {
@@ -116,6 +144,7 @@ func (s *session) openCounters(tid, cpu int, kernel, launched bool) {
 	c.on = true
 }
 
+// openCounter opens the fallback's event of kind on thread tid and cpu.
 func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched bool) error {
 	c := &s.counters
 	ev, err := perf.ParseEvent(name)
@@ -123,19 +152,6 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 		return err
 	}
 	o := perf.CounterOptions{Kernel: kernel, EnableOnExec: launched, Watermark: s.watermark()}
-	if c.tc != nil {
-		fd, err := perf.Open(perf.CounterAttr(ev, o), tid, cpu, 0)
-		if err != nil {
-			return err
-		}
-		if err := c.tc.Attach(fd, kind); err != nil {
-			perf.Close(fd)
-			return err
-		}
-		s.events = append(s.events, event{fd: fd})
-		c.opened[kind] = true
-		return nil
-	}
 	owner, ok := c.owners[cpu]
 	if !ok {
 		owner = -1
@@ -159,7 +175,41 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 	return nil
 }
 
-// close releases the in-kernel counts, once the events are closed.
+// baseCounters takes the bases of an attached process's threads once its
+// events are enabled: their counts until then are not the recording's.
+// Threads that exited before are forgotten.
+func (s *session) baseCounters(pid int) error {
+	c := &s.counters
+	if c.tc == nil || !c.on {
+		return nil
+	}
+	now := perf.Now()
+	tids, err := threads(pid)
+	if err != nil {
+		return err
+	}
+	for _, tid := range tids {
+		n, err := perf.ReadTaskCounts(pid, tid)
+		if err != nil {
+			continue // it ended meanwhile: its exit count is since its start
+		}
+		c.bases[[2]uint32{uint32(pid), uint32(tid)}] = countBase{before: now, n: n}
+	}
+	exits, err := c.tc.Exits()
+	if err != nil {
+		return err
+	}
+	for k := range exits {
+		if k.Start <= now {
+			if err := c.tc.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// close releases the in-kernel counting, once the events are closed.
 func (c *counterState) close() {
 	if c.tc != nil {
 		c.tc.Close()
@@ -203,11 +253,16 @@ func (s *session) trackCounters(r *perf.Record) error {
 	if !s.counters.on || r.Type != perf.RecordExit {
 		return nil
 	}
-	return s.writeCounts(r.Time, r.PID, r.TID)
+	n, err := s.exitCounts(r.Time, r.PID, r.TID)
+	if err != nil {
+		return err
+	}
+	return s.writeCounts(r.Time, r.PID, r.TID, n)
 }
 
 // finishCounters writes the Counter records of the threads still running
-// once the last records are processed.
+// once the last records are processed, and of those whose exit record
+// never came.
 func (s *session) finishCounters() error {
 	c := &s.counters
 	if !c.on {
@@ -215,16 +270,6 @@ func (s *session) finishCounters() error {
 	}
 	now := perf.Now()
 	threads := map[[2]uint32]bool{}
-	if c.tc != nil {
-		if err := s.readEntries(now); err != nil {
-			return err
-		}
-		for _, es := range c.entries {
-			for _, e := range es {
-				threads[[2]uint32{e.key.PID, e.key.TID}] = true
-			}
-		}
-	}
 	s.side.mu.Lock()
 	for k := range c.counts {
 		threads[k] = true
@@ -235,58 +280,125 @@ func (s *session) finishCounters() error {
 			threads[[2]uint32{th.pid, tid}] = true
 		}
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(threads), func(a, b [2]uint32) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	}) {
-		if err := s.writeCounts(now, k[0], k[1]); err != nil {
+	// Live threads are read from /proc, after the bases at exec and
+	// before the exit counts are read again: one that ends meanwhile has
+	// its exit counts by the time its /proc entry is gone.
+	live := map[[2]uint32]counts{}
+	if c.tc != nil {
+		if err := s.readExits(now); err != nil {
+			return err
+		}
+		for k := range threads {
+			if n, err := perf.ReadTaskCounts(int(k[0]), int(k[1])); err == nil {
+				live[k] = toCounts(n.Sub(c.takeBase(k[0], k[1], 0)))
+			}
+		}
+		if err := s.readExits(now); err != nil {
+			return err
+		}
+		for _, es := range c.exits {
+			for _, e := range es {
+				threads[[2]uint32{e.key.PID, e.key.TID}] = true
+			}
+		}
+	}
+	for _, k := range sortedThreads(threads) {
+		n, ok := live[k]
+		if !ok {
+			var err error
+			if n, err = s.exitCounts(now, k[0], k[1]); err != nil {
+				return err
+			}
+		}
+		if err := s.writeCounts(now, k[0], k[1], n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readEntries reads the in-kernel counts of every thread at time now,
-// and counts as lost the events they had no room for.
-func (s *session) readEntries(now uint64) error {
+// sortedThreads returns the pid and tid pairs in order.
+func sortedThreads(threads map[[2]uint32]bool) [][2]uint32 {
+	return slices.SortedFunc(maps.Keys(threads), func(a, b [2]uint32) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+}
+
+func toCounts(n perf.TaskCounts) counts {
+	return counts{n.PageFaults, n.Migrations}
+}
+
+// readExits reads the in-kernel exit counts of every thread at time now
+// and the bases taken at exec, and counts as lost the threads they had
+// no room for.
+func (s *session) readExits(now uint64) error {
 	c := &s.counters
-	all, err := c.tc.Counts()
+	all, err := c.tc.Exits()
 	if err != nil {
 		return err
 	}
-	clear(c.entries)
-	if c.entries == nil {
-		c.entries = map[uint32][]threadCount{}
+	clear(c.exits)
+	if c.exits == nil {
+		c.exits = map[uint32][]exitCount{}
 	}
-	for k, v := range all {
-		e := threadCount{key: k}
-		copy(e.n[:], v)
-		c.entries[k.TID] = append(c.entries[k.TID], e)
+	for k, n := range all {
+		c.exits[k.TID] = append(c.exits[k.TID], exitCount{key: k, n: n})
 	}
-	c.entriesTime = now
+	c.exitsTime = now
+	execs, err := c.tc.Execs()
+	if err != nil {
+		return err
+	}
+	for k, n := range execs {
+		c.bases[[2]uint32{k.PID, k.TID}] = countBase{before: k.Start, n: n}
+	}
 	dropped, err := c.tc.Dropped()
 	if err != nil {
 		return err
 	}
 	if dropped > c.dropped {
-		fmt.Fprintf(s.log, "trueprof: %d page faults or migrations not counted: more than %d threads at once\n", dropped-c.dropped, perf.ThreadCountsEntries)
+		fmt.Fprintf(s.log, "trueprof: page faults and migrations of %d threads or processes not counted: more than %d at once\n", dropped-c.dropped, perf.ThreadCountsEntries)
 		s.lost(trace.LostKernel, dropped-c.dropped, now)
 		c.dropped = dropped
 	}
 	return nil
 }
 
-// takeEntry returns and deletes the in-kernel counts of the incarnation
-// of pid/tid alive at time: the latest to start by then. A later one is
-// a new thread with the id, whose entry stays.
-func (s *session) takeEntry(time uint64, pid, tid uint32) (counts, error) {
+// takeBase returns and forgets the base of the incarnation of pid/tid
+// that started at start, if it had one.
+func (c *counterState) takeBase(pid, tid uint32, start uint64) perf.TaskCounts {
+	k := [2]uint32{pid, tid}
+	b, ok := c.bases[k]
+	if !ok || start > b.before {
+		return perf.TaskCounts{}
+	}
+	delete(c.bases, k)
+	return b.n
+}
+
+// exitCounts returns the counts of the thread that exited at time,
+// taking them from the kernel (the incarnation of pid/tid that started
+// last by then: a later one is a new thread with the id, whose counts
+// stay) or from the fallback's samples.
+func (s *session) exitCounts(time uint64, pid, tid uint32) (counts, error) {
 	c := &s.counters
-	if time >= c.entriesTime {
-		// Entries read after the thread's exit hold its final counts.
-		if err := s.readEntries(perf.Now()); err != nil {
+	if c.tc == nil {
+		s.side.mu.Lock()
+		defer s.side.mu.Unlock()
+		var n counts
+		if p := c.counts[[2]uint32{pid, tid}]; p != nil {
+			n = *p
+			delete(c.counts, [2]uint32{pid, tid})
+		}
+		return n, nil
+	}
+	if time > c.exitsTime {
+		// Counts read after the thread's exit hold its final counts.
+		if err := s.readExits(perf.Now()); err != nil {
 			return counts{}, err
 		}
 	}
-	es := c.entries[tid]
+	es := c.exits[tid]
 	best := -1
 	for i, e := range es {
 		if e.key.PID == pid && e.key.Start <= time && (best < 0 || e.key.Start > es[best].key.Start) {
@@ -294,32 +406,16 @@ func (s *session) takeEntry(time uint64, pid, tid uint32) (counts, error) {
 		}
 	}
 	if best < 0 {
-		return counts{}, nil // no event in its life
+		return counts{}, nil // not counted: it exited before it was
 	}
 	e := es[best]
-	c.entries[tid] = slices.Delete(es, best, best+1)
-	return e.n, c.tc.Delete(e.key)
+	c.exits[tid] = slices.Delete(es, best, best+1)
+	return toCounts(e.n.Sub(c.takeBase(pid, tid, e.key.Start))), c.tc.Delete(e.key)
 }
 
-// writeCounts writes the Counter records of a thread and forgets its
-// counts.
-func (s *session) writeCounts(time uint64, pid, tid uint32) error {
+// writeCounts writes the Counter records of a thread.
+func (s *session) writeCounts(time uint64, pid, tid uint32, n counts) error {
 	c := &s.counters
-	k := [2]uint32{pid, tid}
-	var n counts
-	if c.tc != nil {
-		var err error
-		if n, err = s.takeEntry(time, pid, tid); err != nil {
-			return err
-		}
-	} else {
-		s.side.mu.Lock()
-		if p := c.counts[k]; p != nil {
-			n = *p
-			delete(c.counts, k)
-		}
-		s.side.mu.Unlock()
-	}
 	for i, ck := range counterKinds {
 		if !c.opened[i] {
 			continue

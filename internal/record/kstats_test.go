@@ -243,12 +243,13 @@ func TestInterrupts(t *testing.T) {
 
 // TestKernelStatsUnavailable checks that a machine without the interrupt
 // tracepoints or the counters records all the rest, after one warning
-// line each: it asks for a tracepoint and an event no kernel has.
+// line each: it asks for a tracepoint and an event no kernel has, with
+// BPF counting off.
 func TestKernelStatsUnavailable(t *testing.T) {
 	bin := buildFixture(t, "faults")
 	tp, ev := irqTracepoints[0].name, counterKinds[0].event
-	irqTracepoints[0].name, counterKinds[0].event = "no_such_tracepoint", "no-such-event"
-	defer func() { irqTracepoints[0].name, counterKinds[0].event = tp, ev }()
+	irqTracepoints[0].name, counterKinds[0].event, countInKernel = "no_such_tracepoint", "no-such-event", false
+	defer func() { irqTracepoints[0].name, counterKinds[0].event, countInKernel = tp, ev, true }()
 	log := &logBuffer{t: t}
 	res, p := recordCmd(t, Config{Command: []string{bin, "exit", "now"}, Stdout: io.Discard, Log: log})
 	if res.ExitCode != 0 || res.Samples == 0 || len(p.Switches) == 0 {
@@ -266,5 +267,32 @@ func TestKernelStatsUnavailable(t *testing.T) {
 		if n := strings.Count(log.String(), warning); n != 1 {
 			t.Errorf("%d lines %q, want 1", n, warning)
 		}
+	}
+}
+
+// TestCountersForked launches a shell that forks dd, which touches an
+// 8 MiB buffer (2,048 pages) and exits: a process the kernel tracks from
+// its fork, which the recorder learns of from its records only later.
+func TestCountersForked(t *testing.T) {
+	testutil.RequirePerf(t)
+	sh := testutil.RequireCommand(t, "sh")
+	testutil.RequireCommand(t, "dd")
+	res, p := recordCmd(t, Config{Command: []string{sh, "-c", "dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; true"}, Stdout: io.Discard})
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	var dd *model.Thread
+	for _, th := range p.Threads {
+		t.Logf("thread %d of %d %q: counters %v", th.TID, th.PID, th.Names, th.Counters)
+		if th.Name == "dd" {
+			dd = th
+		}
+	}
+	if dd == nil || dd.PID == p.Threads[0].PID {
+		t.Fatalf("no forked dd process among the threads")
+	}
+	// Besides its buffer dd faults in its start-up and stack.
+	if n := dd.Counters[trace.CounterPageFaults]; n < 2048 || n > 2048+300 {
+		t.Errorf("dd: %d page faults, want 2,048 to 2,348", n)
 	}
 }

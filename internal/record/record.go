@@ -266,6 +266,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
+		if err := s.baseCounters(pid); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.started != nil {
 		cfg.started()

@@ -60,7 +60,7 @@ func (t *targetThreads) target(pid, tid uint32) bool {
 // opens its counters on cpu.
 func (s *session) openedThread(pid, tid, cpu int, kernel, launched bool) {
 	s.threads.add(uint32(pid), uint32(tid), !launched)
-	s.openCounters(tid, cpu, kernel, launched)
+	s.openCounters(pid, tid, cpu, kernel, launched)
 }
 
 // track passes a kernel record to the interrupt pairing, which consumes
