@@ -233,6 +233,19 @@ func perfShares(rows []perfRow, alias map[string]string) map[string]float64 {
 	return shares
 }
 
+// pltShare returns the share of the period that perf charges to PLT
+// stubs ("memcpy@plt").
+func pltShare(rows []perfRow) float64 {
+	var plt, total uint64
+	for _, r := range rows {
+		total += r.period
+		if strings.HasSuffix(r.sym, "@plt") {
+			plt += r.period
+		}
+	}
+	return 100 * float64(plt) / float64(max(total, 1))
+}
+
 // canonical returns the key that stands for key and its aliases.
 func canonical(alias map[string]string, key string) string {
 	if c, ok := alias[key]; ok {
