@@ -40,9 +40,11 @@ const (
 	maxDiff = 3.0
 	topN    = 10
 	// minSamples is the fewest samples a recording needs for its shares
-	// to be compared at all: 3 points is about 3 standard deviations of a
-	// 20% share's difference between two runs of 1,000 samples.
-	minSamples = 1000
+	// to be compared at all. Two runs of n samples differ in a share p by
+	// sampling noise alone with a standard deviation of sqrt(2p(1-p)/n):
+	// at 3,000 samples, 1.1 points for p = 25%, so 3 points is about 2.7
+	// of them; the workloads are sized for 3,500-4,500 samples.
+	minSamples = 3000
 )
 
 // debianCXXFlags are the C++ flags Debian's packages are built with
@@ -75,10 +77,10 @@ var corpus = []program{
 		run(t, javac, "-d", dir, filepath.Join(testdata, "Work.java"))
 		return []string{filepath.Join(javaHome, "bin/java"),
 			"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer",
-			"-cp", dir, "Work", "60"}
+			"-cp", dir, "Work", "120"}
 	}},
 	{name: "node", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
-		return []string{testutil.RequireCommand(t, "node"), "--perf-basic-prof", filepath.Join(testdata, "work.js"), "60"}
+		return []string{testutil.RequireCommand(t, "node"), "--perf-basic-prof", filepath.Join(testdata, "work.js"), "100"}
 	}},
 	{name: "rust", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		cargo := testutil.RequireCommand(t, "cargo")
@@ -89,24 +91,24 @@ var corpus = []program{
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("cargo build --release: %v\n%s", err, out)
 		}
-		return []string{filepath.Join(dir, "target/release/corpus-work"), "120"}
+		return []string{filepath.Join(dir, "target/release/corpus-work"), "200"}
 	}},
 	{name: "cxx", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		gxx := testutil.RequireCommand(t, "g++")
 		bin := filepath.Join(dir, "work")
 		run(t, gxx, append(debianCXXFlags, "-o", bin, filepath.Join(testdata, "work.cpp"))...)
-		return []string{bin, "30"}
+		return []string{bin, "48"}
 	}},
 	{name: "python3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		// Debian's own interpreter, not whatever python3 PATH finds first.
-		return []string{requireFile(t, "/usr/bin/python3", "python3"), filepath.Join(testdata, "work.py"), "200"}
+		return []string{requireFile(t, "/usr/bin/python3", "python3"), filepath.Join(testdata, "work.py"), "280"}
 	}},
 	{name: "sqlite3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		return []string{requireFile(t, "/usr/bin/sqlite3", "sqlite3"), ":memory:", ".read " + filepath.Join(testdata, "work.sql")}
 	}},
 	{name: "xz", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		data := filepath.Join(dir, "words.txt")
-		if err := os.WriteFile(data, words(4<<20), 0o644); err != nil {
+		if err := os.WriteFile(data, words(5<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return []string{requireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-k", "-f", data}
@@ -115,7 +117,7 @@ var corpus = []program{
 		// gcc is a driver: it runs cc1 (the compiler) and as (the
 		// assembler) as child processes, which trueprof must follow.
 		src := filepath.Join(dir, "many.c")
-		if err := os.WriteFile(src, []byte(testutil.ManyFunctionsC(4000)), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(testutil.ManyFunctionsC(5000)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return []string{testutil.RequireCommand(t, "gcc"), "-O2", "-c", src, "-o", filepath.Join(dir, "many.o")}
