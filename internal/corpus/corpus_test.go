@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"trueprof/internal/testutil"
@@ -67,7 +68,8 @@ type program struct {
 	// that runs children must be followed into them.
 	minProcs int
 	// prepare builds or generates what the program needs in dir and
-	// returns its command line.
+	// returns its command line; each recorder runs it in a directory of
+	// its own, where relative output paths land.
 	prepare func(t *testing.T, dir, testdata string) []string
 }
 
@@ -77,7 +79,7 @@ var corpus = []program{
 		run(t, javac, "-d", dir, filepath.Join(testdata, "Work.java"))
 		return []string{filepath.Join(javaHome, "bin/java"),
 			"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer",
-			"-cp", dir, "Work", "120"}
+			"-cp", dir, "Work", "160"}
 	}},
 	{name: "node", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		return []string{testutil.RequireCommand(t, "node"), "--perf-basic-prof", filepath.Join(testdata, "work.js"), "100"}
@@ -111,7 +113,7 @@ var corpus = []program{
 		if err := os.WriteFile(data, words(5<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return []string{requireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-k", "-f", data}
+		return []string{requireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-c", data}
 	}},
 	{name: "gcc-build", minProcs: 3, prepare: func(t *testing.T, dir, testdata string) []string {
 		// gcc is a driver: it runs cc1 (the compiler) and as (the
@@ -120,7 +122,7 @@ var corpus = []program{
 		if err := os.WriteFile(src, []byte(testutil.ManyFunctionsC(5000)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return []string{testutil.RequireCommand(t, "gcc"), "-O2", "-c", src, "-o", filepath.Join(dir, "many.o")}
+		return []string{testutil.RequireCommand(t, "gcc"), "-O2", "-c", src, "-o", "many.o"}
 	}},
 }
 
@@ -138,7 +140,26 @@ func TestCorpus(t *testing.T) {
 			dir := t.TempDir()
 			argv := p.prepare(t, dir, testdata)
 
-			rep, inlinesOK := recordTrueprof(t, dir, argv, p.jit)
+			// Both recorders run at once, each on its own instance of the
+			// program, so that both see the same machine: on a shared one,
+			// the load of the moment moves memory-bound functions and the
+			// scheduler's kernel functions by several points.
+			tr, data := filepath.Join(dir, "corpus.trace"), filepath.Join(dir, "perf.data")
+			recs := []*recording{
+				newRecording(t, dir, "trueprof", p.jit, append([]string{trueprofBin, "record", "-o", tr, "--"}, argv...)),
+				newRecording(t, dir, "perf", p.jit, append([]string{perfBin, "record", "-q", "-F", "999", "-e", "cpu-clock", "-o", data, "--"}, argv...)),
+			}
+			var wg sync.WaitGroup
+			for _, r := range recs {
+				wg.Add(1)
+				go func() { defer wg.Done(); r.run() }()
+			}
+			wg.Wait()
+			for _, r := range recs {
+				r.check(t)
+			}
+
+			rep, inlinesOK := trueprofReport(t, tr)
 			if rep.Lost != 0 {
 				t.Errorf("lost = %d records (by kind %v), want 0", rep.Lost, rep.LostByKind)
 			}
@@ -156,7 +177,7 @@ func TestCorpus(t *testing.T) {
 			t.Logf("trueprof: %d samples, %d processes, lost %d, truncated %.1f%%, unresolved leaves %.2f%% of samples",
 				rep.Total.Samples, rep.Processes, rep.Lost, rep.TruncatedPercent, unresolved)
 
-			perfRows := recordPerf(t, perfBin, dir, argv, p.jit)
+			perfRows := perfReport(t, perfBin, data)
 			theirs := perfShares(perfRows, alias)
 			if len(theirs) == 0 {
 				t.Fatal("perf report shows no samples")
@@ -230,14 +251,12 @@ func (r *flatReport) modules() []string {
 	return out
 }
 
-// recordTrueprof records argv with trueprof at default settings and
-// returns its flat report under --no-inlines, and whether that flag
-// worked: when it does not, the test fails and the default report stands
-// in, so the log still shows the rest of the evidence.
-func recordTrueprof(t *testing.T, dir string, argv []string, jit bool) (*flatReport, bool) {
+// trueprofReport returns the flat report of the trace tr under
+// --no-inlines, and whether that flag worked: when it does not, the test
+// fails and the default report stands in, so the log still shows the rest
+// of the evidence.
+func trueprofReport(t *testing.T, tr string) (*flatReport, bool) {
 	t.Helper()
-	tr := filepath.Join(dir, "corpus.trace")
-	runTarget(t, dir, "trueprof", jit, append([]string{trueprofBin, "record", "-o", tr, "--"}, argv...))
 	inlinesOK := true
 	out, err := exec.Command(trueprofBin, "report", "-i", tr, "--format", "json", "--no-inlines").Output()
 	if err != nil {
@@ -254,25 +273,17 @@ func recordTrueprof(t *testing.T, dir string, argv []string, jit bool) (*flatRep
 	return &rep, inlinesOK
 }
 
-// recordPerf records argv with perf at trueprof's default frequency and
-// event, and returns perf report's rows.
-func recordPerf(t *testing.T, perfBin, dir string, argv []string, jit bool) []perfRow {
+// perfReport returns the rows of perf report on the perf.data file data.
+// Without -g there are no call chains: the period of each (dso, sym) row
+// is its self time, perf's --no-children. The unit separator cannot occur
+// in symbol names. A JIT's perf map must still exist: perf reads it now.
+func perfReport(t *testing.T, perfBin, data string) []perfRow {
 	t.Helper()
-	data := filepath.Join(dir, "perf.data")
-	report := func() []byte {
-		// Without -g there are no call chains: the period of each
-		// (dso, sym) row is its self time, perf's --no-children. The
-		// unit separator cannot occur in symbol names.
-		out, err := exec.Command(perfBin, "report", "-i", data, "--stdio", "--no-children", "-q",
-			"-F", "period,dso,sym", "-t", "\x1f").Output()
-		if err != nil {
-			t.Fatalf("perf report: %v\n%s", err, stderrOf(err))
-		}
-		return out
+	out, err := exec.Command(perfBin, "report", "-i", data, "--stdio", "--no-children", "-q",
+		"-F", "period,dso,sym", "-t", "\x1f").Output()
+	if err != nil {
+		t.Fatalf("perf report: %v\n%s", err, stderrOf(err))
 	}
-	// A JIT's perf map must still exist when perf report reads it.
-	var out []byte
-	runTarget(t, dir, "perf", jit, append([]string{perfBin, "record", "-q", "-F", "999", "-e", "cpu-clock", "-o", data, "--"}, argv...), func() { out = report() })
 	rows, err := parsePerfReport(out)
 	if err != nil {
 		t.Fatal(err)
@@ -280,40 +291,55 @@ func recordPerf(t *testing.T, perfBin, dir string, argv []string, jit bool) []pe
 	return rows
 }
 
-// runTarget runs a recorder's command line (which ends with the target's)
-// and fails the test if it fails. A JIT target runs under a shell that
-// writes its pid to a file before exec'ing it, so that its
-// /tmp/perf-PID.map, and no one else's, is removed after the functions
-// in before have run.
-func runTarget(t *testing.T, dir, tool string, jit bool, argv []string, before ...func()) {
+// recording is one recorder's run of a program. It runs in a directory of
+// its own, where the program writes its outputs.
+type recording struct {
+	tool           string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	err            error
+}
+
+// newRecording prepares a recorder's command line (which ends with the
+// program's). A JIT program runs under a shell that writes its pid to a
+// file before exec'ing it, so that its /tmp/perf-PID.map, and no one
+// else's, is removed when the test ends.
+func newRecording(t *testing.T, dir, tool string, jit bool, argv []string) *recording {
 	t.Helper()
-	pidFile := filepath.Join(dir, tool+".pid")
+	r := &recording{tool: tool}
 	if jit {
+		pidFile := filepath.Join(dir, tool+".pid")
 		i := slices.Index(argv, "--") + 1
 		wrapped := append([]string{}, argv[:i]...)
 		wrapped = append(wrapped, "/bin/sh", "-c", `echo $$ >"$0" && exec "$@"`, pidFile)
 		argv = append(wrapped, argv[i:]...)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if jit {
-		defer func() {
+		t.Cleanup(func() {
 			if pid, _ := os.ReadFile(pidFile); len(pid) > 0 {
 				os.Remove(fmt.Sprintf("/tmp/perf-%s.map", strings.TrimSpace(string(pid))))
 			}
-		}()
+		})
 	}
-	if err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(argv, " "), err, tail(stdout.Bytes()), tail(stderr.Bytes()))
+	r.cmd = exec.Command(argv[0], argv[1:]...)
+	r.cmd.Dir = filepath.Join(dir, tool)
+	if err := os.Mkdir(r.cmd.Dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if msg := strings.TrimSpace(string(tail(stderr.Bytes()))); msg != "" {
-		t.Logf("%s: %s", tool, msg)
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	return r
+}
+
+// run runs the recording; it may run on any goroutine.
+func (r *recording) run() { r.err = r.cmd.Run() }
+
+// check fails the test if the recording failed, and logs what the
+// recorder said.
+func (r *recording) check(t *testing.T) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(r.cmd.Args, " "), r.err, tail(r.stdout.Bytes()), tail(r.stderr.Bytes()))
 	}
-	for _, f := range before {
-		f()
+	if msg := strings.TrimSpace(string(tail(r.stderr.Bytes()))); msg != "" {
+		t.Logf("%s: %s", r.tool, msg)
 	}
 }
 
