@@ -64,7 +64,7 @@ func TestParsePerfReport(t *testing.T) {
 
 // TestAliases checks that two symbols of one address in libc share a key.
 func TestAliases(t *testing.T) {
-	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	libc := requireFile(t, "/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6")
 	al, err := aliases([]string{libc, "[kernel.kallsyms]"})
 	if err != nil {
 		t.Fatal(err)

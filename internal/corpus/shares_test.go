@@ -331,9 +331,10 @@ func table(rows []shareRow) string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "trueprof %\tperf %\tdiff\t\tfunction")
 	for _, r := range rows {
+		// Long C++ names differ at their ends: keep both.
 		name := r.key
-		if len(name) > 90 {
-			name = name[:87] + "..."
+		if len(name) > 100 {
+			name = name[:45] + " ... " + name[len(name)-50:]
 		}
 		fmt.Fprintf(w, "%.2f\t%.2f\t%+.2f\t\t%s\n", r.ours, r.perf, r.ours-r.perf, name)
 	}
