@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ func rootCmd() *cobra.Command {
 func recordCmd() *cobra.Command {
 	var (
 		out, event, mode, size string
+		mmapPages              string
 		freq, period           uint64
 		pid                    int
 		duration               time.Duration
@@ -96,6 +98,10 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
+			pages, err := parseMmapPages(mmapPages)
+			if err != nil {
+				return err
+			}
 			m := trace.Mode(mode)
 			if m != trace.ModeNormal && m != trace.ModeWrap && m != trace.ModeContinuous {
 				return fmt.Errorf("--mode %q: want normal, wrap or continuous", mode)
@@ -109,7 +115,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 			cfg := record.Config{
 				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
-				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines,
+				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines, RingPages: pages,
 			}
 			if mech != "" && mech != "hook" && mech != "uprobe" {
 				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
@@ -153,24 +159,34 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
+	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
 	return c
+}
+
+// parseMmapPages parses -m as perf does: a number of pages, or a size
+// with a unit, rounded up to a power of two pages. "" is 0: the
+// recorder sizes its rings itself.
+func parseMmapPages(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var bytes int64
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n <= 0 || n > 1<<30 {
+			return 0, fmt.Errorf("--mmap-pages %q: want 1 to 2^30 pages", s)
+		}
+		bytes = n * int64(os.Getpagesize())
+	} else if bytes, err = parseSize(s); err != nil || bytes <= 0 || bytes > 1<<42 {
+		return 0, fmt.Errorf("--mmap-pages %q: want a number of pages or a size such as 512K or 2M", s)
+	}
+	return perf.RingPagesFor(bytes), nil
 }
 
 // calibration returns this machine's stored calibration of mech,
 // measuring it first when missing: an instrumented profile is only as
 // good as its calibration.
 func calibration(cmd *cobra.Command, mech string) (*trace.Calibration, error) {
-	c, err := calibrate.Load(mech)
-	if errors.Is(err, calibrate.ErrNotCalibrated) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: no %s calibration for this machine; measuring it now (see trueprof calibrate)\n", mech)
-		if c, err = calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: mech}); err == nil {
-			err = calibrate.Save(c)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("calibrating %s: %w", mech, err)
-	}
-	return c, nil
+	return calibrate.LoadOrMeasure(cmd.Context(), calibrate.Options{Mechanism: mech}, cmd.ErrOrStderr())
 }
 
 func calibrateCmd() *cobra.Command {
@@ -218,13 +234,14 @@ func reportCmd() *cobra.Command {
 		pid, tid                                   int
 		min                                        float64
 		raw, noInterrupts                          bool
+		agg                                        model.Aggregation
 	)
 	c := &cobra.Command{
 		Use:   "report",
 		Short: "Print a report of a trace: tprof, flat, tree, arcflow, callflow or threads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr())
+			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
@@ -256,6 +273,7 @@ func reportCmd() *cobra.Command {
 	f.BoolVar(&noInterrupts, "exclude-interrupts", false, "remove the time of interrupts handled while a thread ran from its wall and CPU time")
 	f.StringVar(&metric, "metric", "wall", "instrumented recordings and threads: wall | cpu | dispatches")
 	f.StringVar(&root, "root", "", "instrumented recordings: only calls inside this function's subgraph")
+	aggregationFlags(c, &agg)
 	return c
 }
 
@@ -263,12 +281,13 @@ func exportCmd() *cobra.Command {
 	var in, format, out, thread string
 	var labels []string
 	var pid, tid int
+	var agg model.Aggregation
 	c := &cobra.Command{
 		Use:   "export",
 		Short: "Export a trace for other tools: pprof (go tool pprof) or folded stacks (flame graphs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr())
+			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
@@ -309,6 +328,7 @@ func exportCmd() *cobra.Command {
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
 	labelFlag(c, &labels)
+	aggregationFlags(c, &agg)
 	c.MarkFlagRequired("output")
 	return c
 }
@@ -329,9 +349,10 @@ func demoCmd() *cobra.Command {
 	return c
 }
 
-// loadProfile opens a trace; damage is reported but what precedes it is
-// still used.
-func loadProfile(path string, log io.Writer) (*model.Profile, error) {
+// loadProfile opens a trace and groups its code as agg says, once for
+// every view, export and the web UI; damage is reported but what precedes
+// it is still used.
+func loadProfile(path string, log io.Writer, agg model.Aggregation) (*model.Profile, error) {
 	p, err := model.Open(path)
 	if err != nil {
 		return nil, err
@@ -339,7 +360,17 @@ func loadProfile(path string, log io.Writer) (*model.Profile, error) {
 	if p.Err != nil {
 		fmt.Fprintf(log, "trueprof: warning: %v\n", p.Err)
 	}
+	if err := p.Aggregate(agg); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// aggregationFlags defines --granularity and --no-inlines, which report,
+// export and serve share.
+func aggregationFlags(c *cobra.Command, agg *model.Aggregation) {
+	c.Flags().Var(&agg.Granularity, "granularity", "what an entry is, as pprof's options of the same names: functions | files (a source file; [module] without line information) | lines (a function at a source line) | addresses (a function at an instruction)")
+	c.Flags().BoolVar(&agg.NoInlines, "no-inlines", false, "charge inlined code to the function it was inlined into, as perf and pprof -noinlines do (default: inlined functions are entries of their own)")
 }
 
 // labelFlag defines --label, which report and export share.

@@ -184,21 +184,7 @@ func TestReportAndExport(t *testing.T) {
 			}
 		}
 	}
-	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flat struct {
-		Total     map[string]uint64 `json:"total"`
-		Functions []struct {
-			Name string            `json:"name"`
-			Self map[string]uint64 `json:"self"`
-		} `json:"functions"`
-	}
-	if err := json.Unmarshal(out, &flat); err != nil || len(flat.Functions) == 0 {
-		t.Fatalf("flat JSON: %v", err)
-	}
-	top := flat.Functions[0]
+	top := reportFlat(t, "-i", tr).Functions[0]
 	pb := filepath.Join(dir, "t.pb.gz")
 	if out, err := exec.Command(trueprof(), "export", "-i", tr, "--format", "pprof", "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
@@ -257,6 +243,26 @@ func TestParseSize(t *testing.T) {
 		got, err := parseSize(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseSize(%q) = %d, %v", tt.in, got, err)
+		}
+	}
+}
+
+// TestParseMmapPages checks -m: pages as given or rounded up to a power
+// of two, and sizes turned into pages, as perf -m reads them.
+func TestParseMmapPages(t *testing.T) {
+	page := os.Getpagesize()
+	for _, tt := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"", 0, true}, {"128", 128, true}, {"100", 128, true}, {"1", 1, true},
+		{"2M", 2 << 20 / page, true}, {"512K", 512 << 10 / page, true}, {"3M", 4 << 20 / page, true},
+		{"0", 0, false}, {"-4", 0, false}, {"x", 0, false}, {"0K", 0, false},
+	} {
+		got, err := parseMmapPages(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseMmapPages(%q) = %d, %v", tt.in, got, err)
 		}
 	}
 }

@@ -7,11 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"trueprof/internal/model"
 	"trueprof/internal/web"
 )
 
 func serveCmd() *cobra.Command {
 	var in, addr string
+	var agg model.Aggregation
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a trace's web UI (functions, detail, call graph, flame graph, source, timeline) on loopback",
@@ -23,7 +25,7 @@ writes no files, and reads only the trace, the source files its locations
 name and the modules they are in (for disassembly). Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr())
+			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
@@ -34,6 +36,7 @@ name and the modules they are in (for disassembly). Ctrl-C stops it.`,
 	}
 	c.Flags().StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
 	c.Flags().StringVar(&addr, "http", web.DefaultAddr, "address to listen on (host:port; port 0 picks a free one)")
+	aggregationFlags(c, &agg)
 	return c
 }
 

@@ -5,6 +5,13 @@
  * parse ~20%; a worker thread runs transform. Build with frame pointers:
  *   gcc -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer \
  *       -fno-inline -pthread hotspots.c
+ *
+ * Calls, given ROUNDS (the argument): main calls process_batch ROUNDS
+ * times, each of which calls parse and checksum once; the worker thread
+ * calls transform ROUNDS/2 times; checksum and transform call mix 200,000
+ * times each. The demo's hooks build (add -finstrument-functions
+ * -finstrument-functions-exclude-function-list=mix) counts all but mix's,
+ * and internal/demo's test checks those counts.
  */
 #include <pthread.h>
 #include <stdio.h>

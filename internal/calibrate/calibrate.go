@@ -13,6 +13,8 @@
 //	c, err := calibrate.Run(ctx, calibrate.Options{Mechanism: "hook"})
 //	err = calibrate.Save(c)
 //	c, err = calibrate.Load("hook") // in later recordings
+//
+// LoadOrMeasure does both on first use, as record does.
 package calibrate
 
 import (
@@ -47,15 +49,16 @@ var targetSource string
 type Options struct {
 	Mechanism string // "hook" or "uprobe"
 	Rounds    int    // calls of cal_outer per batch; 0 chooses per mechanism
-	Batches   int    // recordings whose intervals are pooled; 0 means 5
+	Batches   int    // recordings whose intervals are pooled; 0 means DefaultBatches
 	Log       io.Writer
 }
 
-// Run measures the probe cost of o.Mechanism on this machine.
-func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
-	if o.Mechanism != "hook" && o.Mechanism != "uprobe" {
-		return nil, fmt.Errorf("mechanism %q: want hook or uprobe", o.Mechanism)
-	}
+// DefaultBatches is how many recordings a calibration pools unless told
+// otherwise.
+const DefaultBatches = 5
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
 	if o.Rounds == 0 {
 		o.Rounds = 200000
 		if o.Mechanism == "uprobe" {
@@ -63,11 +66,20 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 		}
 	}
 	if o.Batches == 0 {
-		o.Batches = 5
+		o.Batches = DefaultBatches
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	return o
+}
+
+// Run measures the probe cost of o.Mechanism on this machine.
+func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
+	if o.Mechanism != "hook" && o.Mechanism != "uprobe" {
+		return nil, fmt.Errorf("mechanism %q: want hook or uprobe", o.Mechanism)
+	}
+	o = o.withDefaults()
 	dir, err := os.MkdirTemp("", "trueprof-calibrate-")
 	if err != nil {
 		return nil, err
@@ -350,6 +362,32 @@ func machine() (host, kernel string) {
 		kernel = string(b)
 	}
 	return host, kernel
+}
+
+// LoadOrMeasure returns this machine's stored calibration of
+// o.Mechanism. When there is none it says so on notice, measures one with
+// o, stores it and returns it: an instrumented profile is only as good as
+// its calibration, so recording calibrates on first use.
+func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Calibration, error) {
+	c, err := Load(o.Mechanism)
+	if errors.Is(err, ErrNotCalibrated) {
+		how := " (see trueprof calibrate)"
+		if d, full := o.withDefaults(), (Options{Mechanism: o.Mechanism}).withDefaults(); d.Batches*d.Rounds < full.Batches*full.Rounds {
+			// A quick calibration is a real one with fewer intervals
+			// (their count is in every report's header); say so and how
+			// to replace it.
+			how = fmt.Sprintf(", quickly: %d × %d calls instead of %d × %d (trueprof calibrate replaces it with the full measurement)",
+				d.Batches, d.Rounds, full.Batches, full.Rounds)
+		}
+		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
+		if c, err = Run(ctx, o); err == nil {
+			err = Save(c)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("calibrating %s: %w", o.Mechanism, err)
+	}
+	return c, nil
 }
 
 // ErrNotCalibrated is returned by Load when this machine has no stored

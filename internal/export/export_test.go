@@ -60,12 +60,14 @@ func trueprofFlat(t *testing.T, p *model.Profile, f report.Filter) (rows map[str
 // name, and the "(inline)" note pprof appends to inlined functions.
 var topRow = regexp.MustCompile(`^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.*?)(?: \((?:partial-)?inline\))?$`)
 
-// pprofTop runs `go tool pprof -top` on a profile file and returns its
-// rows. -nodefraction=0 keeps pprof from dropping small functions.
-func pprofTop(t *testing.T, file string) map[string]flatRow {
+// pprofTop runs `go tool pprof -top` with options on a profile file and
+// returns its rows. -nodefraction=0 keeps pprof from dropping small
+// functions.
+func pprofTop(t *testing.T, file string, options ...string) map[string]flatRow {
 	t.Helper()
 	goBin := testutil.RequireCommand(t, "go")
-	cmd := exec.Command(goBin, "tool", "pprof", "-top", "-nodecount=1000", "-nodefraction=0", file)
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=1000", "-nodefraction=0"}, options...)
+	cmd := exec.Command(goBin, append(args, file)...)
 	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -131,6 +131,9 @@ type analysis struct {
 	// start and end bound the recording: the header's start (else its
 	// first record), and its End (or last record).
 	start, end uint64
+	// detached is when the probes came off (the End record's); 0 if the
+	// trace does not say.
+	detached uint64
 
 	funcs  []Func // by location id, filled on first use
 	known  []bool
@@ -170,6 +173,9 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		labels:     p.GoLabels(),
 	}
 	a.start, a.end = bounds(p)
+	if p.End != nil {
+		a.detached = p.End.Detached
+	}
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
 		if err := checkCalibration(c); err != nil {
 			return nil, err
@@ -179,7 +185,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 	if o.Root != "" {
 		found := false
 		for i := range p.Events {
-			if a.fn(p.Events[i].Function).Name == o.Root {
+			if a.isRoot(p.Events[i].Function) {
 				found = true
 				break
 			}
@@ -447,6 +453,13 @@ func (a *analysis) fn(id uint32) Func {
 	return a.funcs[id]
 }
 
+// isRoot reports whether location id is in the Root function: its
+// physical function as recorded, whatever grouping of code renamed the
+// frames to (a --root names a function even when the reports show files).
+func (a *analysis) isRoot(id uint32) bool {
+	return int(id) < len(a.p.Locations) && id != 0 && a.p.Locations[id].Symbol() == a.o.Root
+}
+
 // sampleFuncs returns the function-level stack of sample stack id,
 // outermost first, inlined functions after the function they were
 // inlined into; [Unknown] for a sample without a stack.
@@ -658,7 +671,7 @@ func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
 func (a *analysis) event(th *thread, e *model.Event) {
 	f := a.fn(e.Function)
 	if !a.inside(th) {
-		if !e.Entry || f.Name != a.o.Root {
+		if !e.Entry || !a.isRoot(e.Function) {
 			return // outside the Root subgraph
 		}
 		a.rootEntered = true
@@ -761,26 +774,38 @@ func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics)
 }
 
 // sample merges a sample of th into its tree (seed 000): below the
-// current traced call, the sample's frames deeper than that call's
-// function; outside any call, its whole stack below the thread's root.
+// innermost open traced call whose function the sample's stack holds, the
+// frames deeper than it; outside any call, its whole stack below the
+// thread's root. A sample a few microseconds off its call's edges (taken
+// in a uretprobe's trampoline, after the function's frame is gone but
+// before its exit is written) goes below the caller it was really in,
+// never below the call it left, where it would look recursive.
 func (a *analysis) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
 	fs := a.sampleFuncs(s.Stack)
-	n := th.current()
-	chain := fs
-	if n != 0 {
-		cur := th.nodes[n].fn
+	n, depth, chain := int32(0), 0, fs
+	for depth = len(th.stack); depth > 0; depth-- {
+		cur := th.nodes[th.stack[depth-1].node].fn
 		i := len(fs) - 1
 		for i >= 0 && fs[i] != cur {
 			i--
 		}
 		if i >= 0 {
-			chain = fs[i+1:]
-		} else {
-			chain = fs[len(fs)-1:] // not in the stack: attach the leaf
+			n, chain = th.stack[depth-1].node, fs[i+1:]
+			break
 		}
+	}
+	if depth == 0 && len(th.stack) > 0 {
+		if a.o.Root != "" {
+			// Under Root the calls outside the subgraph are unknown: the
+			// sample may belong to one of them, as it does in the whole.
+			return
+		}
+		// No open call is in the stack (cut short, or the traced
+		// function's frame not yet set up): attach the leaf.
+		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
 		if c, ok := th.nodes[n].children[f]; ok {
@@ -788,6 +813,14 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 			continue
 		}
 		rl := th.onFunc[f]
+		if depth < len(th.stack) {
+			rl = 0
+			for _, fr := range th.stack[:depth] {
+				if th.nodes[fr.node].fn == f {
+					rl++
+				}
+			}
+		}
 		for _, g := range chain[:i] {
 			if g == f {
 				rl++
@@ -816,19 +849,35 @@ func (a *analysis) sweep() {
 	}
 	for _, th := range a.order {
 		th.end = a.endOf(th)
-		if th.open {
-			d := a.closeInterval(th, th.end, -1)
-			if a.flow && th.events > 0 {
-				n := &th.nodes[th.current()]
-				th.flow = append(th.flow, FlowEvent{TimeNS: th.end, Kind: FlowEnd, Level: n.level,
-					Name: n.fn.Name, Module: n.fn.Module, Delta: d})
-			}
+		if a.detached > 0 && len(th.stack) > 0 && th.end >= a.detached {
+			// The thread outlived the probes: its open calls end when
+			// they came off, the last moment their exit could be seen,
+			// and the rest of its time is its own.
+			t := max(a.detached, th.last)
+			a.closeAll(th, t, FlowDetach, FlowDetached, &th.repairs.Detached)
 		}
-		for len(th.stack) > 0 {
-			th.repairs.Unclosed++
-			a.pop(th, th.end, FlowUnclosed, Metrics{})
-		}
+		a.closeAll(th, th.end, FlowEnd, FlowUnclosed, &th.repairs.Unclosed)
 		th.open = false
+	}
+}
+
+// closeAll closes th's open interval at t (a flow line of kind end) and
+// its open calls (lines of kind unclosed, counted in n).
+func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
+	if th.open {
+		d := a.closeInterval(th, t, -1)
+		if a.flow && th.events > 0 {
+			nd := &th.nodes[th.current()]
+			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
+				Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+		}
+	}
+	for len(th.stack) > 0 {
+		*n++
+		a.pop(th, t, unclosed, Metrics{})
+	}
+	if !a.inside(th) {
+		th.open = false // left the Root subgraph
 	}
 }
 

@@ -20,6 +20,11 @@ const (
 	// then (synthesised, zero Delta; the FlowEnd line before it has the
 	// interval).
 	FlowUnclosed FlowKind = "exit-end"
+	// FlowDetach is when the probes came off, on a thread with calls
+	// still open: its Delta is the interval since the last event, and a
+	// FlowDetached line (synthesised, zero Delta) follows for each call.
+	FlowDetach   FlowKind = "detach"
+	FlowDetached FlowKind = "exit-detach"
 	// FlowEnd is the thread's end (its exit, or the end of the
 	// recording): its Delta is the interval since the last event, which
 	// would otherwise be lost; Level, Name and Module are those of the

@@ -211,18 +211,26 @@ type Repairs struct {
 	// caller further down the shadow stack arrived.
 	Popped uint64 `json:"popped"`
 	// Unmatched counts exits of a function with no open call on the
-	// thread (recording started inside it, or its entry was lost); they
-	// are ignored, apart from ending an interval.
+	// thread (recording started inside it, before an attach placed its
+	// probes, or its entry was lost); they are ignored, apart from ending
+	// an interval.
 	Unmatched uint64 `json:"unmatched"`
 	// Unclosed counts calls still open when their thread ended (it
-	// exited, or the recording stopped or was cut short); they end then.
+	// exited, or the recording stopped or was cut short, with no detach
+	// time known); they end then.
 	Unclosed uint64 `json:"unclosed"`
+	// Detached counts calls still open when the probes came off (a
+	// recording that stopped, or detached, while they ran): their exit
+	// was never seen, and they end then. Not a repair: the tree is
+	// exact, it only ends early. Absent from JSON when zero.
+	Detached uint64 `json:"open_at_detach,omitempty"`
 }
 
 func (r *Repairs) add(s Repairs) {
 	r.Popped += s.Popped
 	r.Unmatched += s.Unmatched
 	r.Unclosed += s.Unclosed
+	r.Detached += s.Detached
 }
 
 // Thread is the call-stack tree of one thread incarnation: a thread id

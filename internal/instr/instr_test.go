@@ -225,6 +225,54 @@ func TestUnclosed(t *testing.T) {
 	}
 }
 
+// TestDetached: calls still open when the probes came off end then, and
+// the thread's time after is its own; a thread that exited before keeps
+// its calls open until its exit, a repair.
+func TestDetached(t *testing.T) {
+	p := instrtest.New().ThreadAt(1, 1, "app", 0).ThreadAt(1, 2, "gone", 0).
+		Run(1, 1, "0 +main 10 +f 20 -f 25 +f").
+		Run(1, 2, "0 +g 5 exit").Profile()
+	p.End.Time, p.End.Detached = 100, 30
+	r := build(t, p, instr.Options{})
+	root := &thread(t, r, 1).Root
+	check(t, node(t, root, "main;f"), want{2, 0, 2, 0, 15, 15, 15, 15})
+	check(t, node(t, root, "main"), want{1, 2, 1, 0, 15, 30, 15, 30})
+	if root.Base.WallNSRaw != 70 {
+		t.Errorf("after the detach the thread's own: %d ns, want 70", root.Base.WallNSRaw)
+	}
+	if r.Repairs != (instr.Repairs{Detached: 2, Unclosed: 1}) {
+		t.Errorf("repairs %+v", r.Repairs)
+	}
+	fl, err := instr.Callflow(p, instr.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []instr.FlowKind
+	for _, e := range fl[0].Events[4:] {
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []instr.FlowKind{instr.FlowDetach, instr.FlowDetached, instr.FlowDetached, instr.FlowEnd}; !slices.Equal(kinds, want) {
+		t.Errorf("callflow ends %v, want %v", kinds, want)
+	}
+}
+
+// TestSampleLeftCall: a sample whose stack lacks the current call but
+// holds its caller (taken in a uretprobe's trampoline, after the call's
+// frame is gone and before its exit is written) goes below the caller,
+// never below the call, where it would look recursive.
+func TestSampleLeftCall(t *testing.T) {
+	p := instrtest.New().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 10 +f 20 s:_start;main;[uprobes] 25 s:_start;x 30 -f 40 -main").Profile()
+	root := &thread(t, build(t, p, instr.Options{}), 1).Root
+	if n := node(t, root, "main;[uprobes]"); !n.Sampled || n.Recursion != 0 || n.Cum.Samples != 1 {
+		t.Errorf("main;[uprobes]: %+v", n)
+	}
+	// Nothing of the stack is open: the leaf goes below the current call.
+	if n := node(t, root, "main;f;x"); !n.Sampled || n.Cum.Samples != 1 {
+		t.Errorf("main;f;x: %+v", n)
+	}
+}
+
 func TestThreadsInterleaved(t *testing.T) {
 	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "worker").
 		Run(1, 1, "0 +main 10 +f 30 -f 40 -main").

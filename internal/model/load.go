@@ -110,25 +110,23 @@ func (l *loader) add(rec trace.Record) error {
 		if err != nil {
 			return err
 		}
-		loc := Location{Address: r.Address, Module: mod, Offset: r.Offset, Frames: make([]Frame, 0, len(r.Lines))}
-		for _, ln := range r.Lines {
-			fn, err := l.str(ln.Function)
-			if err != nil {
-				return err
-			}
-			file, err := l.str(ln.File)
-			if err != nil {
-				return err
-			}
-			if fn == "" {
-				fn = fmt.Sprintf("%s+%#x", mod, r.Offset)
-			}
-			loc.Frames = append(loc.Frames, Frame{Function: fn, File: file, Line: int(ln.Line)})
-		}
-		if len(loc.Frames) == 0 {
-			loc.Frames = append(loc.Frames, Frame{Function: fmt.Sprintf("%s+%#x", mod, r.Offset)})
+		loc := Location{Address: r.Address, Module: mod, Offset: r.Offset}
+		if loc.Frames, err = l.frames(mod, r.Offset, r.Lines); err != nil {
+			return err
 		}
 		p.Locations = append(p.Locations, loc)
+	case *trace.Rename:
+		// Names learned after the location was written (JIT maps read
+		// at the end): they hold for every use of the location.
+		if r.ID == 0 || int(r.ID) >= len(p.Locations) {
+			return fmt.Errorf("%w: rename of undefined location %d", errCorrupt, r.ID)
+		}
+		loc := &p.Locations[r.ID]
+		frames, err := l.frames(loc.Module, loc.Offset, r.Lines)
+		if err != nil {
+			return err
+		}
+		loc.Frames = frames
 	case *trace.StackNode:
 		if int(r.ID) != len(p.Stacks) || r.Parent >= r.ID || r.Location == 0 || int(r.Location) >= len(p.Locations) {
 			return fmt.Errorf("%w: stack node %d (parent %d, location %d)", errCorrupt, r.ID, r.Parent, r.Location)
@@ -244,9 +242,33 @@ func (l *loader) add(rec trace.Record) error {
 		if err != nil {
 			return err
 		}
-		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason}
+		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason, Detached: r.Detached}
 	}
 	return nil
+}
+
+// frames converts a location's lines to frames, naming a nameless one
+// (and a location without lines) after its module and offset.
+func (l *loader) frames(mod string, off uint64, lines []trace.Line) ([]Frame, error) {
+	frames := make([]Frame, 0, max(len(lines), 1))
+	for _, ln := range lines {
+		fn, err := l.str(ln.Function)
+		if err != nil {
+			return nil, err
+		}
+		file, err := l.str(ln.File)
+		if err != nil {
+			return nil, err
+		}
+		if fn == "" {
+			fn = fmt.Sprintf("%s+%#x", mod, off)
+		}
+		frames = append(frames, Frame{Function: fn, File: file, Line: int(ln.Line)})
+	}
+	if len(frames) == 0 {
+		frames = append(frames, Frame{Function: fmt.Sprintf("%s+%#x", mod, off)})
+	}
+	return frames, nil
 }
 
 // finish sorts threads and derives processes; wrap mode writes samples out

@@ -90,6 +90,53 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// TestLoadRename: a Rename record names a location already used by
+// samples, for every use; a trace cut off before it still loads, with
+// the location as first written and the same stacks.
+func TestLoadRename(t *testing.T) {
+	data := writeTrace(t, func(w *trace.Writer) []trace.Record {
+		jit, hot, main, exe := intern(t, w, "[jit]"), intern(t, w, "jit_hot_loop"), intern(t, w, "main"), intern(t, w, "/bin/prog")
+		for _, r := range []trace.Record{
+			&trace.Location{ID: 1, Address: 0x1000, Module: exe, Offset: 0x1000, Lines: []trace.Line{{Function: main}}},
+			&trace.Location{ID: 2, Address: 0x7f00, Module: jit, Offset: 0x7f00, Lines: []trace.Line{{Function: jit}}},
+			&trace.StackNode{ID: 1, Parent: 0, Location: 1},
+			&trace.StackNode{ID: 2, Parent: 1, Location: 2},
+			&trace.Sample{Time: 7, PID: 10, TID: 10, Period: 1000, Stack: 2},
+		} {
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The names come in a chunk of their own, as at the end of a
+		// recording: the cut below removes that chunk.
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return []trace.Record{
+			&trace.Rename{ID: 2, Lines: []trace.Line{{Function: hot, File: exe, Line: 3}}},
+			&trace.End{Time: 20},
+		}
+	})
+	leaf := func(p *Profile) Frame {
+		return p.Locations[p.Stacks[p.Samples[0].Stack].Location].Frames[0]
+	}
+	p, err := Load(bytes.NewReader(data))
+	if err != nil || p.Err != nil {
+		t.Fatalf("%v %v", err, p.Err)
+	}
+	if got := leaf(p); got != (Frame{Function: "jit_hot_loop", File: "/bin/prog", Line: 3}) || p.Locations[2].Module != "[jit]" {
+		t.Errorf("renamed leaf %+v in %q, want jit_hot_loop in [jit]", got, p.Locations[2].Module)
+	}
+	cut := data[:bytes.LastIndex(data, []byte("TPCK"))]
+	p, err = Load(bytes.NewReader(cut))
+	if err != nil || !errors.Is(p.Err, ErrNoEnd) {
+		t.Fatalf("cut trace: %v, %v", err, p.Err)
+	}
+	if got := leaf(p); got.Function != "[jit]" || len(p.Stacks) != 3 || len(p.Samples) != 1 {
+		t.Errorf("cut trace: leaf %+v, %d stack nodes, %d samples; want [jit], 3, 1", got, len(p.Stacks), len(p.Samples))
+	}
+}
+
 func TestLoadInconsistent(t *testing.T) {
 	tests := []struct {
 		name string
@@ -103,6 +150,12 @@ func TestLoadInconsistent(t *testing.T) {
 		}},
 		{"stack node cycle", func(w *trace.Writer) []trace.Record {
 			return []trace.Record{&trace.Location{ID: 1}, &trace.StackNode{ID: 1, Parent: 1, Location: 1}}
+		}},
+		{"rename of undefined location", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Location{ID: 1}, &trace.Rename{ID: 2}}
+		}},
+		{"rename with undefined string", func(w *trace.Writer) []trace.Record {
+			return []trace.Record{&trace.Location{ID: 1}, &trace.Rename{ID: 1, Lines: []trace.Line{{Function: 99}}}}
 		}},
 		{"sample on undefined stack", func(w *trace.Writer) []trace.Record {
 			return []trace.Record{&trace.Sample{PID: 1, TID: 1, Stack: 4}}

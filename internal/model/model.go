@@ -49,6 +49,10 @@ type Profile struct {
 	Throttled uint64 // number of throttle records
 	Truncated uint64 // samples whose call chain was cut short (trace.SampleTruncated)
 
+	// Aggregation is how the locations' frames group code (Aggregate);
+	// the zero value, as recorded.
+	Aggregation Aggregation
+
 	// End is the trace's End record, nil if the recorder did not stop cleanly.
 	End *End
 	// Err is the error that ended reading early (a truncated or corrupt
@@ -83,6 +87,9 @@ type Location struct {
 	// Frames are innermost (inlined) first; the physical function is last.
 	// Never empty.
 	Frames []Frame
+	// symbol is the physical function's name when Aggregate renamed the
+	// frames, else "" (see Symbol).
+	symbol string
 }
 
 // StackNode is a node of the stack tree: Location called from Parent's
@@ -281,6 +288,7 @@ type End struct {
 	Time     uint64
 	ExitCode int
 	Reason   string
+	Detached uint64 // when the probes came off; 0 if nothing was probed
 }
 
 // Stack appends to buf the location ids of stack node id, leaf first, and

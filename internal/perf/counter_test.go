@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"io"
 	"os/exec"
 	"testing"
 
@@ -13,48 +14,20 @@ import (
 // names its event and its thread.
 func TestCounterSamples(t *testing.T) {
 	testutil.RequirePerf(t)
-	testutil.RequireCommand(t, "dd")
-	cmd := exec.Command("sh", "-c", "read x; (dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; true); echo $x >/dev/null")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	cpus, err := OnlineCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin := startFaulting(t)
+	fds, rings := openCounterKinds(t, cmd.Process.Pid)
 	kinds := map[uint64]string{}
-	var fds []int
-	var rings []*Ring
-	for _, cpu := range cpus {
-		owner := -1
-		for _, name := range []string{"page-faults", "cpu-migrations"} {
-			ev, _ := ParseEvent(name)
-			fd := openTest(t, CounterAttr(ev, CounterOptions{Kernel: true}), cmd.Process.Pid, cpu)
-			fds = append(fds, fd)
-			shareRing(t, fd, &owner, &rings)
+	for kind, kfds := range fds {
+		for _, fd := range kfds {
 			id, err := EventID(fd)
 			if err != nil {
 				t.Fatal(err)
 			}
-			kinds[id] = name
+			kinds[id] = counterKindNames[kind]
 		}
 	}
-	for _, fd := range fds {
-		if err := Enable(fd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stdin.Write([]byte("go\n"))
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	enableAll(t, fds)
+	runFaulting(t, cmd, stdin)
 
 	faults := map[uint32]int{}
 	for _, ring := range rings {
@@ -87,5 +60,69 @@ func TestCounterSamples(t *testing.T) {
 	}
 	if most < 2048 {
 		t.Errorf("page faults %v: none has the 2048 of dd's buffer", faults)
+	}
+}
+
+// startFaulting starts a shell that, once runFaulting lets it, forks a
+// child that allocates an 8 MiB buffer (dd): 2048 page faults at least.
+func startFaulting(t *testing.T) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	testutil.RequireCommand(t, "dd")
+	cmd := exec.Command("sh", "-c", "read x; (dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null; true); echo $x >/dev/null")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+// runFaulting lets the shell of startFaulting run and waits for it.
+func runFaulting(t *testing.T, cmd *exec.Cmd, stdin io.WriteCloser) {
+	t.Helper()
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counterKindNames are the events openCounterKinds opens.
+var counterKindNames = [2]string{"page-faults", "cpu-migrations"}
+
+// openCounterKinds opens a CounterAttr event of each of
+// counterKindNames on pid and every CPU, sharing one ring per CPU, and
+// returns them by kind.
+func openCounterKinds(t *testing.T, pid int) (fds [2][]int, rings []*Ring) {
+	t.Helper()
+	cpus, err := OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cpu := range cpus {
+		owner := -1
+		for kind, name := range counterKindNames {
+			ev, _ := ParseEvent(name)
+			fd := openTest(t, CounterAttr(ev, CounterOptions{Kernel: true}), pid, cpu)
+			shareRing(t, fd, &owner, &rings)
+			fds[kind] = append(fds[kind], fd)
+		}
+	}
+	return fds, rings
+}
+
+// enableAll enables the events of openCounterKinds.
+func enableAll(t *testing.T, fds [2][]int) {
+	t.Helper()
+	for _, fd := range append(fds[0], fds[1]...) {
+		if err := Enable(fd); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -69,3 +69,10 @@ func EventNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Clock reports whether e counts nanoseconds (cpu-clock, task-clock), so
+// that a sampling period of e is a time.
+func (e Event) Clock() bool {
+	return e.Type == unix.PERF_TYPE_SOFTWARE &&
+		(e.Config == unix.PERF_COUNT_SW_CPU_CLOCK || e.Config == unix.PERF_COUNT_SW_TASK_CLOCK)
+}

@@ -103,3 +103,29 @@ func copyWrapped(dst, data []byte, off uint64) {
 	c := copy(dst, data[off:])
 	copy(dst[c:], data)
 }
+
+// RingPagesFor returns the number of data pages of a ring that holds
+// bytes: a power of two, as MapRing wants, rounded up as perf -m does.
+func RingPagesFor(bytes int64) int {
+	page := int64(os.Getpagesize())
+	pages := max(1, (bytes+page-1)/page)
+	n := 1
+	for int64(n) < pages && n < 1<<30 {
+		n <<= 1
+	}
+	return n
+}
+
+// UnlimitedRings reports whether this process may map rings beyond
+// kernel.perf_event_mlock_kb (about 512 KiB per CPU) without charging
+// them to RLIMIT_MEMLOCK: it has CAP_PERFMON, CAP_SYS_ADMIN or
+// CAP_IPC_LOCK.
+func UnlimitedRings() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	return has(unix.CAP_PERFMON) || has(unix.CAP_SYS_ADMIN) || has(unix.CAP_IPC_LOCK)
+}

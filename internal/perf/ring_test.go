@@ -2,6 +2,7 @@ package perf
 
 import (
 	"encoding/binary"
+	"os"
 	"testing"
 )
 
@@ -83,6 +84,26 @@ func TestParseCPUList(t *testing.T) {
 		got, err := parseCPUList(tt.in)
 		if (err == nil) != tt.ok || len(got) != tt.want {
 			t.Errorf("parseCPUList(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+func TestRingPagesFor(t *testing.T) {
+	page := int64(os.Getpagesize())
+	for _, c := range []struct {
+		bytes int64
+		want  int
+	}{
+		{0, 1},
+		{1, 1},
+		{page, 1},
+		{page + 1, 2},
+		{3 * page, 4},
+		{2 << 20, int(2 << 20 / page)},
+		{2<<20 + 1, int(4 << 20 / page)},
+	} {
+		if got := RingPagesFor(c.bytes); got != c.want {
+			t.Errorf("RingPagesFor(%d) = %d, want %d", c.bytes, got, c.want)
 		}
 	}
 }

@@ -14,15 +14,23 @@ import (
 
 // Per-thread counters (page faults, CPU migrations) come from events
 // opened like the sampling event, one per thread and CPU and inherited,
-// that write a sample for every fault and every migration
-// (perf.CounterAttr): a thread's count is the number of its samples, so
-// it is exact and its own, alive or not. They go to one ring per CPU,
-// read by a goroutine of their own (siderings.go), and are counted as
-// soon as they are read, ahead of the records merged by time: a thread's
-// samples all precede its exit record, and the loop reads the counter
-// rings after the sampling rings, so they are all counted by the time
-// its exit is processed, which writes its Counter records. Threads still
-// running when recording ends get theirs then.
+// that overflow at every fault and every migration (perf.CounterAttr).
+//
+// Where BPF is permitted, a program attached to them (perf.ThreadCounts)
+// counts each occurrence in a map entry of the thread incarnation it
+// happened in, and no record is written: a thread costs one map entry,
+// however many faults it takes. A thread's entry is read and deleted
+// when its exit record is processed (its count is final by then: the
+// kernel detaches a thread's events before it writes the exit record),
+// and those of threads still running when recording ends then.
+//
+// Otherwise (the fallback) every occurrence writes a sample to one ring
+// per CPU, read by a goroutine of their own (siderings.go), and a
+// thread's count is the number of its samples, counted as soon as they
+// are read, ahead of the records merged by time: a thread's samples all
+// precede its exit record, and the loop reads the counter rings after
+// the sampling rings, so they are all counted by the time its exit is
+// processed, which writes its Counter records.
 
 // counterKinds are the counters recorded, in the order of counts' arrays.
 // Migrations happen in the kernel, so they are counted only where kernel
@@ -38,18 +46,39 @@ var counterKinds = [...]struct {
 
 type counts [len(counterKinds)]uint64
 
+// countInKernel chooses BPF counting when it is permitted; tests turn it
+// off to check the fallback.
+var countInKernel = true
+
 // counterState is the per-thread counting of a session.
 type counterState struct {
 	on     bool                    // events open
 	off    bool                    // gave up after a warning
 	opened [len(counterKinds)]bool // the kinds counted
-	kinds  map[uint64]int          // index in counterKinds by event id
-	// owners are the events whose rings the others share, by CPU.
+
+	// tc counts in the kernel; nil before the first event is opened and
+	// in the fallback.
+	tc    *perf.ThreadCounts
+	tried bool // tc was tried
+	// entries are tc's entries by tid, read at entriesTime.
+	entries     map[uint32][]threadCount
+	entriesTime uint64
+	dropped     uint64 // tc's drops already counted as lost
+
+	// The fallback's events, by id, the events whose rings the others
+	// share, by CPU, and the rings.
+	kinds  map[uint64]int
 	owners map[int]int
 	rings  []*perf.Ring
 	// counts are by pid and tid; s.side.mu guards them.
 	counts map[[2]uint32]*counts
 	rec    trace.Counter // reused by writeCounts
+}
+
+// threadCount is an entry of ThreadCounts.
+type threadCount struct {
+	key perf.ThreadKey
+	n   counts
 }
 
 // openCounters opens the counters of thread tid on cpu. A failure other
@@ -60,8 +89,15 @@ func (s *session) openCounters(tid, cpu int, kernel, launched bool) {
 	if c.off {
 		return
 	}
-	if c.kinds == nil {
+	if !c.tried {
+		c.tried = true
 		c.kinds, c.owners, c.counts = map[uint64]int{}, map[int]int{}, map[[2]uint32]*counts{}
+		if countInKernel {
+			var err error
+			if c.tc, err = perf.NewThreadCounts(len(counterKinds)); err != nil {
+				fmt.Fprintf(s.log, "trueprof: per-thread counters write a ring record per page fault and migration: %v\n", err)
+			}
+		}
 	}
 	for kind, k := range counterKinds {
 		if k.kernelOnly && !kernel {
@@ -87,6 +123,19 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 		return err
 	}
 	o := perf.CounterOptions{Kernel: kernel, EnableOnExec: launched, Watermark: s.watermark()}
+	if c.tc != nil {
+		fd, err := perf.Open(perf.CounterAttr(ev, o), tid, cpu, 0)
+		if err != nil {
+			return err
+		}
+		if err := c.tc.Attach(fd, kind); err != nil {
+			perf.Close(fd)
+			return err
+		}
+		s.events = append(s.events, event{fd: fd})
+		c.opened[kind] = true
+		return nil
+	}
 	owner, ok := c.owners[cpu]
 	if !ok {
 		owner = -1
@@ -108,6 +157,14 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 	c.kinds[id] = kind
 	c.opened[kind] = true
 	return nil
+}
+
+// close releases the in-kernel counts, once the events are closed.
+func (c *counterState) close() {
+	if c.tc != nil {
+		c.tc.Close()
+		c.tc = nil
+	}
 }
 
 // readCounters counts the samples of the counter rings. The caller holds
@@ -158,6 +215,16 @@ func (s *session) finishCounters() error {
 	}
 	now := perf.Now()
 	threads := map[[2]uint32]bool{}
+	if c.tc != nil {
+		if err := s.readEntries(now); err != nil {
+			return err
+		}
+		for _, es := range c.entries {
+			for _, e := range es {
+				threads[[2]uint32{e.key.PID, e.key.TID}] = true
+			}
+		}
+	}
 	s.side.mu.Lock()
 	for k := range c.counts {
 		threads[k] = true
@@ -178,18 +245,81 @@ func (s *session) finishCounters() error {
 	return nil
 }
 
+// readEntries reads the in-kernel counts of every thread at time now,
+// and counts as lost the events they had no room for.
+func (s *session) readEntries(now uint64) error {
+	c := &s.counters
+	all, err := c.tc.Counts()
+	if err != nil {
+		return err
+	}
+	clear(c.entries)
+	if c.entries == nil {
+		c.entries = map[uint32][]threadCount{}
+	}
+	for k, v := range all {
+		e := threadCount{key: k}
+		copy(e.n[:], v)
+		c.entries[k.TID] = append(c.entries[k.TID], e)
+	}
+	c.entriesTime = now
+	dropped, err := c.tc.Dropped()
+	if err != nil {
+		return err
+	}
+	if dropped > c.dropped {
+		fmt.Fprintf(s.log, "trueprof: %d page faults or migrations not counted: more than %d threads at once\n", dropped-c.dropped, perf.ThreadCountsEntries)
+		s.lost(trace.LostKernel, dropped-c.dropped, now)
+		c.dropped = dropped
+	}
+	return nil
+}
+
+// takeEntry returns and deletes the in-kernel counts of the incarnation
+// of pid/tid alive at time: the latest to start by then. A later one is
+// a new thread with the id, whose entry stays.
+func (s *session) takeEntry(time uint64, pid, tid uint32) (counts, error) {
+	c := &s.counters
+	if time >= c.entriesTime {
+		// Entries read after the thread's exit hold its final counts.
+		if err := s.readEntries(perf.Now()); err != nil {
+			return counts{}, err
+		}
+	}
+	es := c.entries[tid]
+	best := -1
+	for i, e := range es {
+		if e.key.PID == pid && e.key.Start <= time && (best < 0 || e.key.Start > es[best].key.Start) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return counts{}, nil // no event in its life
+	}
+	e := es[best]
+	c.entries[tid] = slices.Delete(es, best, best+1)
+	return e.n, c.tc.Delete(e.key)
+}
+
 // writeCounts writes the Counter records of a thread and forgets its
 // counts.
 func (s *session) writeCounts(time uint64, pid, tid uint32) error {
 	c := &s.counters
 	k := [2]uint32{pid, tid}
 	var n counts
-	s.side.mu.Lock()
-	if p := c.counts[k]; p != nil {
-		n = *p
-		delete(c.counts, k)
+	if c.tc != nil {
+		var err error
+		if n, err = s.takeEntry(time, pid, tid); err != nil {
+			return err
+		}
+	} else {
+		s.side.mu.Lock()
+		if p := c.counts[k]; p != nil {
+			n = *p
+			delete(c.counts, k)
+		}
+		s.side.mu.Unlock()
 	}
-	s.side.mu.Unlock()
 	for i, ck := range counterKinds {
 		if !c.opened[i] {
 			continue

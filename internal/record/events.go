@@ -44,10 +44,10 @@ type instrEvent struct {
 // order and, with one busy thread, usually everything in order: the
 // stable sort runs only when threads interleave.
 func (s *session) drainEvents(final bool) {
+	if final {
+		s.detached = s.detach()
+	}
 	for _, src := range s.sources {
-		if final {
-			src.finish()
-		}
 		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }
@@ -74,7 +74,7 @@ func (s *session) processEvent(e *instrEvent) error {
 	if e.module != 0 {
 		fn, err = s.res.fileLocation(e.pid, e.module, e.addr)
 		if err == nil && e.kind == trace.EventEntry && s.instr != nil && s.instr.root != "" {
-			err = s.expand(e.pid, e.module, e.addr, e.time)
+			err = s.expand(e.pid, e.module, e.addr)
 		}
 	} else {
 		fn, err = s.res.functionLocation(e.pid, e.addr, e.time)

@@ -143,17 +143,24 @@ func recordJit(t *testing.T, cfg Config, minSamples int) *model.Profile {
 	return p
 }
 
+// recordPerfMap records the fixture in a mode that writes a perf map,
+// with the arguments after NOTES, and returns the profile and the notes.
+func recordPerfMap(t *testing.T, mode string, args ...string) (*model.Profile, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := buildJit(t, dir)
+	notes := filepath.Join(dir, "notes")
+	removePerfMap(t, notes)
+	p := recordJit(t, Config{Command: append([]string{bin, mode, notes}, args...)}, 200)
+	return p, jitNotes(t, notes)
+}
+
 // TestJitPerfMap: code in anonymous memory named by /tmp/perf-PID.map
 // resolves to that name in module [jit], and the frame-pointer chain goes
 // on through it into the C caller.
 func TestJitPerfMap(t *testing.T) {
 	testutil.RequirePerf(t)
-	dir := t.TempDir()
-	bin := buildJit(t, dir)
-	notes := filepath.Join(dir, "notes")
-	removePerfMap(t, notes)
-	p := recordJit(t, Config{Command: []string{bin, "perfmap", notes, "-1", jitSeconds}}, 200)
-	jitNotes(t, notes)
+	p, _ := recordPerfMap(t, "perfmap", "-1", jitSeconds)
 
 	named, chained := 0, 0
 	for _, s := range p.Samples {
@@ -221,12 +228,8 @@ func TestJitPerfMapUntrusted(t *testing.T) {
 // one). Samples taken once the map exists are named by it.
 func TestJitPerfMapCreatedLate(t *testing.T) {
 	testutil.RequirePerf(t)
-	dir := t.TempDir()
-	bin := buildJit(t, dir)
-	notes := filepath.Join(dir, "notes")
-	removePerfMap(t, notes)
-	p := recordJit(t, Config{Command: []string{bin, "lateperfmap", notes, jitSeconds}}, 200)
-	named := noteTime(t, jitNotes(t, notes), "named")
+	p, notes := recordPerfMap(t, "lateperfmap", jitSeconds)
+	named := noteTime(t, notes, "named")
 
 	var before, after, afterNamed int
 	for _, s := range p.Samples {
@@ -263,16 +266,61 @@ func TestJitDumpAddressReuse(t *testing.T) {
 	testutil.RequirePerf(t)
 	dir := t.TempDir()
 	bin := buildJit(t, dir)
-	checkJitDump(t, bin, jitSeconds, 100)
+	checkJitDump(t, bin, "jitdump", jitSeconds, 100)
 }
 
-// checkJitDump records the jitdump fixture running each code for seconds
-// and checks that at least want samples of each are named right.
-func checkJitDump(t *testing.T, bin, seconds string, want int) {
+// TestJitDumpAtExit: a jitdump whose code loads are written only as the
+// process exits still names the code by the times of the loads: the
+// address reused by new code has the old name before the new code's load
+// and the new one after it.
+func TestJitDumpAtExit(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	bin := buildJit(t, dir)
+	checkJitDump(t, bin, "exitjitdump", jitSeconds, 100)
+}
+
+// TestJitPerfMapAtExit: a perf map written only as the process exits (the
+// JVM's -XX:+DumpPerfMapAtExit) names the code sampled before it, each
+// address by its own entry.
+func TestJitPerfMapAtExit(t *testing.T) {
+	testutil.RequirePerf(t)
+	p, notes := recordPerfMap(t, "exitperfmap", jitSeconds)
+	second := noteTime(t, notes, "second")
+
+	var first, later, unnamed int
+	wrong := map[string]int{}
+	for _, s := range p.Samples {
+		mod, fn := leafLocation(p, s)
+		switch {
+		case mod != "[jit]":
+		case fn == "[jit]":
+			unnamed++
+		case s.Time < second && fn == "jit_exit_first":
+			first++
+		case s.Time >= second && fn == "jit_exit_second":
+			later++
+		default:
+			wrong[fn]++
+		}
+	}
+	t.Logf("%d samples: %s", len(p.Samples), jitSummary(p))
+	if first < 100 || later < 100 {
+		t.Errorf("%d samples named jit_exit_first before the switch, %d jit_exit_second after it; want 100 or more each", first, later)
+	}
+	if unnamed > 0 || len(wrong) > 0 {
+		t.Errorf("%d JIT samples left unnamed, misnamed: %v", unnamed, wrong)
+	}
+}
+
+// checkJitDump records the jitdump fixture (mode jitdump or exitjitdump)
+// running each code for seconds and checks that at least want samples of
+// each are named right.
+func checkJitDump(t *testing.T, bin, mode, seconds string, want int) {
 	t.Helper()
 	dir := t.TempDir()
 	notes := filepath.Join(dir, "notes")
-	p := recordJit(t, Config{Command: []string{bin, "jitdump", notes, dir, seconds}}, 2*want)
+	p := recordJit(t, Config{Command: []string{bin, mode, notes, dir, seconds}}, 2*want)
 	n := jitNotes(t, notes)
 	first, second := noteTime(t, n, "first"), noteTime(t, n, "second")
 
@@ -338,6 +386,6 @@ func TestJitShortLived(t *testing.T) {
 		}
 	})
 	t.Run("jitdump", func(t *testing.T) {
-		checkJitDump(t, bin, "0.03", 10)
+		checkJitDump(t, bin, "jitdump", "0.03", 10)
 	})
 }

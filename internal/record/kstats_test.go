@@ -105,8 +105,13 @@ func (w *readyWriter) Write(b []byte) (int, error) {
 func TestCountersLaunched(t *testing.T) {
 	testutil.RequirePerf(t)
 	bin := buildFixture(t, "faults")
-	for _, mode := range []string{"exit", "live"} {
+	// The sample rings, where BPF is not permitted, count the same.
+	for _, mode := range []string{"exit", "live", "exit-rings"} {
 		t.Run(mode, func(t *testing.T) {
+			if m, ok := strings.CutSuffix(mode, "-rings"); ok {
+				mode, countInKernel = m, false
+				defer func() { countInKernel = true }()
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			cfg := Config{Command: []string{bin, mode, "now"}, Stdout: &readyWriter{cancel: func() {}}, RingPages: 1024}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -124,14 +125,26 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 
 // startInstrumentation places the probes once the target process exists
 // (launched: stopped before exec) and records which functions were probed.
+// No event counts before every probe is in place: a thread inside a call
+// that was entered while the probes were being placed would otherwise see
+// the call's entry but never its exit, and every later call nest under it.
 func (s *session) startInstrumentation(in *instrumentation, pid int, launched bool) error {
-	now := perf.Now()
 	switch in.mech {
 	case "hook":
 		s.sources = append(s.sources, newHookSource(in.region))
 	case "uprobe":
+		var placed []*uprobeSource
+		var live uint64
 		for _, m := range in.modules {
-			if err := s.attachModule(pid, m, launched, now, false); err != nil {
+			u, err := s.placeModule(pid, m, launched, false)
+			if err != nil {
+				return err
+			}
+			placed = append(placed, u)
+			live = max(live, u.set.Live())
+		}
+		for _, u := range placed {
+			if err := s.accept(u, live); err != nil {
 				return err
 			}
 		}
@@ -139,28 +152,44 @@ func (s *session) startInstrumentation(in *instrumentation, pid int, launched bo
 	return nil
 }
 
-// attachModule places a planned module's probes on pid and records them;
-// lazy marks probes placed by --root's expansion.
-func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint64, lazy bool) error {
-	set, err := uprobe.Attach(pid, m.path, m.sites, launched)
+// attachModule places a module's probes on a running pid and counts
+// their events from the moment all of them are in place; lazy marks
+// probes placed by --root's expansion.
+func (s *session) attachModule(pid int, m plannedModule, lazy bool) error {
+	if s.detached != 0 {
+		return nil // recording is stopping: the probes would count nothing
+	}
+	u, err := s.placeModule(pid, m, false, lazy)
 	if err != nil {
 		return err
+	}
+	return s.accept(u, u.set.Live())
+}
+
+// placeModule places a planned module's probes on pid and adds their
+// source, which counts nothing until accept; lazy marks probes placed by
+// --root's expansion.
+func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*uprobeSource, error) {
+	set, err := uprobe.Attach(pid, m.path, m.sites, launched)
+	if err != nil {
+		return nil, err
 	}
 	starts, err := fileOffsets(m.path, m.sites)
 	if err != nil {
 		set.Close()
-		return err
+		return nil, err
 	}
 	module, err := s.res.intern(m.path)
 	if err != nil {
 		set.Close()
-		return err
+		return nil, err
 	}
-	s.sources = append(s.sources, &uprobeSource{set: set, starts: starts, module: module})
+	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
+	s.sources = append(s.sources, u)
 	for i, site := range m.sites {
 		fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		mech := trace.ProbeEntry
 		switch {
@@ -171,14 +200,50 @@ func (s *session) attachModule(pid int, m plannedModule, launched bool, now uint
 		case site.Return:
 			mech = trace.ProbeReturn
 		}
-		if err := s.w.Write(&trace.Probe{Time: now, PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech}); err != nil {
-			return err
-		}
+		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech})
 		if in := s.instr; in != nil && in.root != "" {
 			in.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
 		}
 	}
+	return u, nil
+}
+
+// accept makes u count the events from time from on, when its probes
+// (and the others placed with them) were all in place, and writes the
+// Probe records that say so.
+func (s *session) accept(u *uprobeSource, from uint64) error {
+	u.from = from
+	for i := range u.probes {
+		u.probes[i].Time = from
+		if err := s.w.Write(&u.probes[i]); err != nil {
+			return err
+		}
+	}
+	u.probes = nil
 	return nil
+}
+
+// detach removes the probes when recording stops and returns the detach
+// time, 0 when no function was probed. Events count until then: an exit
+// after it may be of a call whose entry came after it too (a return
+// probe still catches the calls entered while the entry probes come off),
+// so the calls still open then end there. Hooks cannot be removed: their
+// detach time is when their last events were collected.
+func (s *session) detach() uint64 {
+	t := perf.Now()
+	for _, src := range s.sources {
+		if u, ok := src.(*uprobeSource); ok {
+			u.end = t
+		}
+		src.finish()
+	}
+	switch {
+	case s.instr == nil:
+		return 0
+	case s.instr.mech == "hook":
+		return perf.Now()
+	}
+	return t
 }
 
 // probedFunc is a probed function, for --root's expansion.
@@ -193,7 +258,7 @@ type probedFunc struct {
 // under --root (Scheme B). Their first calls happen before the probes are
 // placed and are not seen; later calls are counted, and the Probe records
 // say from when.
-func (s *session) expand(pid, module uint32, off, time uint64) error {
+func (s *session) expand(pid, module uint32, off uint64) error {
 	in := s.instr
 	key := [2]uint64{uint64(module), off}
 	pf, ok := in.probed[key]
@@ -230,7 +295,7 @@ func (s *session) expand(pid, module uint32, off, time uint64) error {
 	if len(sites) == 0 {
 		return nil
 	}
-	if err := s.attachModule(int(pid), plannedModule{path: pf.path, sites: sites}, false, time, true); err != nil {
+	if err := s.attachModule(int(pid), plannedModule{path: pf.path, sites: sites}, true); err != nil {
 		fmt.Fprintf(s.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
 	}
 	return nil
@@ -240,7 +305,7 @@ func (s *session) expand(pid, module uint32, off, time uint64) error {
 // if the patterns name functions in it. Calls made between the mapping and
 // the probes' placement, a few milliseconds, are not seen: the Probe
 // records say from when each function was counted.
-func (s *session) moduleMapped(pid uint32, path string, time uint64) error {
+func (s *session) moduleMapped(pid uint32, path string) error {
 	in := s.instr
 	if in == nil || in.mech != "uprobe" || isAnon(path) || isSpecial(path) {
 		return nil
@@ -250,7 +315,7 @@ func (s *session) moduleMapped(pid uint32, path string, time uint64) error {
 		// A library that cannot be read is not a reason to stop recording.
 		return nil
 	}
-	if err := s.attachModule(int(pid), plannedModule{path: path, sites: sites}, false, time, false); err != nil {
+	if err := s.attachModule(int(pid), plannedModule{path: path, sites: sites}, false); err != nil {
 		fmt.Fprintf(s.log, "trueprof: probing %s: %v\n", path, err)
 	}
 	return nil
@@ -522,12 +587,23 @@ type uprobeSource struct {
 	set    *uprobe.Set
 	starts []uint64 // file offset of each site's function start
 	module uint32   // string id of the probed file's path
+	// Events count from when every probe was in place (from; until
+	// accept, math.MaxUint64) until the detach began (end): every entry
+	// counted then has its exit counted, or its call is open at end.
+	// probes are the Probe records accept writes.
+	from, end uint64
+	probes    []trace.Probe
 }
 
 func (u *uprobeSource) fds() []int { return u.set.Fds() }
 
+// drain passes the events that count. Exits of calls entered before
+// from pass too; the analysis ignores an exit with no open call.
 func (u *uprobeSource) drain(fn func(instrEvent)) {
 	u.set.Read(func(e uprobe.Event) {
+		if e.Time < u.from || e.Time >= u.end {
+			return
+		}
 		kind := trace.EventExit
 		if e.Entry {
 			kind = trace.EventEntry
@@ -536,7 +612,8 @@ func (u *uprobeSource) drain(fn func(instrEvent)) {
 	})
 }
 
-func (u *uprobeSource) finish() {}
+// finish removes the probes; the events they wrote stay to be drained.
+func (u *uprobeSource) finish() { u.set.Detach() }
 
 func (u *uprobeSource) lost() uint64 { return u.set.Lost() }
 func (u *uprobeSource) close() error { return u.set.Close() }

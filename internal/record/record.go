@@ -43,7 +43,7 @@ type Config struct {
 	Duration  time.Duration // stop after this long; 0 means until the target exits
 	Log       io.Writer     // warnings; os.Stderr if nil
 	// RingPages is the number of data pages per CPU ring (power of two);
-	// 0 means 128 (512 KiB).
+	// 0 sizes the rings to the sampling rate (ringPages).
 	RingPages int
 
 	// Trace lists glob patterns of functions to instrument ("name" or
@@ -114,6 +114,7 @@ type session struct {
 	labelSets map[uint64]uprobe.LabelChange
 	nextLabel uint64
 	instr     *instrumentation // nil unless probing
+	detached  uint64           // when the probes came off (probes.go detach)
 	eventRec  trace.Event      // reused by processEvent
 	sampleRec trace.Sample
 	result    Result
@@ -157,7 +158,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Mode = trace.ModeNormal
 	}
 	if cfg.RingPages == 0 {
-		cfg.RingPages = 128
+		cpus, err := perf.OnlineCPUs()
+		if err != nil {
+			return nil, err
+		}
+		cfg.RingPages = ringPages(cfg, len(cpus), perf.UnlimitedRings())
 	}
 	s := &session{cfg: cfg, log: cfg.Log}
 	if s.log == nil {
@@ -447,6 +452,49 @@ func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (eve
 	return e, nil
 }
 
+// Ring sizes: the loop can leave the rings unread for seconds while it
+// reads a large module's symbols (2 to 3.5 s were seen on node, 100 MB,
+// on a loaded machine), so a ring holds ringSeconds of samples at the
+// sampling rate, each as large as a full call chain and the user stack
+// make it. Rings never get smaller than perf's default, 512 KiB, and
+// without the right to lock more memory (UnlimitedRings) never larger;
+// the sampling and interrupt rings of all CPUs together stay within
+// maxRingsBytes.
+const (
+	minRingPages  = 128
+	maxRingBytes  = 16 << 20
+	maxRingsBytes = 128 << 20
+	ringSeconds   = 2
+	// maxSampleBytes is a sample of a full kernel and user call chain
+	// with the user stack copy.
+	maxSampleBytes = 8*(8+127) + userStackBytes + 8*8
+)
+
+// ringPages is the number of data pages per ring for cfg's sampling
+// rate: per CPU, a frequency is the rate of each CPU's samples; a period
+// of a clock event gives it too. The rate of other events per period
+// is unknown: they get the largest rings.
+func ringPages(cfg Config, cpus int, unlimited bool) int {
+	if !unlimited {
+		return minRingPages
+	}
+	most := min(int64(maxRingBytes), int64(maxRingsBytes/2/max(cpus, 1)))
+	bytes := most // the rate of other events than clocks per period is unknown
+	switch {
+	case cfg.Period == 0:
+		bytes = int64(cfg.Freq) * maxSampleBytes * ringSeconds
+	case cfg.Event.Clock():
+		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes * ringSeconds
+	}
+	// Rounding up could pass most: the power of two below it is the
+	// largest ring.
+	pages := perf.RingPagesFor(min(bytes, most))
+	if int64(pages*os.Getpagesize()) > most {
+		pages /= 2
+	}
+	return max(pages, minRingPages)
+}
+
 // watermark is the wakeup watermark of every ring: a quarter of it.
 func (s *session) watermark() uint32 {
 	return uint32(s.cfg.RingPages * os.Getpagesize() / 4)
@@ -475,6 +523,7 @@ func (s *session) closeEvents() {
 		perf.Close(e.fd)
 	}
 	s.events, s.rings = nil, nil
+	s.counters.close()
 }
 
 // loop drains the rings until recording should stop and returns why.
@@ -670,7 +719,7 @@ func (s *session) process(r *perf.Record) error {
 			return nil
 		}
 		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
-		if err := s.moduleMapped(r.PID, r.Filename, r.Time); err != nil {
+		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
 			return err
 		}
 		path, err := w.Intern(r.Filename)
@@ -681,7 +730,9 @@ func (s *session) process(r *perf.Record) error {
 			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
 	case perf.RecordComm:
 		if r.Exec() {
-			s.res.exec(r.PID)
+			if err := s.res.exec(r.PID); err != nil {
+				return err
+			}
 		}
 		name, err := w.Intern(r.Comm)
 		if err != nil {
@@ -695,7 +746,9 @@ func (s *session) process(r *perf.Record) error {
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordExit:
 		if r.PID == r.TID {
-			s.res.exit(r.PID)
+			if err := s.res.exit(r.PID); err != nil {
+				return err
+			}
 		}
 		return w.Write(&trace.Exit{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordSwitch:
@@ -714,11 +767,16 @@ func (s *session) finish() error {
 	if err != nil {
 		return err
 	}
+	// JIT runtimes may write their symbol files last (at exit) or on
+	// demand: what is still unnamed is looked up once more.
+	if err := s.res.finish(); err != nil {
+		return err
+	}
 	code := int32(-1)
 	if len(s.cfg.Command) > 0 {
 		code = int32(s.result.ExitCode)
 	}
-	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason}); err != nil {
+	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
 		return err
 	}
 	return s.w.Close()

@@ -105,9 +105,11 @@ func selfShares(p *model.Profile, comm string) map[string]float64 {
 }
 
 // perfReport returns the symbol shares perf report computes for the
-// samples of processes named comm in perf.data file data.
-func perfReport(t *testing.T, perfBin, data, comm string) map[string]float64 {
-	out, err := exec.Command(perfBin, "report", "-i", data, "--comm", comm, "--no-children", "--stdio", "--sort", "sym", "--percent-limit", "0.5").Output()
+// samples in perf.data file data that filter selects ("--comm", "NAME"
+// or "--pid", "PID").
+func perfReport(t *testing.T, perfBin, data string, filter ...string) map[string]float64 {
+	args := append([]string{"report", "-i", data, "--no-children", "--stdio", "--sort", "sym", "--percent-limit", "0.5"}, filter...)
+	out, err := exec.Command(perfBin, args...).Output()
 	if err != nil {
 		t.Fatalf("perf report: %v", err)
 	}
@@ -141,7 +143,7 @@ func TestSharesMatchPerf(t *testing.T) {
 		t.Fatalf("result %+v end %+v", res, p.End)
 	}
 	got := selfShares(p, "hotspots")
-	want := perfReport(t, perfBin, data, "hotspots")
+	want := perfReport(t, perfBin, data, "--comm", "hotspots")
 	t.Logf("trueprof %v", top(got))
 	t.Logf("perf     %v", top(want))
 	for _, fn := range []string{"mix", "parse", "checksum", "transform"} {
@@ -472,5 +474,34 @@ int main(void) { for (int i = 0; i < 200; i++) usleep(1000); return 0; }`)
 	}
 	if out < 200 || in < 200 {
 		t.Errorf("%d voluntary switch-outs, %d switch-ins (%d preempted) for 200 sleeps", out, in, preempted)
+	}
+}
+
+// TestRingPages checks that rings grow with the sampling rate, within
+// perf's default and the largest ring, and stay at the default without
+// the right to lock more memory.
+func TestRingPages(t *testing.T) {
+	clock, _ := perf.ParseEvent("cpu-clock")
+	faults, _ := perf.ParseEvent("page-faults")
+	page := os.Getpagesize()
+	for _, c := range []struct {
+		name      string
+		cfg       Config
+		cpus      int
+		unlimited bool
+		want      int // bytes
+	}{
+		{"default rate", Config{Event: clock, Freq: 999}, 2, true, 4 << 20},
+		{"low rate", Config{Event: clock, Freq: 10}, 2, true, 512 << 10},
+		{"high rate", Config{Event: clock, Freq: 20000}, 2, true, 16 << 20},
+		{"clock period", Config{Event: clock, Period: 1000000}, 2, true, 4 << 20},
+		{"other period", Config{Event: faults, Period: 1}, 2, true, 16 << 20},
+		{"many CPUs", Config{Event: clock, Freq: 999}, 64, true, 1 << 20},
+		{"more CPUs", Config{Event: clock, Freq: 999}, 1024, true, 512 << 10},
+		{"limited", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
+	} {
+		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
+			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)
+		}
 	}
 }

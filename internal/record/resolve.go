@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,9 @@ type locKey struct {
 	pid    uint32 // 0 for files and the kernel
 	addr   uint64 // file offset, kernel address, or JIT address
 	name   uint32 // JIT function name (JIT addresses are reused over time)
+	// mapped is, for JIT code no file named yet, the time its mapping
+	// was made: code mapped anew at an address is other code.
+	mapped uint64
 }
 
 // jitInfo holds the JIT symbol sources of one process.
@@ -97,6 +101,31 @@ type jitInfo struct {
 	perfMap  *symbolize.PerfMap
 	jitDump  *symbolize.JitDump
 	lastLoad uint64 // trace time of the last read; 0 before the first
+	// uid is who the files must belong to, the process's user, read
+	// while the process lives: after its exit it can no longer be asked.
+	uid int
+	// exited: the process ended, its files are closed, and what they
+	// said still names its samples processed late.
+	exited bool
+}
+
+// unnamedJit is a Location written for JIT code that no perf map or
+// jitdump named when it was first sampled. Runtimes may write their
+// files later (the JVM's -XX:+DumpPerfMapAtExit at exit): nameLate reads
+// them again and renames the location.
+type unnamedJit struct {
+	key         locKey
+	pid         uint32
+	addr        uint64
+	first, last uint64 // times of its first and last use
+}
+
+// lateNames counts what the late reading of JIT files did, for the
+// closing message.
+type lateNames struct {
+	named     int // locations renamed
+	unnamed   int // locations no file named
+	ambiguous int // locations whose address held other code during their use
 }
 
 // jitReload is how often, in trace time, a process's JIT files are reread.
@@ -124,6 +153,12 @@ type resolver struct {
 	paths map[uint32]string
 	// funcs caches functionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
+	// unnamed are the JIT locations still waiting for a name, by id.
+	unnamed map[uint32]*unnamedJit
+	late    lateNames
+	// nextLoc is the last Location id written; ids are not len(locs):
+	// a renamed location leaves locs.
+	nextLoc uint32
 }
 
 type frameAddr struct {
@@ -143,7 +178,9 @@ func newResolver(w *trace.Writer, log io.Writer) *resolver {
 		paths:  map[uint32]string{},
 		funcs:  map[[2]uint64]uint32{},
 		log:    log,
-		warned: map[string]bool{},
+
+		unnamed: map[uint32]*unnamedJit{},
+		warned:  map[string]bool{},
 		procRoot: func(pid uint32) string {
 			return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/root"
 		},
@@ -194,14 +231,17 @@ func (r *resolver) mmap(pid uint32, m mapping) {
 	}
 }
 
-// exec forgets the process's old image.
-func (r *resolver) exec(pid uint32) {
+// exec names what it can of the process's old image from its JIT files
+// as they are now, then forgets the image.
+func (r *resolver) exec(pid uint32) error {
 	clear(r.funcs)
 	r.spaces[pid] = &addrSpace{}
-	r.closeJit(pid)
+	err := r.nameLate(pid)
+	r.forgetJit(pid)
+	return err
 }
 
-// closeJit closes and forgets a process's JIT symbol files.
+// closeJit closes a process's JIT symbol files; what they said stays.
 func (r *resolver) closeJit(pid uint32) {
 	if j := r.jit[pid]; j != nil {
 		if j.perfMap != nil {
@@ -210,23 +250,120 @@ func (r *resolver) closeJit(pid uint32) {
 		if j.jitDump != nil {
 			j.jitDump.Close()
 		}
-		delete(r.jit, pid)
+		j.exited = true
+	}
+}
+
+// forgetJit closes and forgets a process's JIT symbol files, and gives up
+// on naming its JIT locations: the pid now runs other code.
+func (r *resolver) forgetJit(pid uint32) {
+	r.closeJit(pid)
+	delete(r.jit, pid)
+	for id, u := range r.unnamed {
+		if u.pid == pid {
+			delete(r.unnamed, id)
+			r.late.unnamed++
+		}
 	}
 }
 
 // fork gives a new process a copy of its parent's address space.
 func (r *resolver) fork(pid, ppid uint32) {
+	// A reused pid: the JIT files of the process that had it are not
+	// this one's.
+	r.forgetJit(pid)
 	if as := r.spaces[ppid]; as != nil {
 		r.spaces[pid] = as.clone()
 	}
 }
 
-// exit closes the JIT files of a process that ended. Its address space
-// stays: probe events can be processed after the process's exit record
-// (their source delivers them later than the kernel's rings), and must
-// still resolve. A reused pid gets a fresh one at its fork or exec.
-func (r *resolver) exit(pid uint32) {
+// exit names the process's JIT code that is still unnamed from its JIT
+// files as it left them (runtimes may write them as they exit), then
+// closes them. What they said stays, and so does the address space:
+// samples of other threads and probe events can be processed after the
+// process's exit record (their sources deliver them later than the
+// kernel's rings), and must still resolve. A reused pid gets a fresh
+// state at its fork or exec.
+func (r *resolver) exit(pid uint32) error {
+	err := r.nameLate(pid)
 	r.closeJit(pid)
+	return err
+}
+
+// finish names the JIT code still unnamed at the end of recording (at
+// detach, the target still running, or for processes whose exit was not
+// seen) and says how many JIT addresses the late reading named and how
+// many stayed unnamed.
+func (r *resolver) finish() error {
+	pids := map[uint32]bool{}
+	for _, u := range r.unnamed {
+		pids[u.pid] = true
+	}
+	for _, pid := range slices.Sorted(maps.Keys(pids)) {
+		if err := r.nameLate(pid); err != nil {
+			return err
+		}
+	}
+	l := r.late
+	l.unnamed += len(r.unnamed)
+	if l.named > 0 {
+		fmt.Fprintf(r.log, "trueprof: %d JIT addresses named by perf maps or jitdump files read after their samples\n", l.named)
+	}
+	if l.unnamed > 0 {
+		fmt.Fprintf(r.log, "trueprof: %d JIT addresses stay unnamed ([jit]): no perf map or jitdump names them (docs/recording.md, \"JIT runtimes\", says how to have a runtime write one)\n", l.unnamed)
+	}
+	if l.ambiguous > 0 {
+		fmt.Fprintf(r.log, "trueprof: %d JIT addresses stay unnamed ([jit]): their jitdump shows different code there during their samples\n", l.ambiguous)
+	}
+	return nil
+}
+
+// nameLate reads process pid's JIT files again and renames the locations
+// of its JIT code that had no name when first sampled. A jitdump names
+// code by the time it was loaded: a location is named only if the same
+// code was there at its first and its last use. A perf map has no times
+// and holds for the process's life, its latest definition of an address
+// winning, as perf report reads it. Locations nothing names stay
+// waiting, for a later pass.
+func (r *resolver) nameLate(pid uint32) error {
+	var ids []uint32
+	for id, u := range r.unnamed {
+		if u.pid == pid {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids) // the trace's bytes do not depend on map order
+	j := r.jitInfo(pid)
+	r.loadJit(pid, j)
+	for _, id := range ids {
+		u := r.unnamed[id]
+		fr, start, ok := j.frame(u.addr, u.first)
+		if !ok {
+			continue
+		}
+		delete(r.unnamed, id)
+		if u.last != u.first {
+			if last, lastStart, ok := j.frame(u.addr, u.last); !ok || last.Function != fr.Function || lastStart != start {
+				r.late.ambiguous++
+				continue
+			}
+		}
+		lines, err := r.lines([]symbolize.Frame{fr})
+		if err != nil {
+			return err
+		}
+		if err := r.w.Write(&trace.Rename{ID: id, Lines: lines}); err != nil {
+			return err
+		}
+		// Later uses of the address get a location of their own, from
+		// the files as they are then.
+		delete(r.locs, u.key)
+		r.late.named++
+	}
+	return nil
 }
 
 // threadEntries are the functions where a complete frame-pointer chain
@@ -357,7 +494,7 @@ func (r *resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 	}
 	m := r.space(pid).find(addr)
 	if m == nil || isAnon(m.path) {
-		return r.jitLocation(pid, addr, time, m != nil)
+		return r.jitLocation(pid, addr, time, m)
 	}
 	if isSpecial(m.path) {
 		return r.specialLocation(m.path)
@@ -452,15 +589,20 @@ func (r *resolver) kernelLocation(addr uint64) (uint32, error) {
 	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
 }
 
-func (r *resolver) jitLocation(pid uint32, addr, time uint64, mapped bool) (uint32, error) {
+// jitLocation returns the Location of addr in process pid, which no
+// file maps: m is its anonymous mapping, or nil if it has none.
+func (r *resolver) jitLocation(pid uint32, addr, time uint64, m *mapping) (uint32, error) {
 	fr, ok := r.jitFrame(pid, addr, time)
 	name := fr.Function
 	module := moduleJIT
 	if !ok {
-		// Unmapped or anonymous code no JIT described: one row, as perf's
-		// [unknown].
+		// Unmapped code is one row, as perf's [unknown]: mostly return
+		// addresses of broken frame-pointer chains, as many as there
+		// are stacks. Anonymous code no JIT described yet is [jit]; its
+		// runtime may name it later, so each address keeps its own
+		// location until then (unnamedJit).
 		name, module = moduleUnknown, moduleUnknown
-		if mapped {
+		if m != nil {
 			name = moduleJIT
 			module = moduleJIT
 		}
@@ -474,38 +616,58 @@ func (r *resolver) jitLocation(pid uint32, addr, time uint64, mapped bool) (uint
 		return 0, err
 	}
 	key := locKey{module: modID, pid: pid, addr: addr, name: nameID}
-	if !ok {
+	switch {
+	case !ok && m == nil:
 		key.addr, key.pid = 0, 0
+	case !ok:
+		key.mapped = m.time
 	}
-	if id, ok := r.locs[key]; ok {
+	if id, found := r.locs[key]; found {
+		if u := r.unnamed[id]; u != nil {
+			u.first, u.last = min(u.first, time), max(u.last, time)
+		}
 		return id, nil
 	}
 	fr.Function = name
-	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{fr})
+	id, err := r.newLocation(key, addr, modID, addr, []symbolize.Frame{fr})
+	if err == nil && !ok && m != nil {
+		r.unnamed[id] = &unnamedJit{key: key, pid: pid, addr: addr, first: time, last: time}
+	}
+	return id, err
 }
 
 func (r *resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64, frames []symbolize.Frame) (uint32, error) {
-	id := uint32(len(r.locs) + 1)
-	loc := &trace.Location{ID: id, Address: addr, Module: modID, Offset: off, Lines: make([]trace.Line, len(frames))}
-	for i, f := range frames {
-		fn, err := r.w.Intern(f.Function)
-		if err != nil {
-			return 0, err
-		}
-		file, err := r.w.Intern(f.File)
-		if err != nil {
-			return 0, err
-		}
-		loc.Lines[i] = trace.Line{Function: fn, File: file, Line: uint32(max(f.Line, 0))}
-	}
-	if err := r.w.Write(loc); err != nil {
+	id := r.nextLoc + 1
+	lines, err := r.lines(frames)
+	if err != nil {
 		return 0, err
 	}
+	if err := r.w.Write(&trace.Location{ID: id, Address: addr, Module: modID, Offset: off, Lines: lines}); err != nil {
+		return 0, err
+	}
+	r.nextLoc = id
 	r.locs[key] = id
 	if threadEntries[frames[len(frames)-1].Function] {
 		r.entry[id] = true
 	}
 	return id, nil
+}
+
+// lines interns the names of frames for a Location or Rename record.
+func (r *resolver) lines(frames []symbolize.Frame) ([]trace.Line, error) {
+	lines := make([]trace.Line, len(frames))
+	for i, f := range frames {
+		fn, err := r.w.Intern(f.Function)
+		if err != nil {
+			return nil, err
+		}
+		file, err := r.w.Intern(f.File)
+		if err != nil {
+			return nil, err
+		}
+		lines[i] = trace.Line{Function: fn, File: file, Line: uint32(max(f.Line, 0))}
+	}
+	return lines, nil
 }
 
 // file opens the module file of m. It prefers the target's own view of the
@@ -572,14 +734,15 @@ var jitDumpName = regexp.MustCompile(`^jit-[0-9]+\.dump$`)
 func (r *resolver) jitInfo(pid uint32) *jitInfo {
 	j := r.jit[pid]
 	if j == nil {
-		j = &jitInfo{}
+		j = &jitInfo{uid: ownerUID(pid)}
 		r.jit[pid] = j
 	}
 	return j
 }
 
 func (r *resolver) openJitDump(pid uint32, path string) {
-	uid := ownerUID(pid)
+	j := r.jitInfo(pid)
+	uid := j.uid
 	d, err := symbolize.OpenJitDump(r.procRoot(pid)+path, uid)
 	if err != nil {
 		d, err = symbolize.OpenJitDump(path, uid)
@@ -601,7 +764,10 @@ func (r *resolver) openJitDump(pid uint32, path string) {
 		r.warn("jitdump:"+path, "ignoring %s: it has TSC timestamps (JITDUMP_FLAGS_ARCH_TIMESTAMP); run the JIT with CLOCK_MONOTONIC timestamps", path)
 		return
 	}
-	r.jitInfo(pid).jitDump = d
+	if j.jitDump != nil {
+		j.jitDump.Close() // the process mapped its dump again
+	}
+	j.jitDump = d
 }
 
 // jitFrame resolves a JIT address through the process's jitdump (by time)
@@ -618,23 +784,34 @@ func (r *resolver) jitFrame(pid uint32, addr, time uint64) (symbolize.Frame, boo
 		j.lastLoad = time
 		r.loadJit(pid, j)
 	}
+	fr, _, ok := j.frame(addr, time)
+	return fr, ok
+}
+
+// frame names the code at addr at time through the jitdump (by time,
+// with the source position when the JIT wrote debug info) or else the
+// perf map, and returns where that code starts.
+func (j *jitInfo) frame(addr, time uint64) (symbolize.Frame, uint64, bool) {
 	if j.jitDump != nil {
-		// With the source position when the JIT wrote debug info.
-		if fr, _, ok := j.jitDump.Frame(addr, time); ok {
-			return fr, true
+		if fr, start, ok := j.jitDump.Frame(addr, time); ok {
+			return fr, start, true
 		}
 	}
 	if j.perfMap != nil {
-		if name, _, ok := j.perfMap.Resolve(addr); ok {
-			return symbolize.Frame{Function: name}, true
+		if name, start, ok := j.perfMap.Resolve(addr); ok {
+			return symbolize.Frame{Function: name}, start, true
 		}
 	}
-	return symbolize.Frame{}, false
+	return symbolize.Frame{}, 0, false
 }
 
 // loadJit reads what the process's JIT files gained, opening its perf map
-// if it did not exist before.
+// if it did not exist before; after the process's exit the files are
+// closed and what they said is final.
 func (r *resolver) loadJit(pid uint32, j *jitInfo) {
+	if j.exited {
+		return
+	}
 	if j.jitDump != nil {
 		j.jitDump.Update()
 	}
@@ -643,7 +820,7 @@ func (r *resolver) loadJit(pid uint32, j *jitInfo) {
 		return
 	}
 	path := fmt.Sprintf("/tmp/perf-%d.map", pid)
-	switch pm, err := symbolize.OpenPerfMap(path, ownerUID(pid)); {
+	switch pm, err := symbolize.OpenPerfMap(path, j.uid); {
 	case err == nil:
 		j.perfMap = pm
 	case !os.IsNotExist(err):

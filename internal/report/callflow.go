@@ -75,6 +75,8 @@ var flowNotes = map[instr.FlowKind]string{
 	instr.FlowPopped:    "  [exit missing: closed by a caller's exit]",
 	instr.FlowUnmatched: "  [unmatched exit: ignored]",
 	instr.FlowUnclosed:  "  [no exit: still open at the end]",
+	instr.FlowDetach:    "  [detach: the probes came off]",
+	instr.FlowDetached:  "  [no exit: open when the probes came off]",
 	instr.FlowEnd:       "  [end: its exit, its last run, or the end of the recording]",
 }
 
@@ -121,7 +123,7 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 				switch e.Kind {
 				case instr.FlowEntry:
 					mark = ">"
-				case instr.FlowEnd:
+				case instr.FlowEnd, instr.FlowDetach:
 					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
 				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])

@@ -24,6 +24,11 @@ type Header struct {
 	// By is "goroutine" when the samples were grouped by goroutine, else
 	// absent.
 	By string `json:"by,omitempty"`
+	// Granularity and NoInlines are how code was grouped
+	// (model.Aggregation), absent for the default: functions, inlined
+	// functions apart.
+	Granularity string `json:"granularity,omitempty"`
+	NoInlines   bool   `json:"no_inlines,omitempty"`
 
 	Total     Metrics `json:"total"`     // of the filtered samples
 	FirstNS   uint64  `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
@@ -152,6 +157,7 @@ func (d *data) baseHeader(view string) Header {
 	if d.byGoroutine {
 		h.By = "goroutine"
 	}
+	h.Granularity, h.NoInlines = granularityJSON(p.Aggregation)
 	// A process counts when it passes the filter, and one of its threads
 	// does when threads are selected.
 	threads := f.HasTID || f.Thread != ""
@@ -208,10 +214,40 @@ func writeHeaderText(w io.Writer, h Header) {
 	if h.By != "" {
 		fmt.Fprintf(w, "By:         %s (a thread's samples before it ran one stay its own)\n", h.By)
 	}
+	writeAggregationText(w, h.Granularity, h.NoInlines)
 	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
 		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
 	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
+}
+
+// granularityJSON is a's header fields: nothing for the default.
+func granularityJSON(a model.Aggregation) (granularity string, noInlines bool) {
+	if a.Granularity != model.Functions {
+		granularity = a.Granularity.String()
+	}
+	return granularity, a.NoInlines
+}
+
+// writeAggregationText says how code was grouped, when not as by default.
+func writeAggregationText(w io.Writer, granularity string, noInlines bool) {
+	if granularity == "" && !noInlines {
+		return
+	}
+	entry := "function"
+	switch granularity {
+	case "files":
+		entry = "source file"
+	case "lines":
+		entry = "function at a source line"
+	case "addresses":
+		entry = "function at an instruction (offset in its module)"
+	}
+	inlines := "inlined functions apart"
+	if noInlines {
+		inlines = "inlined code charged to the function it was inlined into"
+	}
+	fmt.Fprintf(w, "Grouping:   each entry a %s; %s\n", entry, inlines)
 }
 
 // writeMissing ends every text header with what the profile lacks, so no

@@ -170,6 +170,9 @@ type InstrHeader struct {
 	Root       string      `json:"root,omitempty"` // Options.Root
 	// By is what gets a tree (a row, a flow): "thread" or "goroutine".
 	By string `json:"by"`
+	// Granularity and NoInlines are as in Header.
+	Granularity string `json:"granularity,omitempty"`
+	NoInlines   bool   `json:"no_inlines,omitempty"`
 
 	// Total is the sum over the analysed threads (samples: those merged
 	// into the trees).
@@ -270,6 +273,8 @@ func newInstrData(p *model.Profile, o Options, opts instr.Options, mt metric, r 
 		Filter:             sh.Filter,
 		Root:               o.Root,
 		By:                 cmp.Or(o.By, "thread"),
+		Granularity:        sh.Granularity,
+		NoInlines:          sh.NoInlines,
 		Total:              r.Total,
 		Calls:              r.Calls,
 		Events:             r.Events,
@@ -369,6 +374,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	if h.By == "goroutine" {
 		fmt.Fprintf(w, "By:         goroutine (a thread's records before it ran one stay its own)\n")
 	}
+	writeAggregationText(w, h.Granularity, h.NoInlines)
 	switch c := h.Calibration; {
 	case c != nil:
 		var parts []string
@@ -392,6 +398,9 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 			plural(rp.Unmatched, "unmatched exit", "unmatched exits"), plural(rp.Unclosed, "call open at the end", "calls open at the end"))
 	} else {
 		fmt.Fprintf(w, "Repairs:    0\n")
+	}
+	if rp.Detached > 0 {
+		fmt.Fprintf(w, "Detach:     %s open when the probes came off: they end then\n", plural(rp.Detached, "call", "calls"))
 	}
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
@@ -453,7 +462,7 @@ func probeInfos(p *model.Profile) []ProbeInfo {
 	out := []ProbeInfo{}
 	for _, pr := range p.Probes {
 		loc := p.Locations[pr.Function]
-		info := ProbeInfo{Function: loc.Frames[len(loc.Frames)-1].Function, Module: loc.Module,
+		info := ProbeInfo{Function: loc.Symbol(), Module: loc.Module,
 			Mechanism: cmp.Or(probeMechs[pr.Mech], "unknown")}
 		if pr.Time > p.Header.StartNS {
 			info.AfterNS = pr.Time - p.Header.StartNS

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -647,5 +648,32 @@ func TestInstrProbesListed(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "Probes:     2 functions, 1 placed while the program ran") || !strings.Contains(out, "+150ms") || !strings.Contains(out, "[lazy]") {
 		t.Errorf("probes not listed:\n%s", out)
+	}
+}
+
+// TestInstrDetached: the calls open when the probes came off are counted
+// in the header, text and JSON; without any, neither shows them.
+func TestInstrDetached(t *testing.T) {
+	p := reporttest.InstrFixture()
+	out := writeText(t, p, report.Options{View: "flat"})
+	h := instrJSON(t, p, report.Options{View: "flat"})
+	if strings.Contains(out, "Detach:") || strings.Contains(fmt.Sprint(h["repairs"]), "open_at_detach") {
+		t.Errorf("no detach, yet shown:\n%s\n%v", out, h["repairs"])
+	}
+	// db's last exit (query's, thread 3 runs to the end) never came:
+	// the probes came off before it.
+	i := slices.IndexFunc(p.Events, func(e model.Event) bool { return e.TID == 3 && !e.Entry && e.Time == 1_300_000 })
+	if i < 0 {
+		t.Fatal("the fixture changed: no exit of query")
+	}
+	p.End.Detached = p.Events[i].Time
+	p.Events = slices.Delete(p.Events, i, i+1)
+	out = writeText(t, p, report.Options{View: "flat"})
+	h = instrJSON(t, p, report.Options{View: "flat"})
+	if !regexp.MustCompile(`(?m)^Detach: +1 call open when the probes came off: they end then$`).MatchString(out) {
+		t.Errorf("text header lacks the detach line:\n%s", out)
+	}
+	if r, _ := h["repairs"].(map[string]any); r["open_at_detach"] != 1.0 {
+		t.Errorf("JSON repairs %v, want open_at_detach 1", h["repairs"])
 	}
 }

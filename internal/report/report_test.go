@@ -22,8 +22,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // goldenName names a golden file by the view and the options that produce
-// it: testdata/instr-tree-raw-metric=cpu.text.golden.
-func goldenName(prefix string, o report.Options) string {
+// it, the profile's aggregation last: testdata/instr-tree-raw-metric=cpu.text.golden,
+// testdata/flat-granularity=files-no-inlines.json.golden.
+func goldenName(prefix string, a model.Aggregation, o report.Options) string {
 	name := prefix + o.View
 	if o.HasPID {
 		name += fmt.Sprintf("-pid=%d", o.PID)
@@ -52,13 +53,19 @@ func goldenName(prefix string, o report.Options) string {
 	if o.ExcludeInterrupts {
 		name += "-exclude-interrupts"
 	}
+	if a.Granularity != model.Functions {
+		name += "-granularity=" + a.Granularity.String()
+	}
+	if a.NoInlines {
+		name += "-no-inlines"
+	}
 	return filepath.Join("testdata", name+"."+o.Format+".golden")
 }
 
 // runGolden renders p with each of opts and compares with the golden files.
 func runGolden(t *testing.T, prefix string, p *model.Profile, opts []report.Options) {
 	for _, o := range opts {
-		file := goldenName(prefix, o)
+		file := goldenName(prefix, p.Aggregation, o)
 		t.Run(strings.TrimPrefix(file, "testdata/"), func(t *testing.T) {
 			var buf bytes.Buffer
 			if err := report.Write(&buf, p, o); err != nil {

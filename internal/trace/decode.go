@@ -105,6 +105,12 @@ func list[T any](p *body, minBytes int, item func() T) []T {
 	return out
 }
 
+// lines decodes the frames of a Location or Rename; each takes at least
+// three bytes.
+func (p *body) lines() []Line {
+	return list(p, 3, func() Line { return Line{Function: p.u32(), File: p.u32(), Line: p.u32()} })
+}
+
 func (p *body) u32() uint32 {
 	v := p.uvarint()
 	if v > math.MaxUint32 {
@@ -247,9 +253,12 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		l.Address = p.uvarint()
 		l.Module = p.u32()
 		l.Offset = p.uvarint()
-		// Each line takes at least three bytes.
-		l.Lines = list(p, 3, func() Line { return Line{Function: p.u32(), File: p.u32(), Line: p.u32()} })
+		l.Lines = p.lines()
 		return l
+	case MajorRename:
+		rn := &Rename{ID: p.u32()}
+		rn.Lines = p.lines()
+		return rn
 	case MajorStack:
 		s := &StackNode{}
 		s.ID = p.u32()
@@ -268,6 +277,13 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		}
 		e.ExitCode = int32(code)
 		e.Reason = p.u32()
+		if p.i < len(p.b) {
+			if before := p.uvarint(); before <= t {
+				e.Detached = t - before
+			} else {
+				p.bad = true
+			}
+		}
 		return e
 	case MajorEvent:
 		e := &Event{Time: t, Kind: EventKind(minor & eventKindMask)}
@@ -340,7 +356,7 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 // and whether m is known at all.
 func majorTimed(m Major) (timed, known bool) {
 	switch m {
-	case MajorString, MajorLocation, MajorStack:
+	case MajorString, MajorLocation, MajorStack, MajorRename:
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,

@@ -61,6 +61,9 @@ func (c *chunkBuilder) add(r Record) error {
 	if s, ok := r.(*Sample); ok && s.Flags&^sampleFlagMask != 0 {
 		return fmt.Errorf("%w: sample flags %#x use reserved bits", ErrInvalidRecord, s.Flags)
 	}
+	if e, ok := r.(*End); ok && e.Detached > e.Time {
+		return fmt.Errorf("%w: End detached at %d, after its time %d", ErrInvalidRecord, e.Detached, e.Time)
+	}
 	var minor uint8
 	timed := true
 	b := c.body[:0]
@@ -130,7 +133,11 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, r.Address)
 		b = binary.AppendUvarint(b, u(r.Module))
 		b = binary.AppendUvarint(b, r.Offset)
-		b = appendList(b, r.Lines, func(b []byte, l Line) []byte { return appendU32s(b, l.Function, l.File, l.Line) })
+		b = appendLines(b, r.Lines)
+	case *Rename:
+		timed = false
+		b = binary.AppendUvarint(b, u(r.ID))
+		b = appendLines(b, r.Lines)
 	case *StackNode:
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
@@ -149,6 +156,11 @@ func (c *chunkBuilder) add(r Record) error {
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendVarint(b, int64(r.ExitCode))
 		b = binary.AppendUvarint(b, u(r.Reason))
+		if r.Detached != 0 {
+			// An appended field, which older readers ignore: how long
+			// before the End the probes came off.
+			b = binary.AppendUvarint(b, r.Time-r.Detached)
+		}
 	case *Event:
 		// Events are the hot path of instrumented traces: like samples,
 		// the thread is elided when it repeats.
@@ -246,6 +258,11 @@ func appendList[T any](b []byte, items []T, item func([]byte, T) []byte) []byte 
 	return b
 }
 
+// appendLines appends the frames of a Location or Rename.
+func appendLines(b []byte, lines []Line) []byte {
+	return appendList(b, lines, func(b []byte, l Line) []byte { return appendU32s(b, l.Function, l.File, l.Line) })
+}
+
 // appendU32s appends each of vs as a uvarint.
 func appendU32s(b []byte, vs ...uint32) []byte {
 	for _, v := range vs {
@@ -308,6 +325,8 @@ func isNil(r Record) bool {
 	case *Counter:
 		return r == nil
 	case *Labels:
+		return r == nil
+	case *Rename:
 		return r == nil
 	}
 	return false

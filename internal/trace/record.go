@@ -92,6 +92,7 @@ const (
 	MajorGoID     Major = 17 // *GoID: a thread began running a goroutine
 	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
 	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
+	MajorRename   Major = 20 // *Rename: an already written Location got its names late
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -235,6 +236,10 @@ type End struct {
 	Time     uint64
 	ExitCode int32  // the launched target's exit status, or -1
 	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
+	// Detached is when the probes came off (at most Time): the calls
+	// still open then never showed their exit. 0 when nothing was probed
+	// or the recorder predates the field.
+	Detached uint64
 }
 
 // Major returns MajorString. The Major methods give each record type
@@ -313,6 +318,8 @@ func (m Major) String() string {
 		return "Counter"
 	case MajorLabels:
 		return "Labels"
+	case MajorRename:
+		return "Rename"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
@@ -479,3 +486,18 @@ type LabelPair struct {
 
 // Major returns MajorLabels.
 func (*Labels) Major() Major { return MajorLabels }
+
+// Rename gives the already written Location ID the frames Lines, which
+// the recorder learned only after writing it: JIT code named by a perf
+// map or jitdump that its runtime wrote late (at exit, or on demand). The
+// location's Address, Module and Offset stay. A reader applies it to every
+// use of the location, before and after the record; a reader that does
+// not know it (or a trace cut off before it) keeps the location as first
+// written, so the stack tree and the samples never depend on it.
+type Rename struct {
+	ID    uint32
+	Lines []Line // innermost (inlined) first, the physical function last
+}
+
+// Major returns MajorRename.
+func (*Rename) Major() Major { return MajorRename }

@@ -53,6 +53,8 @@ func edgeRecords() []Record {
 		&Location{},
 		&Location{ID: 1, Address: math.MaxUint64, Module: 2, Offset: math.MaxUint64, Lines: lines},
 		&Location{ID: 2, Address: 0x401000, Module: 2, Offset: 0x1000, Lines: []Line{{}}},
+		&Rename{},
+		&Rename{ID: 2, Lines: []Line{{Function: math.MaxUint32, File: 1, Line: math.MaxUint32}, {Function: 1}}},
 		&StackNode{},
 		&StackNode{ID: math.MaxUint32, Parent: math.MaxUint32, Location: math.MaxUint32},
 		&Sample{},
@@ -194,7 +196,7 @@ func TestWriteInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	type other struct{ Record }
-	for _, r := range []Record{nil, (*Sample)(nil), (*Location)(nil), &Sample{Flags: 0x20}, other{}} {
+	for _, r := range []Record{nil, (*Sample)(nil), (*Location)(nil), &Sample{Flags: 0x20}, &End{Time: 1, Detached: 2}, other{}} {
 		if err := w.Write(r); !errors.Is(err, ErrInvalidRecord) {
 			t.Errorf("Write(%#v) = %v, want ErrInvalidRecord", r, err)
 		}
@@ -457,5 +459,19 @@ func TestRoundTripInstrumentation(t *testing.T) {
 	w, _ := NewWriter(&buf, testHeader(), Options{})
 	if err := w.Write(&Event{PID: 1, TID: 1}); !errors.Is(err, ErrInvalidRecord) {
 		t.Errorf("event without a kind: %v", err)
+	}
+}
+
+// TestEndDetached round-trips End's appended detach time: absent (0, as
+// an older recorder writes it), at the End itself, and long before it.
+func TestEndDetached(t *testing.T) {
+	recs := []Record{
+		&End{Time: 20, ExitCode: -1},
+		&End{Time: 20, ExitCode: -1, Detached: 20},
+		&End{Time: math.MaxUint64, Detached: 1},
+	}
+	_, got, err := readAll(t, writeTrace(t, Options{}, recs))
+	if err != nil || !reflect.DeepEqual(got, recs) {
+		t.Errorf("read %v (%v), want %v", got, err, recs)
 	}
 }

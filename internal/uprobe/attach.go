@@ -14,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"trueprof/internal/perf"
 )
 
 // Event is one probe hit.
@@ -29,9 +31,30 @@ type Event struct {
 type Set struct {
 	sites []Site
 	ring
-	links []link.Link
-	hits  [][2]uint64 // per site: entries, exits read
+	// links holds the exit probes, entries the entry probes: placed
+	// after the exits and removed before them.
+	links   []link.Link
+	entries link.Link
+	hits    [][2]uint64 // per site: entries, exits read
+	live    uint64      // when every probe was in place
 }
+
+// multiSpec is what one uprobe_multi link probes.
+type multiSpec struct {
+	offs, cookies []uint64
+	ret           bool // uretprobes
+}
+
+func (m *multiSpec) add(off, cookie uint64) {
+	m.offs = append(m.offs, off)
+	m.cookies = append(m.cookies, cookie)
+}
+
+// Live returns the time (CLOCK_MONOTONIC ns, as Event.Time) from which
+// every probe of s is in place: a call entered from then on until Detach
+// has its entry and its exit delivered. Events before it may lack their
+// partner: an entry its exit, or an exit its entry.
+func (s *Set) Live() uint64 { return s.live }
 
 // ring is a BPF ring buffer that a probe program writes fixed-size
 // records to, with a per-CPU count of the records it had no room for.
@@ -67,10 +90,10 @@ var ErrPermission = errors.New("permission denied")
 // uprobe_multi links (Linux 6.6) or BPF is not permitted.
 var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need Linux 6.6 and CAP_BPF with CAP_PERFMON, or root)")
 
-// Attach places the probes on process pid through one BPF uprobe_multi
-// link for the entry and RET probes and one for the uretprobes, filtered
-// by the kernel to pid's threads (existing and later ones) and writing to
-// one BPF ring buffer.
+// Attach places the probes on process pid through BPF uprobe_multi links
+// (RET probes, uretprobes, then entries: see Live), filtered by the kernel
+// to pid's threads (existing and later ones) and writing to one BPF ring
+// buffer.
 //
 // launched says the process is stopped in trueprof's exec wrapper before
 // exec of path: the breakpoints are then installed when exec maps path,
@@ -95,7 +118,12 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 	if len(sites) > 1<<28 {
 		return nil, fmt.Errorf("uprobe: %d sites is too many", len(sites))
 	}
-	var entryOffs, entryCookies, retOffs, retCookies []uint64
+	// Three links, placed exits first: a uretprobe only fires for calls
+	// whose entry it saw, and an entry seen before the exits were in
+	// place would open a call that never ends. With the exits first, every
+	// entry delivered has its exit delivered too; exits of calls entered
+	// earlier come without an entry, and readers ignore those.
+	var retInsns, rets, entries multiSpec
 	for i, s := range sites {
 		kind := uint64(kindEntry)
 		for _, x := range s.Exits {
@@ -103,16 +131,14 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 				kind = kindBoth
 				continue
 			}
-			entryOffs = append(entryOffs, x)
-			entryCookies = append(entryCookies, uint64(i)<<2|kindExit)
+			retInsns.add(x, uint64(i)<<2|kindExit)
 		}
-		entryOffs = append(entryOffs, s.Entry)
-		entryCookies = append(entryCookies, uint64(i)<<2|kind)
+		entries.add(s.Entry, uint64(i)<<2|kind)
 		if s.Return {
-			retOffs = append(retOffs, s.Entry)
-			retCookies = append(retCookies, uint64(i)<<2|kindExit)
+			rets.add(s.Entry, uint64(i)<<2|kindExit)
 		}
 	}
+	rets.ret = true
 	s := &Set{sites: sites, hits: make([][2]uint64, len(sites))}
 	if err := s.load("trueprof", ringSize, program); err != nil {
 		s.Close()
@@ -123,10 +149,7 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 		s.Close()
 		return nil, err
 	}
-	for _, l := range []struct {
-		offs, cookies []uint64
-		ret           bool
-	}{{entryOffs, entryCookies, false}, {retOffs, retCookies, true}} {
+	for _, l := range []*multiSpec{&retInsns, &rets, &entries} {
 		if len(l.offs) == 0 {
 			continue
 		}
@@ -136,8 +159,14 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 			s.Close()
 			return nil, err
 		}
-		s.links = append(s.links, lk)
+		if l == &entries {
+			s.entries = lk
+		} else {
+			s.links = append(s.links, lk)
+		}
 	}
+	// The kernel has registered every probe when the last link returns.
+	s.live = perf.Now()
 	return s, nil
 }
 
@@ -350,19 +379,37 @@ func (r *ring) Lost() uint64 {
 	return n
 }
 
-// Close removes every probe, then frees the ring. Events not yet read are
-// discarded. The process continues unharmed.
-func (s *Set) Close() error {
-	return closeAll(&s.links, &s.ring)
+// Detach removes every probe, the entry probes first, so that no entry
+// is written whose exit probe is already gone. The events written stay
+// readable until Close. A second call does nothing.
+func (s *Set) Detach() error {
+	var err error
+	if s.entries != nil {
+		err = s.entries.Close()
+		s.entries = nil
+	}
+	return errors.Join(err, closeLinks(&s.links))
 }
 
-// closeAll closes the links, then the ring and its program.
-func closeAll(links *[]link.Link, r *ring) error {
+// closeLinks closes links and forgets them.
+func closeLinks(links *[]link.Link) error {
 	var errs []error
 	for _, l := range *links {
 		errs = append(errs, l.Close())
 	}
 	*links = nil
+	return errors.Join(errs...)
+}
+
+// Close removes every probe, then frees the ring. Events not yet read are
+// discarded. The process continues unharmed.
+func (s *Set) Close() error {
+	return errors.Join(s.Detach(), closeAll(&s.links, &s.ring))
+}
+
+// closeAll closes the links, then the ring and its program.
+func closeAll(links *[]link.Link, r *ring) error {
+	errs := []error{closeLinks(links)}
 	if r.rd != nil {
 		errs = append(errs, r.rd.Close())
 		r.rd = nil

@@ -17,10 +17,12 @@
 //     a stack that the Go runtime may move. Calls left by a panic have no
 //     exit event.
 //
-// Attach places every probe of a set in two BPF uprobe_multi links (one
-// for entries and RET probes, one for uretprobes) whose BPF program writes
-// to one ring buffer. The kernel restricts them to one process, all its
-// threads included. Per-probe perf events through the uprobe PMU
+// Attach places every probe of a set in up to three BPF uprobe_multi
+// links (RET probes, uretprobes, then entries) whose BPF program writes to
+// one ring buffer. The kernel restricts them to one process, all its
+// threads included. Exits go on first and come off last (Detach): from
+// Set.Live on, every entry written has its exit written while the exit
+// probes stay. Per-probe perf events through the uprobe PMU
 // (perf.OpenUprobe) do not scale: each needs a descriptor per CPU, and
 // closing each waits for an RCU grace period, so detaching 10,000 of them
 // takes minutes where one link takes about 0.1 s (bench/uprobes).

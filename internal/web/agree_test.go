@@ -193,6 +193,16 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		p    *model.Profile
 	}
 	fixtures := []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}}
+	// The page of a profile whose code is grouped otherwise (--no-inlines,
+	// --granularity) agrees with the reports of that profile.
+	for _, a := range []model.Aggregation{{Granularity: model.Lines, NoInlines: true}, {Granularity: model.Files}} {
+		for _, fx := range []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}} {
+			if err := fx.p.Aggregate(a); err != nil {
+				t.Fatal(err)
+			}
+			fixtures = append(fixtures, fixture{fx.name + " by " + a.String(), fx.p})
+		}
+	}
 	r := rand.New(rand.NewPCG(3, 5))
 	for i := range 4 {
 		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d", i), reporttest.Random(r)},

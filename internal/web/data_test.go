@@ -3,11 +3,26 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
 	"trueprof/internal/report"
+	"trueprof/internal/report/reporttest"
 )
+
+// flatJSON decodes the flat report of p, in JSON, into v.
+func flatJSON(t *testing.T, p *model.Profile, v any) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := report.Write(&b, p, report.Options{View: "flat", Format: "json"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Bytes(), v); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestBuildRootRecording: a --root recording's page covers the root's
 // call subgraph, as its reports and the page's own header do: calls made
@@ -32,18 +47,81 @@ func TestBuildRootRecording(t *testing.T) {
 			Calls uint64 `json:"calls"`
 		} `json:"functions"`
 	}
-	var b bytes.Buffer
-	if err := report.Write(&b, p, report.Options{View: "flat", Format: "json"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b.Bytes(), &rep); err != nil {
-		t.Fatal(err)
-	}
+	flatJSON(t, p, &rep)
 	want := map[string]uint64{}
 	for _, f := range rep.Functions {
 		want[f.Name] = f.Calls
 	}
 	if want["c"] != 1 || calls["c"] != want["c"] || calls["b"] != want["b"] || calls["main"] != want["main"] {
 		t.Errorf("calls on the page %v, in the flat report %v: want the root b's subgraph (c called once under it)", calls, want)
+	}
+}
+
+// TestBuildAggregated: the page's data of a profile whose code is
+// grouped (--no-inlines, --granularity) has the reports' entries with the
+// reports' numbers, and its header says how code was grouped.
+func TestBuildAggregated(t *testing.T) {
+	for _, a := range []model.Aggregation{{NoInlines: true}, {Granularity: model.Files}, {Granularity: model.Lines, NoInlines: true}} {
+		t.Run(a.String(), func(t *testing.T) {
+			p := reporttest.Fixture()
+			if err := p.Aggregate(a); err != nil {
+				t.Fatal(err)
+			}
+			d, err := Build(p, "aggregated")
+			if err != nil {
+				t.Fatal(err)
+			}
+			type key struct{ name, module string }
+			page := map[key]float64{}
+			for i, f := range d.Nodes.Func {
+				if f >= 0 {
+					page[key{d.Funcs.Name[f], d.Modules[d.Funcs.Module[f]]}] += d.Nodes.Base[0][i]
+				}
+			}
+			var rep struct {
+				Granularity string `json:"granularity"`
+				NoInlines   bool   `json:"no_inlines"`
+				Functions   []struct {
+					report.Func
+					Self report.Metrics `json:"self"`
+				} `json:"functions"`
+			}
+			flatJSON(t, p, &rep)
+			if len(rep.Functions) == 0 {
+				t.Fatal("empty flat report")
+			}
+			for _, f := range rep.Functions {
+				if got := page[key{f.Name, f.Module}]; got != float64(f.Self.Samples) {
+					t.Errorf("%s (%s): self %g on the page, %d in the flat report", f.Name, f.Module, got, f.Self.Samples)
+				}
+				delete(page, key{f.Name, f.Module})
+			}
+			for k, v := range page {
+				if v != 0 {
+					t.Errorf("%s (%s): self %g on the page only", k.name, k.module, v)
+				}
+			}
+			if inlined := slices.Contains(d.Funcs.Name, "inl_helper"); a.Granularity == model.Functions && inlined == a.NoInlines {
+				t.Errorf("inlined function inl_helper on the page: %v, want %v", inlined, !a.NoInlines)
+			}
+			if files := slices.Contains(d.Funcs.Name, "src/compute.c"); files != (a.Granularity == model.Files) {
+				t.Errorf("file src/compute.c an entry of the page: %v, want %v", files, !files)
+			}
+			var h struct {
+				Granularity string `json:"granularity"`
+				NoInlines   bool   `json:"no_inlines"`
+			}
+			if err := json.Unmarshal(d.Header, &h); err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if a.Granularity != model.Functions {
+				want = a.Granularity.String()
+			}
+			if rep.Granularity != want || rep.NoInlines != a.NoInlines || h.Granularity != want || h.NoInlines != a.NoInlines {
+				t.Errorf("header granularity %q, no_inlines %v in the flat report, %q, %v on the page; want %q, %v",
+					rep.Granularity, rep.NoInlines, h.Granularity, h.NoInlines, want, a.NoInlines)
+			}
+		})
 	}
 }

@@ -173,6 +173,9 @@ func (x *disassembler) disassemble(fn int) (*Disassembly, error) {
 		return nil, fmt.Errorf("%w: no function %d", ErrUnavailable, fn)
 	}
 	name, module := d.Funcs.Name[fn], d.Modules[d.Funcs.Module[fn]]
+	if x.p.Aggregation.Granularity == model.Files {
+		return nil, fmt.Errorf("%w: %s is a file, not one function's machine code", ErrUnavailable, name)
+	}
 	if !filepath.IsAbs(module) || !safePath(module) {
 		return nil, fmt.Errorf("%w: module %q is not a file", ErrUnavailable, module)
 	}

@@ -37,7 +37,8 @@ TP.App = class App {
     const d = this.model.data, h = d.header || {};
     const kind = d.kind === "instrumented" ? `instrumented (${h.instrument || "probes"})` : `sampling ${h.event || ""}`;
     document.getElementById("summary").textContent =
-      `${kind} · ${d.threads.length} threads · ${this.model.nfuncs.toLocaleString("en-US")} functions` + (h.start_time ? " · " + h.start_time : "");
+      `${kind} · ${d.threads.length} threads · ${this.model.nfuncs.toLocaleString("en-US")} functions` + (h.start_time ? " · " + h.start_time : "") +
+      (h.granularity || h.no_inlines ? ` · grouped by ${h.granularity || "functions"}${h.no_inlines ? ", inlined code charged to its caller" : ""}` : "");
     const warn = document.getElementById("warnings");
     warn.replaceChildren(...(h.warnings || []).map((w) => TP.el("li", {}, "WARNING: " + w)));
     const scope = document.getElementById("scope");

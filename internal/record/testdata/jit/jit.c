@@ -10,6 +10,13 @@
 //	                                load jit_first at an address and run it
 //	                                for SECONDS, then load jit_second at the
 //	                                same address and run it for SECONDS
+//	jit exitperfmap NOTES SECONDS   run code at one address for SECONDS, then
+//	                                other code at another for SECONDS, and
+//	                                name both in the perf map only as it
+//	                                exits (the JVM's -XX:+DumpPerfMapAtExit)
+//	jit exitjitdump NOTES DIR SECONDS  as jitdump, but the code loads are
+//	                                written (with the times of the loads)
+//	                                only as it exits
 //
 // SECONDS are CPU seconds, so that a loaded machine slows the fixture down
 // rather than starving it of samples. NOTES receives "key value" lines for
@@ -84,7 +91,8 @@ static void run(loop_fn fn, double seconds) {
 		fn(2000000);
 }
 
-static void write_perf_map(unsigned char *code, int uid) {
+// write_perf_map names n pieces of code in /tmp/perf-PID.map.
+static void write_perf_map(unsigned char **code, const char **names, int n, int uid) {
 	char path[64];
 	snprintf(path, sizeof path, "/tmp/perf-%d.map", getpid());
 	fprintf(notes, "map %s\n", path);
@@ -92,7 +100,8 @@ static void write_perf_map(unsigned char *code, int uid) {
 	FILE *f = fopen(path, "w");
 	if (!f)
 		die(path);
-	fprintf(f, "%lx %zx jit_hot_loop\n", (unsigned long)code, sizeof hot_loop);
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%lx %zx %s\n", (unsigned long)code[i], sizeof hot_loop, names[i]);
 	if (fclose(f) != 0)
 		die(path);
 	if (uid >= 0 && chown(path, uid, uid) != 0)
@@ -134,9 +143,32 @@ static void code_load(int fd, unsigned char *code, const char *name, uint64_t in
 		die("write jitdump");
 }
 
+// open_jitdump creates DIR/jit-PID.dump with its header and maps it, which
+// is how a JIT announces it to perf.
+static int open_jitdump(const char *dir) {
+	char path[4096];
+	snprintf(path, sizeof path, "%s/jit-%d.dump", dir, getpid());
+	int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+	if (fd < 0)
+		die(path);
+	struct jitheader h = {
+		.magic = 0x4A695444,
+		.version = 1,
+		.total_size = sizeof h,
+		.elf_mach = 62, // EM_X86_64
+		.pid = getpid(),
+		.timestamp = now_ns(CLOCK_MONOTONIC),
+	};
+	if (write(fd, &h, sizeof h) != sizeof h)
+		die("write jitdump header");
+	if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+		die("mmap jitdump");
+	return fd;
+}
+
 int main(int argc, char **argv) {
 	if (argc < 3) {
-		fprintf(stderr, "usage: jit perfmap|lateperfmap|jitdump NOTES ...\n");
+		fprintf(stderr, "usage: jit perfmap|lateperfmap|jitdump|exitperfmap|exitjitdump NOTES ...\n");
 		return 2;
 	}
 	notes = fopen(argv[2], "w");
@@ -147,33 +179,41 @@ int main(int argc, char **argv) {
 
 	if (strcmp(argv[1], "perfmap") == 0 && argc == 5) {
 		install(code);
-		write_perf_map(code, atoi(argv[3]));
+		const char *name = "jit_hot_loop";
+		write_perf_map(&code, &name, 1, atoi(argv[3]));
 		run(fn, atof(argv[4]));
 	} else if (strcmp(argv[1], "lateperfmap") == 0 && argc == 4) {
 		install(code);
 		run(fn, atof(argv[3]));
 		note("named", now_ns(CLOCK_MONOTONIC));
-		write_perf_map(code, -1);
+		const char *name = "jit_hot_loop";
+		write_perf_map(&code, &name, 1, -1);
 		run(fn, atof(argv[3]));
+	} else if (strcmp(argv[1], "exitperfmap") == 0 && argc == 4) {
+		unsigned char *codes[] = {code, code_region()};
+		const char *names[] = {"jit_exit_first", "jit_exit_second"};
+		install(codes[0]);
+		install(codes[1]);
+		note("first", now_ns(CLOCK_MONOTONIC));
+		run((loop_fn)codes[0], atof(argv[3]));
+		note("second", now_ns(CLOCK_MONOTONIC));
+		run((loop_fn)codes[1], atof(argv[3]));
+		write_perf_map(codes, names, 2, -1);
+	} else if (strcmp(argv[1], "exitjitdump") == 0 && argc == 5) {
+		int fd = open_jitdump(argv[3]);
+		double seconds = atof(argv[4]);
+		install(code);
+		uint64_t t1 = now_ns(CLOCK_MONOTONIC);
+		note("first", t1);
+		run(fn, seconds);
+		install(code);
+		uint64_t t2 = now_ns(CLOCK_MONOTONIC);
+		note("second", t2);
+		run(fn, seconds);
+		code_load(fd, code, "jit_first", 1, t1);
+		code_load(fd, code, "jit_second", 2, t2);
 	} else if (strcmp(argv[1], "jitdump") == 0 && argc == 5) {
-		char path[4096];
-		snprintf(path, sizeof path, "%s/jit-%d.dump", argv[3], getpid());
-		int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
-		if (fd < 0)
-			die(path);
-		struct jitheader h = {
-			.magic = 0x4A695444,
-			.version = 1,
-			.total_size = sizeof h,
-			.elf_mach = 62, // EM_X86_64
-			.pid = getpid(),
-			.timestamp = now_ns(CLOCK_MONOTONIC),
-		};
-		if (write(fd, &h, sizeof h) != sizeof h)
-			die("write jitdump header");
-		// Mapping the file executable is how a JIT announces it to perf.
-		if (mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED)
-			die("mmap jitdump");
+		int fd = open_jitdump(argv[3]);
 		double seconds = atof(argv[4]);
 
 		install(code);
