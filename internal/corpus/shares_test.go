@@ -44,13 +44,18 @@ const unresolvedAnon = "[unresolved anonymous code]"
 
 func unresolvedIn(module string) string { return "[unresolved in " + module + "]" }
 
-// rustHash is the hash that ends a legacy-mangled Rust symbol, and
+// rustHash is the hash that ends a legacy-mangled Rust symbol;
 // symVersion the ELF symbol version perf appends to some dynamic symbols
-// ("cfree@GLIBC_2.2.5"); "@plt", perf's name for a PLT stub, is lower case
-// and stays: a stub is not the function it jumps to.
+// ("cfree@GLIBC_2.2.5"), while "@plt", perf's name for a PLT stub, is
+// lower case and stays: a stub is not the function it jumps to; gccClone
+// the suffixes trueprof's demangler gives a function gcc cloned to
+// specialise it ("f(int) [clone .isra.0]"), which perf's, printing no
+// parameters, leaves out. (A C name such as "finish_task_switch.isra.0"
+// is not demangled and reads the same in both.)
 var (
 	rustHash   = regexp.MustCompile(`::h[0-9a-f]{16}$`)
 	symVersion = regexp.MustCompile(`@@?[A-Z][A-Za-z0-9_.]*$`)
+	gccClone   = regexp.MustCompile(`( \[clone [^\]]*\])+$`)
 )
 
 // normName is the comparison key of a resolved function name.
@@ -58,6 +63,7 @@ func normName(name string) string {
 	name = strings.TrimSpace(name)
 	name = rustHash.ReplaceAllString(name, "")
 	name = symVersion.ReplaceAllString(name, "")
+	name = gccClone.ReplaceAllString(name, "")
 	return stripSignature(name)
 }
 
