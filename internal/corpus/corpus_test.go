@@ -1,0 +1,405 @@
+package corpus
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"trueprof/internal/testutil"
+)
+
+// trueprofBin is the trueprof binary the tests run, built once by TestMain
+// as a user builds it.
+var trueprofBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "trueprof-corpus-")
+	if err != nil {
+		panic(err)
+	}
+	trueprofBin = filepath.Join(dir, "trueprof")
+	if out, err := exec.Command("go", "build", "-o", trueprofBin, "trueprof/cmd/trueprof").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Agreement bars of the issue: self shares within maxDiff points of
+// perf's for the topN functions of either tool.
+const (
+	maxDiff = 3.0
+	topN    = 10
+	// minSamples is the fewest samples a recording needs for its shares
+	// to be compared at all. Two runs of n samples differ in a share p by
+	// sampling noise alone with a standard deviation of sqrt(2p(1-p)/n):
+	// at 3,000 samples, 1.1 points for p = 25%, so 3 points is about 2.7
+	// of them; the workloads are sized for 3,500-4,500 samples.
+	minSamples = 3000
+)
+
+// debianCXXFlags are the C++ flags Debian's packages are built with
+// (dpkg-buildflags on bookworm, without the -ffile-prefix-map that only
+// matters to reproducible builds): -O2 omits frame pointers on x86-64.
+var debianCXXFlags = []string{"-g", "-O2", "-fstack-protector-strong", "-Wformat", "-Werror=format-security",
+	"-D_FORTIFY_SOURCE=2", "-Wl,-z,relro", "-Wl,-z,now"}
+
+// javaHome is Debian's openjdk-17-jdk-headless; the path is explicit
+// because java on PATH may be another JDK.
+const javaHome = "/usr/lib/jvm/java-17-openjdk-amd64"
+
+// program is one member of the corpus.
+type program struct {
+	name string
+	// jit says the program writes /tmp/perf-PID.map, which the test
+	// removes when it is done with it.
+	jit bool
+	// minProcs is how many processes the recording must hold: a build
+	// that runs children must be followed into them.
+	minProcs int
+	// prepare builds or generates what the program needs in dir and
+	// returns its command line; each recorder runs it in a directory of
+	// its own, where relative output paths land.
+	prepare func(t *testing.T, dir, testdata string) []string
+}
+
+var corpus = []program{
+	{name: "jvm", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		javac := requireFile(t, filepath.Join(javaHome, "bin/javac"), "openjdk-17-jdk-headless")
+		run(t, javac, "-d", dir, filepath.Join(testdata, "Work.java"))
+		return []string{filepath.Join(javaHome, "bin/java"),
+			"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer",
+			"-cp", dir, "Work", "160"}
+	}},
+	{name: "node", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		return []string{testutil.RequireCommand(t, "node"), "--perf-basic-prof", filepath.Join(testdata, "work.js"), "100"}
+	}},
+	{name: "rust", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		cargo := testutil.RequireCommand(t, "cargo")
+		crate := filepath.Join(dir, "rust")
+		run(t, "cp", "-r", filepath.Join(testdata, "rust"), crate)
+		cmd := exec.Command(cargo, "build", "--release", "--offline", "--quiet", "--manifest-path", filepath.Join(crate, "Cargo.toml"))
+		cmd.Env = append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(dir, "target"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cargo build --release: %v\n%s", err, out)
+		}
+		return []string{filepath.Join(dir, "target/release/corpus-work"), "200"}
+	}},
+	{name: "cxx", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		gxx := testutil.RequireCommand(t, "g++")
+		bin := filepath.Join(dir, "work")
+		run(t, gxx, append(debianCXXFlags, "-o", bin, filepath.Join(testdata, "work.cpp"))...)
+		return []string{bin, "48"}
+	}},
+	{name: "python3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		// Debian's own interpreter, not whatever python3 PATH finds first.
+		return []string{requireFile(t, "/usr/bin/python3", "python3"), filepath.Join(testdata, "work.py"), "280"}
+	}},
+	{name: "sqlite3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		return []string{requireFile(t, "/usr/bin/sqlite3", "sqlite3"), ":memory:", ".read " + filepath.Join(testdata, "work.sql")}
+	}},
+	{name: "xz", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		data := filepath.Join(dir, "words.txt")
+		if err := os.WriteFile(data, words(5<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{requireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-c", data}
+	}},
+	{name: "gcc-build", minProcs: 3, prepare: func(t *testing.T, dir, testdata string) []string {
+		// gcc is a driver: it runs cc1 (the compiler) and as (the
+		// assembler) as child processes, which trueprof must follow.
+		src := filepath.Join(dir, "many.c")
+		if err := os.WriteFile(src, []byte(testutil.ManyFunctionsC(5000)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return []string{testutil.RequireCommand(t, "gcc"), "-O2", "-c", src, "-o", "many.o"}
+	}},
+}
+
+// TestCorpus records and reports every program of the corpus with trueprof
+// and with perf, and compares them (see the package comment).
+func TestCorpus(t *testing.T) {
+	testutil.RequirePerf(t)
+	testdata, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range corpus {
+		t.Run(p.name, func(t *testing.T) {
+			perfBin := testutil.RequireCommand(t, "perf")
+			dir := t.TempDir()
+			argv := p.prepare(t, dir, testdata)
+
+			// Both recorders run at once, each on its own instance of the
+			// program, so that both see the same machine: on a shared one,
+			// the load of the moment moves memory-bound functions and the
+			// scheduler's kernel functions by several points.
+			tr, data := filepath.Join(dir, "corpus.trace"), filepath.Join(dir, "perf.data")
+			recs := []*recording{
+				newRecording(t, dir, "trueprof", p.jit, append([]string{trueprofBin, "record", "-o", tr, "--"}, argv...)),
+				newRecording(t, dir, "perf", p.jit, append([]string{perfBin, "record", "-q", "-F", "999", "-e", "cpu-clock", "-o", data, "--"}, argv...)),
+			}
+			var wg sync.WaitGroup
+			for _, r := range recs {
+				wg.Add(1)
+				go func() { defer wg.Done(); r.run() }()
+			}
+			wg.Wait()
+			for _, r := range recs {
+				r.check(t)
+			}
+
+			rep, inlinesOK := trueprofReport(t, tr)
+			if rep.Lost != 0 {
+				t.Errorf("lost = %d records (by kind %v), want 0", rep.Lost, rep.LostByKind)
+			}
+			if rep.Processes < p.minProcs {
+				t.Errorf("%d processes recorded, want at least %d", rep.Processes, p.minProcs)
+			}
+			if rep.Total.Samples < minSamples {
+				t.Fatalf("%d samples, want at least %d to compare shares", rep.Total.Samples, minSamples)
+			}
+			alias, err := aliases(rep.modules())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, unresolved := rep.shares(alias)
+			t.Logf("trueprof: %d samples, %d processes, lost %d, truncated %.1f%%, unresolved leaves %.2f%% of samples",
+				rep.Total.Samples, rep.Processes, rep.Lost, rep.TruncatedPercent, unresolved)
+
+			perfRows := perfReport(t, perfBin, data)
+			theirs := perfShares(perfRows, alias)
+			if len(theirs) == 0 {
+				t.Fatal("perf report shows no samples")
+			}
+			if plt := pltShare(perfRows); plt > 0.5 {
+				// Not a naming difference: trueprof has no names for PLT
+				// stubs, so their samples count among its unresolved ones.
+				t.Logf("perf names %.2f%% of the samples as PLT stubs (sym@plt); trueprof leaves them as MODULE+0xOFFSET", plt)
+			}
+			rows := compare(ours, theirs)
+			view := "--no-inlines"
+			if !inlinesOK {
+				view = "default report: --no-inlines failed"
+			}
+			t.Logf("self shares of the top functions (%s), trueprof vs perf report --no-children:\n%s", view, table(rows))
+			for _, r := range rows {
+				if d := math.Abs(r.ours - r.perf); d > maxDiff {
+					t.Errorf("%s: trueprof %.2f%%, perf %.2f%%: %.2f points apart (limit %.0f)", r.key, r.ours, r.perf, d, maxDiff)
+				}
+			}
+		})
+	}
+}
+
+// flatReport is the part of `trueprof report --format json` (the flat
+// view) that the corpus reads.
+type flatReport struct {
+	Total            count             `json:"total"`
+	Processes        int               `json:"processes"`
+	Lost             uint64            `json:"lost"`
+	LostByKind       map[string]uint64 `json:"lost_by_kind"`
+	TruncatedPercent float64           `json:"truncated_percent"`
+	Functions        []struct {
+		Name   string `json:"name"`
+		Module string `json:"module"`
+		Self   count  `json:"self"`
+	} `json:"functions"`
+}
+
+type count struct {
+	Samples uint64 `json:"samples"`
+	Period  uint64 `json:"period"`
+}
+
+// shares returns the self share (percent of the period, as perf's
+// Overhead) of each function under its comparison key (through alias),
+// and the share of the samples whose leaf has no symbol.
+func (r *flatReport) shares(alias map[string]string) (map[string]float64, float64) {
+	out := map[string]float64{}
+	var unresolved uint64
+	for _, f := range r.Functions {
+		key, ok := trueprofKey(f.Name, f.Module)
+		if !ok {
+			unresolved += f.Self.Samples
+		}
+		out[canonical(alias, key)] += 100 * float64(f.Self.Period) / float64(r.Total.Period)
+	}
+	return out, 100 * float64(unresolved) / float64(max(r.Total.Samples, 1))
+}
+
+// modules returns the modules of the report's functions.
+func (r *flatReport) modules() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range r.Functions {
+		if !seen[f.Module] {
+			seen[f.Module] = true
+			out = append(out, f.Module)
+		}
+	}
+	return out
+}
+
+// trueprofReport returns the flat report of the trace tr under
+// --no-inlines, and whether that flag worked: when it does not, the test
+// fails and the default report stands in, so the log still shows the rest
+// of the evidence.
+func trueprofReport(t *testing.T, tr string) (*flatReport, bool) {
+	t.Helper()
+	inlinesOK := true
+	out, err := exec.Command(trueprofBin, "report", "-i", tr, "--format", "json", "--no-inlines").Output()
+	if err != nil {
+		t.Errorf("trueprof report --no-inlines: %v\n%s", err, stderrOf(err))
+		inlinesOK = false
+		if out, err = exec.Command(trueprofBin, "report", "-i", tr, "--format", "json").Output(); err != nil {
+			t.Fatalf("trueprof report: %v\n%s", err, stderrOf(err))
+		}
+	}
+	var rep flatReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report JSON: %v", err)
+	}
+	return &rep, inlinesOK
+}
+
+// perfReport returns the rows of perf report on the perf.data file data.
+// Without -g there are no call chains: the period of each (dso, sym) row
+// is its self time, perf's --no-children. The unit separator cannot occur
+// in symbol names. A JIT's perf map must still exist: perf reads it now.
+func perfReport(t *testing.T, perfBin, data string) []perfRow {
+	t.Helper()
+	out, err := exec.Command(perfBin, "report", "-i", data, "--stdio", "--no-children", "-q",
+		"-F", "period,dso,sym", "-t", "\x1f").Output()
+	if err != nil {
+		t.Fatalf("perf report: %v\n%s", err, stderrOf(err))
+	}
+	rows, err := parsePerfReport(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// recording is one recorder's run of a program. It runs in a directory of
+// its own, where the program writes its outputs.
+type recording struct {
+	tool           string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	err            error
+}
+
+// newRecording prepares a recorder's command line (which ends with the
+// program's). A JIT program runs under a shell that writes its pid to a
+// file before exec'ing it, so that its /tmp/perf-PID.map, and no one
+// else's, is removed when the test ends.
+func newRecording(t *testing.T, dir, tool string, jit bool, argv []string) *recording {
+	t.Helper()
+	r := &recording{tool: tool}
+	if jit {
+		pidFile := filepath.Join(dir, tool+".pid")
+		i := slices.Index(argv, "--") + 1
+		wrapped := append([]string{}, argv[:i]...)
+		wrapped = append(wrapped, "/bin/sh", "-c", `echo $$ >"$0" && exec "$@"`, pidFile)
+		argv = append(wrapped, argv[i:]...)
+		t.Cleanup(func() {
+			if pid, _ := os.ReadFile(pidFile); len(pid) > 0 {
+				os.Remove(fmt.Sprintf("/tmp/perf-%s.map", strings.TrimSpace(string(pid))))
+			}
+		})
+	}
+	r.cmd = exec.Command(argv[0], argv[1:]...)
+	r.cmd.Dir = filepath.Join(dir, tool)
+	if err := os.Mkdir(r.cmd.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
+	return r
+}
+
+// run runs the recording; it may run on any goroutine.
+func (r *recording) run() { r.err = r.cmd.Run() }
+
+// check fails the test if the recording failed, and logs what the
+// recorder said.
+func (r *recording) check(t *testing.T) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(r.cmd.Args, " "), r.err, tail(r.stdout.Bytes()), tail(r.stderr.Bytes()))
+	}
+	if msg := strings.TrimSpace(string(tail(r.stderr.Bytes()))); msg != "" {
+		t.Logf("%s: %s", r.tool, msg)
+	}
+}
+
+// run runs a build step and fails the test if it fails.
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// requireFile returns path if it exists, or reports the Debian package
+// that provides it as missing.
+func requireFile(t *testing.T, path, pkg string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		testutil.Missing(t, path+" missing (Debian package "+pkg+")")
+	}
+	return path
+}
+
+func stderrOf(err error) []byte {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return tail(ee.Stderr)
+	}
+	return nil
+}
+
+// tail returns the end of a command's output, enough for an error message.
+func tail(b []byte) []byte {
+	const n = 2000
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// words returns n bytes of text made of a few thousand pseudo-random
+// words, which compress about as well as prose (the same bytes every run).
+func words(n int) []byte {
+	var vocab []string
+	x := uint32(2463534242)
+	next := func() uint32 { x ^= x << 13; x ^= x >> 17; x ^= x << 5; return x }
+	for range 4000 {
+		w := make([]byte, 2+next()%9)
+		for i := range w {
+			w[i] = byte('a' + next()%26)
+		}
+		vocab = append(vocab, string(w))
+	}
+	var b bytes.Buffer
+	for b.Len() < n {
+		// Zipf-like: small indexes are far more frequent.
+		r := next() % 4000
+		b.WriteString(vocab[r*r/4000])
+		if next()%12 == 0 {
+			b.WriteString(".\n")
+		} else {
+			b.WriteByte(' ')
+		}
+	}
+	return b.Bytes()[:n]
+}
