@@ -26,20 +26,14 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trueprof-cmd-test-")
-	if err != nil {
-		panic(err)
-	}
-	os.Chmod(dir, 0o755)
-	binDir = dir
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "trueprof"), ".").CombinedOutput()
-	if err != nil {
-		os.RemoveAll(dir)
-		panic(string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.RunMain(m, "trueprof-cmd-test-", func(dir string) error {
+		binDir = dir
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return err
+		}
+		_, err := testutil.BuildTrueprof(dir)
+		return err
+	})
 }
 
 func trueprof() string { return filepath.Join(binDir, "trueprof") }

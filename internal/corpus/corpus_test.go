@@ -3,12 +3,10 @@ package corpus
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,18 +19,10 @@ import (
 var trueprofBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trueprof-corpus-")
-	if err != nil {
-		panic(err)
-	}
-	trueprofBin = filepath.Join(dir, "trueprof")
-	if out, err := exec.Command("go", "build", "-o", trueprofBin, "trueprof/cmd/trueprof").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic(string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.RunMain(m, "trueprof-corpus-", func(dir string) (err error) {
+		trueprofBin, err = testutil.BuildTrueprof(dir)
+		return err
+	})
 }
 
 // Agreement bars of the issue: self shares within maxDiff points of
@@ -54,16 +44,9 @@ const (
 var debianCXXFlags = []string{"-g", "-O2", "-fstack-protector-strong", "-Wformat", "-Werror=format-security",
 	"-D_FORTIFY_SOURCE=2", "-Wl,-z,relro", "-Wl,-z,now"}
 
-// javaHome is Debian's openjdk-17-jdk-headless; the path is explicit
-// because java on PATH may be another JDK.
-const javaHome = "/usr/lib/jvm/java-17-openjdk-amd64"
-
 // program is one member of the corpus.
 type program struct {
 	name string
-	// jit says the program writes /tmp/perf-PID.map, which the test
-	// removes when it is done with it.
-	jit bool
 	// minProcs is how many processes the recording must hold: a build
 	// that runs children must be followed into them.
 	minProcs int
@@ -74,15 +57,13 @@ type program struct {
 }
 
 var corpus = []program{
-	{name: "jvm", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
-		javac := requireFile(t, filepath.Join(javaHome, "bin/javac"), "openjdk-17-jdk-headless")
-		run(t, javac, "-d", dir, filepath.Join(testdata, "Work.java"))
-		return []string{filepath.Join(javaHome, "bin/java"),
-			"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer",
-			"-cp", dir, "Work", "160"}
+	// The JIT runtimes run testutil's fixtures, whose perf maps are
+	// removed when the test ends (perf report reads them until then).
+	{name: "jvm", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		return testutil.JVMProgram(t, testutil.Compute, "160")
 	}},
-	{name: "node", jit: true, minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
-		return []string{testutil.RequireCommand(t, "node"), "--perf-basic-prof", filepath.Join(testdata, "work.js"), "100"}
+	{name: "node", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+		return testutil.NodeProgram(t, testutil.Compute, "100")
 	}},
 	{name: "rust", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		cargo := testutil.RequireCommand(t, "cargo")
@@ -103,17 +84,17 @@ var corpus = []program{
 	}},
 	{name: "python3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		// Debian's own interpreter, not whatever python3 PATH finds first.
-		return []string{requireFile(t, "/usr/bin/python3", "python3"), filepath.Join(testdata, "work.py"), "280"}
+		return []string{testutil.RequireFile(t, "/usr/bin/python3", "python3"), filepath.Join(testdata, "work.py"), "280"}
 	}},
 	{name: "sqlite3", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
-		return []string{requireFile(t, "/usr/bin/sqlite3", "sqlite3"), ":memory:", ".read " + filepath.Join(testdata, "work.sql")}
+		return []string{testutil.RequireFile(t, "/usr/bin/sqlite3", "sqlite3"), ":memory:", ".read " + filepath.Join(testdata, "work.sql")}
 	}},
 	{name: "xz", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		data := filepath.Join(dir, "words.txt")
 		if err := os.WriteFile(data, words(5<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return []string{requireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-c", data}
+		return []string{testutil.RequireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-c", data}
 	}},
 	{name: "gcc-build", minProcs: 3, prepare: func(t *testing.T, dir, testdata string) []string {
 		// gcc is a driver: it runs cc1 (the compiler) and as (the
@@ -146,8 +127,8 @@ func TestCorpus(t *testing.T) {
 			// scheduler's kernel functions by several points.
 			tr, data := filepath.Join(dir, "corpus.trace"), filepath.Join(dir, "perf.data")
 			recs := []*recording{
-				newRecording(t, dir, "trueprof", p.jit, append([]string{trueprofBin, "record", "-o", tr, "--"}, argv...)),
-				newRecording(t, dir, "perf", p.jit, append([]string{perfBin, "record", "-q", "-F", "999", "-e", "cpu-clock", "-o", data, "--"}, argv...)),
+				newRecording(t, dir, "trueprof", append([]string{trueprofBin, "record", "-o", tr, "--"}, argv...)),
+				newRecording(t, dir, "perf", append([]string{perfBin, "record", "-q", "-F", "999", "-e", "cpu-clock", "-o", data, "--"}, argv...)),
 			}
 			var wg sync.WaitGroup
 			for _, r := range recs {
@@ -301,24 +282,10 @@ type recording struct {
 }
 
 // newRecording prepares a recorder's command line (which ends with the
-// program's). A JIT program runs under a shell that writes its pid to a
-// file before exec'ing it, so that its /tmp/perf-PID.map, and no one
-// else's, is removed when the test ends.
-func newRecording(t *testing.T, dir, tool string, jit bool, argv []string) *recording {
+// program's).
+func newRecording(t *testing.T, dir, tool string, argv []string) *recording {
 	t.Helper()
 	r := &recording{tool: tool}
-	if jit {
-		pidFile := filepath.Join(dir, tool+".pid")
-		i := slices.Index(argv, "--") + 1
-		wrapped := append([]string{}, argv[:i]...)
-		wrapped = append(wrapped, "/bin/sh", "-c", `echo $$ >"$0" && exec "$@"`, pidFile)
-		argv = append(wrapped, argv[i:]...)
-		t.Cleanup(func() {
-			if pid, _ := os.ReadFile(pidFile); len(pid) > 0 {
-				os.Remove(fmt.Sprintf("/tmp/perf-%s.map", strings.TrimSpace(string(pid))))
-			}
-		})
-	}
 	r.cmd = exec.Command(argv[0], argv[1:]...)
 	r.cmd.Dir = filepath.Join(dir, tool)
 	if err := os.Mkdir(r.cmd.Dir, 0o755); err != nil {
@@ -349,16 +316,6 @@ func run(t *testing.T, name string, args ...string) {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-}
-
-// requireFile returns path if it exists, or reports the Debian package
-// that provides it as missing.
-func requireFile(t *testing.T, path, pkg string) string {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		testutil.Missing(t, path+" missing (Debian package "+pkg+")")
-	}
-	return path
 }
 
 func stderrOf(err error) []byte {

@@ -1,6 +1,10 @@
 package corpus
 
-import "testing"
+import (
+	"testing"
+
+	"trueprof/internal/testutil"
+)
 
 // TestKeys checks the name normalisation on names the two tools printed
 // for the same code in corpus runs (trueprof's flat JSON, perf report's
@@ -69,7 +73,7 @@ func TestParsePerfReport(t *testing.T) {
 
 // TestAliases checks that two symbols of one address in libc share a key.
 func TestAliases(t *testing.T) {
-	libc := requireFile(t, "/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6")
+	libc := testutil.RequireFile(t, "/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6")
 	al, err := aliases([]string{libc, "[kernel.kallsyms]"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,24 +58,6 @@ func noteTime(t *testing.T, notes map[string]string, key string) uint64 {
 		t.Fatalf("note %s: %v", key, err)
 	}
 	return v
-}
-
-var perfMapPath = regexp.MustCompile(`^/tmp/perf-[0-9]+\.map$`)
-
-// removePerfMap removes, when the test ends, the perf map the fixture
-// names in its notes before creating it.
-func removePerfMap(t *testing.T, notesPath string) {
-	t.Cleanup(func() {
-		b, err := os.ReadFile(notesPath)
-		if err != nil {
-			return
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if p, ok := strings.CutPrefix(line, "map "); ok && perfMapPath.MatchString(p) {
-				os.Remove(p)
-			}
-		}
-	})
 }
 
 // logBuffer keeps the recorder's warnings and shows them in the test log.
@@ -150,8 +131,7 @@ func recordPerfMap(t *testing.T, mode string, args ...string) (*model.Profile, m
 	dir := t.TempDir()
 	bin := buildJit(t, dir)
 	notes := filepath.Join(dir, "notes")
-	removePerfMap(t, notes)
-	p := recordJit(t, Config{Command: append([]string{bin, mode, notes}, args...)}, 200)
+	p := recordJit(t, Config{Command: testutil.RemovingPerfMaps(t, append([]string{bin, mode, notes}, args...))}, 200)
 	return p, jitNotes(t, notes)
 }
 
@@ -199,9 +179,8 @@ func TestJitPerfMapUntrusted(t *testing.T) {
 	dir := t.TempDir()
 	bin := buildJit(t, dir)
 	notes := filepath.Join(dir, "notes")
-	removePerfMap(t, notes)
 	log := &logBuffer{t: t}
-	p := recordJit(t, Config{Command: []string{bin, "perfmap", notes, "12345", jitSeconds}, Log: log}, 200)
+	p := recordJit(t, Config{Command: testutil.RemovingPerfMaps(t, []string{bin, "perfmap", notes, "12345", jitSeconds}), Log: log}, 200)
 	mapPath := jitNotes(t, notes)["map"]
 
 	anon := 0
@@ -371,8 +350,7 @@ func TestJitShortLived(t *testing.T) {
 	bin := buildJit(t, dir)
 	t.Run("perfmap", func(t *testing.T) {
 		notes := filepath.Join(t.TempDir(), "notes")
-		removePerfMap(t, notes)
-		p := recordJit(t, Config{Command: []string{bin, "perfmap", notes, "-1", "0.04"}}, 20)
+		p := recordJit(t, Config{Command: testutil.RemovingPerfMaps(t, []string{bin, "perfmap", notes, "-1", "0.04"})}, 20)
 		jitNotes(t, notes)
 		named := 0
 		for _, s := range p.Samples {

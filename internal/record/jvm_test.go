@@ -2,8 +2,6 @@ package record
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,36 +10,25 @@ import (
 	"trueprof/internal/testutil"
 )
 
-// jvmFlags make the JVM write /tmp/perf-PID.map as it exits and keep
-// frame pointers in compiled code (docs/recording.md, "JIT runtimes").
-var jvmFlags = []string{"-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer"}
-
-// TestJitJVM records a real JVM (testdata/jvm/Work.java: sorting,
-// HashMap.merge, string building) under perf record, so that trueprof and
-// perf sample the same execution. The JVM names its compiled methods only
-// as it exits; trueprof must still name them: at most 2% of the samples
-// stay in unnamed [jit] code, and perf's top JIT methods (perf names
-// them at report time from the same map) have trueprof self shares
-// within 3 points of perf's.
+// TestJitJVM records a real JVM (testutil's JVM fixture, compute
+// workload: sorting, HashMap.merge, string building) under perf record,
+// so that trueprof and perf sample the same execution. The JVM names its
+// compiled methods only as it exits; trueprof must still name them: at
+// most 2% of the samples stay in unnamed [jit] code, and perf's top JIT
+// methods (perf names them at report time from the same map) have
+// trueprof self shares within 3 points of perf's.
 func TestJitJVM(t *testing.T) {
 	testutil.RequirePerf(t)
-	java := testutil.RequireCommand(t, "java")
-	javac := testutil.RequireCommand(t, "javac")
 	perfBin := testutil.RequireCommand(t, "perf")
-	dir := t.TempDir()
-	if out, err := exec.Command(javac, "-d", dir, filepath.Join("testdata", "jvm", "Work.java")).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
-	data := filepath.Join(dir, "perf.data")
-	argv := append([]string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--", java}, jvmFlags...)
-	argv = append(argv, "-cp", dir, "Work", "3")
+	data := filepath.Join(t.TempDir(), "perf.data")
+	argv := append([]string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "-g", "-o", data, "--"},
+		testutil.JVMProgram(t, testutil.Compute, "3s")...)
 	log := &logBuffer{t: t}
 	res, p := recordCmd(t, Config{Command: argv, Freq: 999, Log: log})
 	var pid uint32
 	for _, pr := range p.Processes {
 		if pr.Name == "java" {
 			pid = pr.PID
-			t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", pid)) })
 		}
 	}
 	if res.ExitCode != 0 || p.End == nil || p.End.Reason != "exited" || pid == 0 {

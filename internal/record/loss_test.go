@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,31 +49,19 @@ func checkNoLoss(t *testing.T, res *Result, p *model.Profile, comm string) {
 }
 
 // TestNoLossNode records node --perf-basic-prof allocating for two
-// seconds, hundreds of thousands of page faults.
+// seconds (testutil's node fixture), hundreds of thousands of page
+// faults.
 func TestNoLossNode(t *testing.T) {
 	testutil.RequirePerf(t)
-	node := testutil.RequireCommand(t, "node")
-	src, err := filepath.Abs(filepath.Join("testdata", "loss", "work.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// --perf-basic-prof also writes a V8 log, by default into the
-	// working directory.
-	logfile := "--logfile=" + filepath.Join(t.TempDir(), "v8.log")
-	res, p := recordCmd(t, Config{Command: []string{node, "--perf-basic-prof", "--no-logfile-per-isolate", logfile, src, "2"}, Stdout: io.Discard})
+	res, p := recordCmd(t, Config{Command: testutil.NodeProgram(t, testutil.Alloc, "2s"), Stdout: io.Discard})
 	checkNoLoss(t, res, p, "node")
 }
 
-// TestNoLossJVM records a JVM allocating for two seconds.
+// TestNoLossJVM records a JVM allocating for two seconds (testutil's JVM
+// fixture).
 func TestNoLossJVM(t *testing.T) {
 	testutil.RequirePerf(t)
-	javac := testutil.RequireCommand(t, "javac")
-	java := testutil.RequireCommand(t, "java")
-	dir := t.TempDir()
-	if out, err := exec.Command(javac, "-d", dir, filepath.Join("testdata", "loss", "Work.java")).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
-	res, p := recordCmd(t, Config{Command: []string{java, "-XX:+PreserveFramePointer", "-cp", dir, "Work", "2"}, Stdout: io.Discard})
+	res, p := recordCmd(t, Config{Command: testutil.JVMProgram(t, testutil.Alloc, "2s"), Stdout: io.Discard})
 	checkNoLoss(t, res, p, "java")
 }
 

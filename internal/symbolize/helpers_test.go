@@ -21,15 +21,10 @@ import (
 var fixtureDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "symbolize-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fixtureDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.RunMain(m, "symbolize-test-", func(dir string) error {
+		fixtureDir = dir
+		return nil
+	})
 }
 
 // requires requires tools on PATH: skipped locally, failed under

@@ -62,6 +62,16 @@ func RequireCommand(t testing.TB, name string) string {
 	return p
 }
 
+// RequireFile requires the file at path, installed by the Debian package
+// pkg, and returns path.
+func RequireFile(t testing.TB, path, pkg string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		Missing(t, path+" missing (Debian package "+pkg+")")
+	}
+	return path
+}
+
 // BuildC compiles C source with gcc into dir and returns the binary path.
 // Fixtures keep frame pointers so frame-pointer call chains are complete.
 func BuildC(t testing.TB, dir, name, src string, flags ...string) string {
