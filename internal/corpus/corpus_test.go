@@ -163,11 +163,9 @@ func TestCorpus(t *testing.T) {
 			if len(theirs) == 0 {
 				t.Fatal("perf report shows no samples")
 			}
-			if plt := pltShare(perfRows); plt > 0.5 {
-				// Not a naming difference: trueprof has no names for PLT
-				// stubs, so their samples count among its unresolved ones.
-				t.Logf("perf names %.2f%% of the samples as PLT stubs (sym@plt); trueprof leaves them as MODULE+0xOFFSET", plt)
-			}
+			// PLT stubs are rarely among the top rows, but together they
+			// can be several points (sqlite3: 4-5%).
+			t.Logf("PLT stubs (NAME@plt): trueprof %.2f%%, perf %.2f%%", rep.pltShare(), pltShare(perfRows))
 			rows := compare(ours, theirs)
 			view := "--no-inlines"
 			if !inlinesOK {

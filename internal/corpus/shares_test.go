@@ -46,8 +46,8 @@ func unresolvedIn(module string) string { return "[unresolved in " + module + "]
 
 // rustHash is the hash that ends a legacy-mangled Rust symbol;
 // symVersion the ELF symbol version perf appends to some dynamic symbols
-// ("cfree@GLIBC_2.2.5"), while "@plt", perf's name for a PLT stub, is
-// lower case and stays: a stub is not the function it jumps to; gccClone
+// ("cfree@GLIBC_2.2.5"), while "@plt", both tools' name for a PLT stub,
+// is lower case and stays: a stub is not the function it jumps to; gccClone
 // the suffixes trueprof's demangler gives a function gcc cloned to
 // specialise it ("f(int) [clone .isra.0]"), which perf's, printing no
 // parameters, leaves out. (A C name such as "finish_task_switch.isra.0"
@@ -61,6 +61,11 @@ var (
 // normName is the comparison key of a resolved function name.
 func normName(name string) string {
 	name = strings.TrimSpace(name)
+	// A PLT stub is named after the function it jumps to, spelled as
+	// each tool spells that function's name.
+	if target, ok := strings.CutSuffix(name, "@plt"); ok {
+		return normName(target) + "@plt"
+	}
 	name = rustHash.ReplaceAllString(name, "")
 	name = symVersion.ReplaceAllString(name, "")
 	name = gccClone.ReplaceAllString(name, "")
@@ -250,6 +255,18 @@ func pltShare(rows []perfRow) float64 {
 		}
 	}
 	return 100 * float64(plt) / float64(max(total, 1))
+}
+
+// pltShare returns the share of the period that trueprof charges to PLT
+// stubs.
+func (r *flatReport) pltShare() float64 {
+	var plt uint64
+	for _, f := range r.Functions {
+		if strings.HasSuffix(f.Name, "@plt") {
+			plt += f.Self.Period
+		}
+	}
+	return 100 * float64(plt) / float64(max(r.Total.Period, 1))
 }
 
 // canonical returns the key that stands for key and its aliases.

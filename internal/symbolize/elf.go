@@ -82,7 +82,8 @@ func OpenFile(path string) (*File, error) {
 
 // OpenFileOptions opens the ELF file at path and loads its function table:
 // symbols from .symtab and .dynsym (or a separate debug file, or a Go
-// .gopclntab), plus .eh_frame FDE ranges for code without symbols. DWARF is
+// .gopclntab), PLT stubs named "NAME@plt", plus .eh_frame FDE ranges for
+// code without symbols. DWARF is
 // loaded lazily by the first Resolve that needs it. Malformed unwind
 // tables are not fatal: the file still resolves through its symbols.
 func OpenFileOptions(path string, opts Options) (*File, error) {
@@ -157,8 +158,15 @@ func (f *File) load(opts Options) error {
 	}
 	syms := collectSymbols(symFile, symFile.Symbols)
 	syms = append(syms, collectSymbols(ef, ef.DynamicSymbols)...)
-	for _, s := range chooseSymbols(syms) {
+	syms = chooseSymbols(syms)
+	for _, s := range syms {
 		add(s.lo, s.hi, Demangle(s.name), kindSymbol)
+	}
+	// PLT stubs are named from the file itself: a debug file's .plt is
+	// NOBITS. A malformed PLT only leaves stubs unnamed.
+	stubs, _ := pltStubs(ef)
+	for _, p := range stubs {
+		add(p.lo, p.hi, pltName(p, syms), kindSymbol)
 	}
 
 	if symFile.Section(".symtab") == nil || !hasDWARF(ef) {

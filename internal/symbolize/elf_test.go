@@ -483,7 +483,7 @@ func TestCorruptELF(t *testing.T) {
 		t.Fatal(err)
 	}
 	var targets []*elf.Section
-	for _, name := range []string{".eh_frame", ".eh_frame_hdr", ".debug_info", ".debug_line", ".debug_abbrev", ".symtab", ".debug_rnglists"} {
+	for _, name := range []string{".eh_frame", ".eh_frame_hdr", ".debug_info", ".debug_line", ".debug_abbrev", ".symtab", ".debug_rnglists", ".plt", ".plt.got", ".rela.plt", ".rela.dyn"} {
 		if s := ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
 			targets = append(targets, s)
 		}
