@@ -115,9 +115,10 @@ var corpus = []program{
 // own wake-ups on the target's CPUs, not on how samples are attributed:
 // in one CI run, with other test packages running beside the corpus,
 // gcc-build's irqentry_exit_to_user_mode was 4.33% under trueprof and
-// 8.68% under perf, recorded at once; on a quiet machine, or with two
-// busy loops beside it, neither reaches the top rows. They are logged in
-// the table but not held to the bar.
+// 8.68% under perf, recorded at once, and in another python3's 9.46% and
+// 2.78%, which shrank every other share of trueprof's by 7%; on a quiet
+// machine, or with two busy loops beside it, neither reaches the top rows.
+// They are logged and left out of the comparison (dropSwitchPath).
 var switchPath = map[string]bool{
 	"finish_task_switch.isra.0":  true,
 	"finish_task_switch":         true,
@@ -125,6 +126,24 @@ var switchPath = map[string]bool{
 	"__schedule":                 true,
 	"schedule":                   true,
 	"preempt_schedule_irq":       true,
+}
+
+// dropSwitchPath removes the switch path's functions from shares and
+// rescales the others to the samples left, so that both tools' shares are
+// of the same thing: the time the target ran. It returns the share
+// removed.
+func dropSwitchPath(shares map[string]float64) float64 {
+	var out float64
+	for k := range switchPath {
+		out += shares[k]
+		delete(shares, k)
+	}
+	if out < 100 {
+		for k, v := range shares {
+			shares[k] = v * 100 / (100 - out)
+		}
+	}
+	return out
 }
 
 // logf logs the evidence a run gathers (shares, losses, unresolved code):
@@ -206,12 +225,11 @@ func TestCorpus(t *testing.T) {
 			// PLT stubs are rarely among the top rows, but together they
 			// can be several points (sqlite3: 4-5%).
 			logf(t, "PLT stubs (NAME@plt): trueprof %.2f%%, perf %.2f%%", rep.pltShare(), pltShare(perfRows))
+			oursSwitch, theirsSwitch := dropSwitchPath(ours), dropSwitchPath(theirs)
+			logf(t, "kernel context-switch path (left out, the rest rescaled to 100%%): trueprof %.2f%%, perf %.2f%%", oursSwitch, theirsSwitch)
 			rows := compare(ours, theirs)
 			logf(t, "self shares of the top functions (--no-inlines), trueprof vs perf report --no-children:\n%s", table(rows))
 			for _, r := range rows {
-				if switchPath[r.key] {
-					continue
-				}
 				if d := math.Abs(r.ours - r.perf); d > maxDiff {
 					t.Errorf("%s: trueprof %.2f%%, perf %.2f%%: %.2f points apart (limit %.0f)", r.key, r.ours, r.perf, d, maxDiff)
 				}
