@@ -236,6 +236,7 @@ type cieInfo struct {
 	codeAlign uint64 // code alignment factor
 	dataAlign int64  // data alignment factor
 	raReg     uint64 // return address column
+	signal    bool   // 'S': the FDEs describe signal trampolines
 	insn, end int    // initial instructions: data[insn:end]
 	err       error  // the CIE was malformed; FDEs using it are skipped
 }
@@ -434,8 +435,10 @@ func parseCIE(parent *ehReader, off int) *cieInfo {
 				r.encoded(enc&^peIndirect, 0)
 			case 'L':
 				r.u8()
-			case 'S', 'B', 'G':
-				// Signal frame, AArch64 BTI and MTE markers carry no data.
+			case 'S':
+				cie.signal = true
+			case 'B', 'G':
+				// AArch64 BTI and MTE markers carry no data.
 			default:
 				// Unknown augmentations are skipped thanks to the length;
 				// 'R' comes first in practice, so nothing is lost.
