@@ -267,6 +267,26 @@ func TestParseMmapPages(t *testing.T) {
 	}
 }
 
+// TestParseCallGraph checks --call-graph's modes and stack sizes.
+func TestParseCallGraph(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		mode string
+		size int
+		ok   bool
+	}{
+		{"auto", "auto", 0, true}, {"dwarf", "dwarf", 0, true}, {"fp", "fp", 0, true},
+		{"dwarf,16384", "dwarf", 16384, true}, {"auto,65528", "auto", 65528, true},
+		{"dwarf,65536", "", 0, false}, {"dwarf,100", "", 0, false}, {"dwarf,0", "", 0, false},
+		{"dwarf,", "", 0, false}, {"fp,512", "", 0, false}, {"lbr", "", 0, false}, {"", "", 0, false},
+	} {
+		mode, size, err := parseCallGraph(tt.in)
+		if (err == nil) != tt.ok || mode != tt.mode || size != tt.size {
+			t.Errorf("parseCallGraph(%q) = %q, %d, %v", tt.in, mode, size, err)
+		}
+	}
+}
+
 // writeThreadsTrace writes a trace of process srv (pid 7): its main
 // thread runs goroutine 1 and takes an interrupt; thread 8 is created as
 // pool, exits, and its tid is reused by a thread named io.

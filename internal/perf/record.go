@@ -64,6 +64,10 @@ type Record struct {
 	UserABI   uint64
 	UserRegs  [3]uint64
 	UserStack []byte
+	// UserStackSize is the size of the copy the kernel meant to take;
+	// UserStack is shorter when the copy reached the end of the stack
+	// mapping, so nothing above it is stack.
+	UserStackSize uint64
 
 	// RecordMmap2 and RecordMmap.
 	Addr, Len, PgOff uint64
@@ -248,6 +252,7 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 				return fmt.Errorf("%w: user stack of %d bytes", ErrMalformed, size)
 			}
 			data := d.bytes(int(size))
+			r.UserStackSize = size
 			if size > 0 {
 				if dyn := d.u64(); dyn < size {
 					data = data[:dyn]

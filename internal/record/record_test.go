@@ -491,14 +491,18 @@ func TestRingPages(t *testing.T) {
 		unlimited bool
 		want      int // bytes
 	}{
-		{"default rate", Config{Event: clock, Freq: 999}, 2, true, 4 << 20},
-		{"low rate", Config{Event: clock, Freq: 10}, 2, true, 512 << 10},
-		{"high rate", Config{Event: clock, Freq: 20000}, 2, true, 16 << 20},
-		{"clock period", Config{Event: clock, Period: 1000000}, 2, true, 4 << 20},
-		{"other period", Config{Event: faults, Period: 1}, 2, true, 16 << 20},
-		{"many CPUs", Config{Event: clock, Freq: 999}, 64, true, 1 << 20},
-		{"more CPUs", Config{Event: clock, Freq: 999}, 1024, true, 512 << 10},
-		{"limited", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
+		{"default rate, fp", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, true, 4 << 20},
+		{"low rate", Config{Event: clock, CallGraph: "fp", Freq: 10}, 2, true, 512 << 10},
+		{"high rate", Config{Event: clock, CallGraph: "fp", Freq: 20000}, 2, true, 16 << 20},
+		{"clock period", Config{Event: clock, CallGraph: "fp", Period: 1000000}, 2, true, 4 << 20},
+		{"other period", Config{Event: faults, CallGraph: "fp", Period: 1}, 2, true, 16 << 20},
+		{"many CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 64, true, 1 << 20},
+		{"more CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 1024, true, 512 << 10},
+		{"limited", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, false, 512 << 10},
+		// An 8 KiB stack copy per sample: 999 Hz for 2 s is 18.8 MB.
+		{"default rate, auto", Config{Event: clock, Freq: 999}, 2, true, 16 << 20},
+		{"low rate, dwarf", Config{Event: clock, Freq: 100, CallGraph: "dwarf"}, 2, true, 2 << 20},
+		{"limited, auto", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
 	} {
 		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
 			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)

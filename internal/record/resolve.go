@@ -17,6 +17,7 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/symbolize"
 	"trueprof/internal/trace"
+	"trueprof/internal/unwind"
 )
 
 // Module names for code that is not in a file.
@@ -149,10 +150,20 @@ type resolver struct {
 	procRoot func(pid uint32) string
 
 	frames []frameAddr // scratch
+	// callGraph is Config.CallGraph; "fp" keeps the kernel's walk.
+	callGraph string
+	// code, chain and walked serve the unwinder of dwarf and auto, reused
+	// from sample to sample.
+	code   unwindCode
+	chain  []uint64
+	walked []unwind.Frame
 	// paths are module paths by string id, for fileLocation.
 	paths map[uint32]string
 	// funcs caches functionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
+	// walkedOuter: the last walk reached a frame whose return address
+	// the CFI marks undefined (the thread's outermost frame).
+	walkedOuter bool
 	// unnamed are the JIT locations still waiting for a name, by id.
 	unnamed map[uint32]*unnamedJit
 	late    lateNames
@@ -164,6 +175,9 @@ type resolver struct {
 type frameAddr struct {
 	addr   uint64
 	kernel bool
+	// exact: addr is not a return address (the leaf, or an instruction a
+	// signal interrupted), so it is not moved back into the call.
+	exact bool
 }
 
 func newResolver(w *trace.Writer, log io.Writer) *resolver {
@@ -381,11 +395,16 @@ var threadEntries = map[string]bool{
 // was probably cut.
 const maxStack = 127
 
-// stack interns the call chain of a sample and returns its leaf stack node
-// and whether the chain looks truncated.
-func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
+// stack interns the call chain of a sample and returns its leaf stack
+// node, whether the chain looks truncated and, if so, why. With the fp
+// call graph the user part is the kernel's frame-pointer walk; otherwise
+// it is unwound from the sample's copy of the user stack.
+func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, error) {
 	fr := r.frames[:0]
+	chain := r.chain[:0]
+	unwinding := r.callGraph != callGraphFP && s.UserABI != 0
 	kernel := s.KernelIP()
+	nKernel := 0
 	for _, a := range s.Callchain {
 		switch {
 		case a == perf.ContextKernel:
@@ -397,12 +416,27 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		case a >= perf.ContextMax:
 			continue
 		}
+		if kernel {
+			nKernel++
+		} else if unwinding {
+			chain = append(chain, a)
+			continue
+		}
 		fr = append(fr, frameAddr{addr: a, kernel: kernel})
 	}
-	if len(fr) == 0 {
-		fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
+	r.chain = chain
+	reason := trace.UnwindNone
+	if unwinding {
+		fr, reason = r.unwindUser(s, fr, chain)
+	} else {
+		if len(fr) == 0 {
+			fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
+		}
+		fr = r.repairLeaf(s, fr)
+		if len(fr) >= maxStack {
+			reason = trace.UnwindMaxDepth
+		}
 	}
-	fr = r.repairLeaf(s, fr)
 	r.frames = fr
 
 	var parent uint32
@@ -410,7 +444,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 	var outerUser uint32
 	for i := len(fr) - 1; i >= 0; i-- {
 		a := fr[i].addr
-		if i > 0 && a > 0 {
+		if i > 0 && a > 0 && !fr[i].exact {
 			// Callers' addresses are return addresses; the call is the
 			// instruction before, which matters for inlining and for calls
 			// at the very end of a function.
@@ -418,7 +452,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		}
 		loc, err := r.location(s.PID, a, fr[i].kernel, s.Time)
 		if err != nil {
-			return 0, false, err
+			return 0, false, 0, err
 		}
 		if !fr[i].kernel {
 			if user == 0 {
@@ -431,14 +465,90 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		if !ok {
 			id = uint32(len(r.stacks) + 1)
 			if err := r.w.Write(&trace.StackNode{ID: id, Parent: parent, Location: loc}); err != nil {
-				return 0, false, err
+				return 0, false, 0, err
 			}
 			r.stacks[key] = id
 		}
 		parent = id
 	}
-	truncated := len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
-	return parent, truncated, nil
+	var truncated bool
+	if unwinding {
+		// A walk that ended at a return address the CFI marks undefined
+		// reached the outermost frame, named or not.
+		truncated = nKernel >= maxStack || reason != trace.UnwindNone ||
+			(user > 0 && !r.entry[outerUser] && !r.walkedOuter)
+	} else {
+		truncated = len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
+	}
+	switch {
+	case !truncated:
+		reason = trace.UnwindNone
+	case reason == trace.UnwindNone && nKernel >= maxStack:
+		reason = trace.UnwindMaxDepth
+	case reason == trace.UnwindNone:
+		reason = trace.UnwindFPEnded
+	}
+	return parent, truncated, reason, nil
+}
+
+// unwindUser appends to fr the user frames unwound from s's stack copy
+// and returns why the walk ended. chain is the user part of the kernel's
+// frame-pointer walk, which auto splices in. A walk that ends with the
+// kernel's chain (trace.UnwindFPEnded) is complete if that chain reached
+// a thread entry: the reason is then dropped by the caller's check.
+func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([]frameAddr, trace.UnwindReason) {
+	// UserRegs are BP, SP, IP; UserStack starts at SP.
+	regs := unwind.Regs{BP: s.UserRegs[0], SP: s.UserRegs[1], IP: s.UserRegs[2], BPValid: true}
+	st := unwind.Stack{SP: regs.SP, Data: s.UserStack, Complete: uint64(len(s.UserStack)) < s.UserStackSize}
+	mode := unwind.ModeAuto
+	if r.callGraph == callGraphDWARF {
+		mode = unwind.ModeDWARF
+	}
+	r.code = unwindCode{r: r, pid: s.PID, as: r.space(s.PID)}
+	walked, reason := unwind.Walk(&r.code, regs, st, chain, mode, r.walked[:0])
+	r.walked = walked
+	for _, f := range walked {
+		fr = append(fr, frameAddr{addr: f.PC, exact: f.Exact})
+	}
+	r.walkedOuter = reason == trace.UnwindNone
+	if reason == trace.UnwindFPEnded {
+		// The kernel's chain decides: complete if it reached an entry.
+		reason = trace.UnwindNone
+		r.walkedOuter = false
+	}
+	return fr, reason
+}
+
+// unwindCode gives the unwinder the CFI rows of one process's code.
+type unwindCode struct {
+	r   *resolver
+	pid uint32
+	as  *addrSpace
+}
+
+// Row implements unwind.Code: file code has its .eh_frame rows; JIT code,
+// [vdso] and code in files that cannot be read have none and keep frame
+// pointers (Go files have no .eh_frame for their Go code).
+func (c *unwindCode) Row(pc uint64) (symbolize.UnwindRow, unwind.Kind, error) {
+	m := c.as.find(pc)
+	if m == nil {
+		if c.r.jit[c.pid] != nil {
+			return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI // JIT code mapped unseen
+		}
+		return symbolize.UnwindRow{}, unwind.KindUnmapped, nil
+	}
+	if isAnon(m.path) || isSpecial(m.path) {
+		return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI
+	}
+	mf := c.r.file(c.pid, m)
+	if mf.err != nil {
+		return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI
+	}
+	row, err := mf.f.UnwindRow(pc - m.start + m.pgoff)
+	if err != nil && mf.f.IsGo() {
+		return row, unwind.KindFP, err
+	}
+	return row, unwind.KindFile, err
 }
 
 // repairLeaf inserts the caller that a frame-pointer walk skips when the
