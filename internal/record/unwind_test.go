@@ -1,0 +1,204 @@
+package record
+
+import (
+	"bufio"
+	"cmp"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"trueprof/internal/model"
+	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
+)
+
+// unwindFixtures builds the programs of TestUnwindCorpus, each without
+// frame pointers, and returns their command lines by name.
+func unwindFixtures(t *testing.T) map[string][]string {
+	dir := t.TempDir()
+	fixtures := map[string][]string{}
+	gxx := testutil.RequireCommand(t, "g++")
+	cxx := filepath.Join(dir, "work")
+	if out, err := exec.Command(gxx, "-O2", "-o", cxx, filepath.Join("testdata", "unwind", "work.cpp")).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	fixtures["c++ -O2"] = []string{cxx, "1200000"}
+
+	cargo := testutil.RequireCommand(t, "cargo")
+	build := exec.Command(cargo, "build", "--release", "--offline", "-q")
+	build.Dir = filepath.Join("testdata", "unwind", "rust")
+	build.Env = append(os.Environ(), "CARGO_TARGET_DIR="+filepath.Join(dir, "cargo"))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cargo build: %v\n%s", err, out)
+	}
+	fixtures["rust release"] = []string{filepath.Join(dir, "cargo", "release", "unwindwork"), "4000"}
+	return fixtures
+}
+
+// childrenShares returns the share of comm's samples whose stack holds
+// each function, as perf report --children --no-inline counts them, by
+// normalName. Inlined frames are left out: where each tool puts inlined
+// code is symbolization, not unwinding.
+func childrenShares(p *model.Profile, comm string) (shares map[string]float64, samples int) {
+	counts := map[string]float64{}
+	seen := map[string]bool{}
+	for _, s := range p.Samples {
+		if pr := p.Process(s.PID); pr == nil || pr.Name != comm {
+			continue
+		}
+		samples++
+		clear(seen)
+		for _, l := range p.Stack(s.Stack, nil) {
+			fr := p.Locations[l].Frames
+			seen[normalName(fr[len(fr)-1].Function)] = true
+		}
+		for fn := range seen {
+			counts[fn]++
+		}
+	}
+	for fn := range counts {
+		counts[fn] *= 100 / float64(max(samples, 1))
+	}
+	return counts, samples
+}
+
+// normalName is a function name without its parameters, return type and
+// clone suffix, and without a Rust hash: perf prints C++ names without
+// parameters ("deep<12>" for trueprof's "int deep<12>(int)").
+func normalName(fn string) string {
+	fn = strings.TrimSuffix(fn, " (inlined)")
+	// The demangler (ianlancetaylor/demangle) drops the first underscore
+	// of a legacy Rust name component that starts with two (perf:
+	// "__rust_begin_short_backtrace", trueprof "_rust_begin_...").
+	fn = strings.ReplaceAll(fn, "::__", "::_")
+	if i := strings.Index(fn, " [clone"); i >= 0 {
+		fn = fn[:i]
+	}
+	// Cut at the parameter list: the first '(' outside template
+	// arguments.
+	depth := 0
+	start := 0
+	for i, c := range fn {
+		switch c {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case ' ':
+			if depth == 0 && !strings.HasPrefix(fn[i:], " >") {
+				start = i + 1 // a return type before the name
+			}
+		case '(':
+			if depth == 0 && i > 0 && !strings.HasSuffix(fn[:i], "operator") {
+				return fn[start:i]
+			}
+		}
+	}
+	return fn[start:]
+}
+
+// perfChildren returns perf report --children's share of each function
+// of module (a file's base name) in comm's samples in data, by
+// normalName.
+func perfChildren(t *testing.T, perfBin, data, comm, module string) map[string]float64 {
+	out, err := exec.Command(perfBin, "report", "-i", data, "--children", "--stdio", "--sort", "dso,sym", "-g", "none", "--no-inline",
+		"--percent-limit", "0.5", "--comm", comm).Output()
+	if err != nil {
+		t.Fatalf("perf report: %v", err)
+	}
+	shares := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// "97.24%    40.87%  work  [.] leaf"
+		f := strings.Fields(sc.Text())
+		if len(f) >= 5 && strings.HasSuffix(f[0], "%") && f[2] == module && f[3] == "[.]" {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
+			if err == nil {
+				// A function's cold part is another row of the same
+				// name ("mid" for mid.cold): a sample is in one or the
+				// other, so their shares add up.
+				shares[normalName(strings.Join(f[4:], " "))] += v
+			}
+		}
+	}
+	return shares
+}
+
+// TestUnwindCorpus records programs built without frame pointers, each
+// run by perf record --call-graph dwarf so both profilers see the same
+// execution: at least 99% of the program's samples have complete stacks
+// (none lost), and the inclusive shares of the program's top 10
+// functions in perf agree within 2 points.
+func TestUnwindCorpus(t *testing.T) {
+	testutil.RequirePerf(t)
+	perfBin := testutil.RequireCommand(t, "perf")
+	for name, argv := range unwindFixtures(t) {
+		t.Run(name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "perf.data")
+			cmdline := append([]string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data, "--"}, argv...)
+			res, p := recordCmd(t, Config{Command: cmdline, Stdout: testWriter{t}})
+			if res.ExitCode != 0 || res.Lost != 0 || p.Lost != (model.LostCounts{}) {
+				t.Fatalf("result %+v, lost %+v", res, p.Lost)
+			}
+			comm := filepath.Base(argv[0])
+			var total, truncated int
+			by := map[trace.UnwindReason]int{}
+			for _, s := range p.Samples {
+				if pr := p.Process(s.PID); pr == nil || pr.Name != comm {
+					continue
+				}
+				total++
+				if s.Truncated {
+					truncated++
+					by[s.Unwind]++
+				}
+			}
+			complete := 100 * float64(total-truncated) / float64(max(total, 1))
+			t.Logf("%s: %d samples, %.2f%% complete, truncated by %v; recorder CPU %v", comm, total, complete, by, res.RecorderCPU)
+			if total < 500 || complete < 99 {
+				t.Errorf("%d samples, %.2f%% with complete stacks, want at least 99%%", total, complete)
+			}
+
+			// The program's own functions: library functions differ in
+			// name between the tools (aliases such as memcpy/memmove,
+			// inlined frames from debug files perf finds), which is
+			// naming, not unwinding.
+			got, _ := childrenShares(p, comm)
+			want := perfChildren(t, perfBin, data, comm, comm)
+			fns := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
+				return cmp.Or(cmp.Compare(want[b], want[a]), strings.Compare(a, b))
+			})
+			// The top 10 are entry frames near 100% in both programs; the
+			// next 10 (under 95%, from 1%) are where the work is.
+			i := slices.IndexFunc(fns, func(fn string) bool { return want[fn] < 95 })
+			if i < 0 || max(i, 10)+3 > len(fns) {
+				t.Fatalf("perf names only %d functions of %s: %v", len(fns), comm, want)
+			}
+			i = max(i, 10)
+			j := i
+			for j < min(i+10, len(fns)) && want[fns[j]] >= 1 {
+				j++
+			}
+			for _, fn := range append(fns[:10:10], fns[i:j]...) {
+				if strings.HasSuffix(fn, "@plt") {
+					// perf names PLT entries, trueprof leaves them
+					// module+offset: naming, not unwinding.
+					t.Logf("perf %6.2f%%, trueprof unnamed: %s", want[fn], fn)
+					continue
+				}
+				d := math.Abs(got[fn] - want[fn])
+				t.Logf("perf %6.2f%%, trueprof %6.2f%%: %s", want[fn], got[fn], fn)
+				if d > 2 {
+					t.Errorf("%s: trueprof %.2f%%, perf --children %.2f%% (%.2f points apart)", fn, got[fn], want[fn], d)
+				}
+			}
+		})
+	}
+}
