@@ -251,6 +251,12 @@ func (w *walker) stepCFI(row symbolize.UnwindRow) (cfa, ra uint64, reason trace.
 	switch row.RBP.Kind {
 	case symbolize.RuleUnset, symbolize.RuleSame:
 	case symbolize.RuleOffset, symbolize.RuleExpr:
+		if row.RBP.Kind == symbolize.RuleOffset && cfa+uint64(row.RBP.Offset) < w.sp {
+			// A slot below the stack pointer was popped already: LLVM's
+			// epilogues say CFA=rsp+8 after pop %rbp but keep the rule
+			// that rbp is saved, and rbp holds the caller's value again.
+			break
+		}
 		w.bp, w.bpOK = w.recover(row.RBP, cfa)
 	default:
 		w.bpOK = false

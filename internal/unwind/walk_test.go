@@ -74,6 +74,7 @@ const (
 	fnRec    = 0x9000 // rsp+16, recursive
 	fnBroken = 0xa000 // CFA = rsp
 	fnDRAP   = 0xb000 // CFA = r10+0
+	fnEpi    = 0xc000 // after pop %rbp: CFA=rsp+8, rbp still "saved" at CFA-16
 )
 
 var code = fakeCode{
@@ -88,6 +89,7 @@ var code = fakeCode{
 	{lo: fnRec, hi: fnRec + 0x100, row: rspRow(16)},
 	{lo: fnBroken, hi: fnBroken + 0x100, row: rspRow(0)},
 	{lo: fnDRAP, hi: fnDRAP + 0x100, row: symbolize.UnwindRow{CFA: symbolize.Rule{Kind: symbolize.RuleRegOffset, Reg: 10}, RA: raAt8}},
+	{lo: fnEpi, hi: fnEpi + 0x100, row: symbolize.UnwindRow{CFA: rspRow(8).CFA, RA: raAt8, RBP: rbpRow.RBP}},
 }
 
 const stackTop = 0x7fff0000 // SP of every synthetic sample
@@ -149,6 +151,9 @@ func TestWalk(t *testing.T) {
 			[]string{"0x3008!", "0x2020", "0x1005"}, trace.UnwindNone},
 		{"rbp-based CFA without a known rbp", Regs{IP: fnWork + 8, SP: sp, BP: sp + 16}, rbpStack.stack(), nil, ModeDWARF,
 			[]string{"0x3008!"}, trace.UnwindBadFrame},
+		{"LLVM epilogue: rbp popped, its rule kept", Regs{IP: fnEpi, SP: sp, BP: sp + 16, BPValid: true},
+			newStack(256).put(sp, fnWork+0x10).put(sp+16, 0x1234).put(sp+24, fnMain+0x20).put(sp+32+24, fnStart+5).stack(), nil, ModeDWARF,
+			[]string{"0xc000!", "0x3010", "0x2020", "0x1005"}, trace.UnwindNone},
 		{"PLT at offset 0", Regs{IP: fnPLT, SP: sp}, plain.stack(), nil, ModeDWARF,
 			[]string{"0x5000!", "0x2010", "0x1005"}, trace.UnwindNone},
 		{"PLT at offset 6", Regs{IP: fnPLT + 6, SP: sp}, plain.stack(), nil, ModeDWARF,
