@@ -202,3 +202,81 @@ func TestUnwindCorpus(t *testing.T) {
 		})
 	}
 }
+
+// TestUnwindSignal records a program that works inside a SIGPROF handler:
+// its samples there reach main through the signal frame (glibc's
+// __restore_rt, a CFI expression over the ucontext) and the interrupted
+// spin; on a sigaltstack they stop at the signal frame as stack-switch.
+func TestUnwindSignal(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "signal")
+	gcc := testutil.RequireCommand(t, "gcc")
+	if out, err := exec.Command(gcc, "-O2", "-o", bin, filepath.Join("testdata", "unwind", "signal.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, alt := range []bool{false, true} {
+		argv := []string{bin}
+		if alt {
+			argv = append(argv, "alt")
+		}
+		t.Run(strings.Join(argv[1:], "")+"stack", func(t *testing.T) {
+			_, p := recordCmd(t, Config{Command: argv, Stdout: testWriter{t}})
+			var inHandler, throughSpin, switched int
+			for _, s := range p.Samples {
+				names := stackNames(p, s)
+				if !slices.Contains(names, "in_handler") {
+					continue
+				}
+				inHandler++
+				if !s.Truncated && slices.Contains(names, "spin") && slices.Contains(names, "main") {
+					throughSpin++
+				}
+				if s.Truncated && s.Unwind == trace.UnwindStackSwitch {
+					switched++
+				}
+			}
+			t.Logf("%d samples in the handler: %d complete through spin, %d stack-switch", inHandler, throughSpin, switched)
+			if inHandler < 50 {
+				t.Fatalf("only %d samples in the handler", inHandler)
+			}
+			good := throughSpin
+			if alt {
+				good = switched
+			}
+			if float64(good) < 0.95*float64(inHandler) {
+				t.Errorf("%d of %d handler samples as expected", good, inHandler)
+			}
+		})
+	}
+}
+
+// TestUnwindMixed: JIT code without CFI (with a frame pointer) called
+// from C built without frame pointers: the walk steps through the JIT
+// frame by its frame pointer and goes on with the C caller's CFI.
+func TestUnwindMixed(t *testing.T) {
+	testutil.RequirePerf(t)
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", "jit", "jit.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testutil.BuildC(t, dir, "jit", string(src), "-O2", "-fomit-frame-pointer", "-momit-leaf-frame-pointer")
+	notes := filepath.Join(dir, "notes")
+	removePerfMap(t, notes)
+	p := recordJit(t, Config{Command: []string{bin, "perfmap", notes, "-1", jitSeconds}}, 200)
+	jit, chained := 0, 0
+	for _, s := range p.Samples {
+		if _, fn := leafLocation(p, s); fn != "jit_hot_loop" {
+			continue
+		}
+		jit++
+		names := stackNames(p, s)
+		if !s.Truncated && len(names) >= 3 && names[1] == "run" && names[2] == "main" {
+			chained++
+		}
+	}
+	t.Logf("%d samples, %d in jit_hot_loop, %d of them complete through run and main: %s", len(p.Samples), jit, chained, jitSummary(p))
+	if jit < 100 || float64(chained) < 0.95*float64(jit) {
+		t.Errorf("%d of %d jit_hot_loop samples complete through run and main", chained, jit)
+	}
+}

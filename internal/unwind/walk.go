@@ -123,8 +123,9 @@ func (w *walker) reg(n int) (uint64, bool) {
 // the outermost frame (a return address the CFI marks undefined), or the
 // reason it could not go on. kernelUser is the user part of the kernel's
 // frame-pointer chain of the same sample (its first entry the sampled
-// IP), which ModeAuto splices in where the walk reaches code without CFI
-// at an address the chain holds; nil if none. Walk takes at most
+// IP), which ModeAuto splices in where the copy cannot go on (no CFI and
+// no usable frame pointer, or a copy too short) at an address the chain
+// holds; nil if none. Walk takes at most
 // MaxFrames steps, and each strictly raises the stack pointer.
 func Walk(c Code, r Regs, s Stack, kernelUser []uint64, mode Mode, out []Frame) ([]Frame, trace.UnwindReason) {
 	w := walker{s: s, pc: r.IP, sp: r.SP, bp: r.BP, bpOK: r.BPValid}
@@ -160,22 +161,20 @@ func Walk(c Code, r Regs, s Stack, kernelUser []uint64, mode Mode, out []Frame) 
 			if mode == ModeDWARF {
 				return out, trace.UnwindNoCFI
 			}
-			reason = trace.UnwindNoCFI
+			// The frame pointer steps as the kernel's walk did, and the
+			// walk goes on with the caller's CFI.
+			cfa, ra, reason = w.stepFP()
 		}
-		if reason == trace.UnwindNoCFI || reason == trace.UnwindStackShort {
-			if mode == ModeAuto {
-				if rest, ok := splice(w.pc, depth, kernelUser); ok {
-					for _, pc := range rest {
-						if len(out) == MaxFrames {
-							return out, trace.UnwindMaxDepth
-						}
-						out = append(out, Frame{PC: pc})
+		if mode == ModeAuto && (reason == trace.UnwindNoCFI || reason == trace.UnwindStackShort) {
+			// The kernel's chain may go on where the copy cannot.
+			if rest, ok := splice(w.pc, depth, kernelUser); ok {
+				for _, pc := range rest {
+					if len(out) == MaxFrames {
+						return out, trace.UnwindMaxDepth
 					}
-					return out, trace.UnwindFPEnded
+					out = append(out, Frame{PC: pc})
 				}
-			}
-			if reason == trace.UnwindNoCFI && mode == ModeAuto {
-				cfa, ra, reason = w.stepFP()
+				return out, trace.UnwindFPEnded
 			}
 		}
 		if reason != trace.UnwindNone {
