@@ -1,7 +1,6 @@
 package record
 
 import (
-	"bufio"
 	"cmp"
 	"maps"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -43,7 +41,7 @@ func unwindFixtures(t *testing.T) map[string][]string {
 
 // childrenShares returns the share of comm's samples whose stack holds
 // each function, as perf report --children --no-inline counts them, by
-// normalName. Inlined frames are left out: where each tool puts inlined
+// testutil.PerfName. Inlined frames are left out: where each tool puts inlined
 // code is symbolization, not unwinding.
 func childrenShares(p *model.Profile, comm string) (shares map[string]float64, samples int) {
 	counts := map[string]float64{}
@@ -56,7 +54,7 @@ func childrenShares(p *model.Profile, comm string) (shares map[string]float64, s
 		clear(seen)
 		for _, l := range p.Stack(s.Stack, nil) {
 			fr := p.Locations[l].Frames
-			seen[normalName(fr[len(fr)-1].Function)] = true
+			seen[testutil.PerfName(fr[len(fr)-1].Function)] = true
 		}
 		for fn := range seen {
 			counts[fn]++
@@ -66,69 +64,6 @@ func childrenShares(p *model.Profile, comm string) (shares map[string]float64, s
 		counts[fn] *= 100 / float64(max(samples, 1))
 	}
 	return counts, samples
-}
-
-// normalName is a function name without its parameters, return type and
-// clone suffix, and without a Rust hash: perf prints C++ names without
-// parameters ("deep<12>" for trueprof's "int deep<12>(int)").
-func normalName(fn string) string {
-	fn = strings.TrimSuffix(fn, " (inlined)")
-	// The demangler (ianlancetaylor/demangle) drops the first underscore
-	// of a legacy Rust name component that starts with two (perf:
-	// "__rust_begin_short_backtrace", trueprof "_rust_begin_...").
-	fn = strings.ReplaceAll(fn, "::__", "::_")
-	if i := strings.Index(fn, " [clone"); i >= 0 {
-		fn = fn[:i]
-	}
-	// Cut at the parameter list: the first '(' outside template
-	// arguments.
-	depth := 0
-	start := 0
-	for i, c := range fn {
-		switch c {
-		case '<':
-			depth++
-		case '>':
-			depth--
-		case ' ':
-			if depth == 0 && !strings.HasPrefix(fn[i:], " >") {
-				start = i + 1 // a return type before the name
-			}
-		case '(':
-			if depth == 0 && i > 0 && !strings.HasSuffix(fn[:i], "operator") {
-				return fn[start:i]
-			}
-		}
-	}
-	return fn[start:]
-}
-
-// perfChildren returns perf report --children's share of each function
-// of module (a file's base name) in comm's samples in data, by
-// normalName.
-func perfChildren(t *testing.T, perfBin, data, comm, module string) map[string]float64 {
-	out, err := exec.Command(perfBin, "report", "-i", data, "--children", "--stdio", "--sort", "dso,sym", "-g", "none", "--no-inline",
-		"--percent-limit", "0.5", "--comm", comm).Output()
-	if err != nil {
-		t.Fatalf("perf report: %v", err)
-	}
-	shares := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		// "97.24%    40.87%  work  [.] leaf"
-		f := strings.Fields(sc.Text())
-		if len(f) >= 5 && strings.HasSuffix(f[0], "%") && f[2] == module && f[3] == "[.]" {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "%"), 64)
-			if err == nil {
-				// A function's cold part is another row of the same
-				// name ("mid" for mid.cold): a sample is in one or the
-				// other, so their shares add up.
-				shares[normalName(strings.Join(f[4:], " "))] += v
-			}
-		}
-	}
-	return shares
 }
 
 // TestUnwindCorpus records programs built without frame pointers, each
@@ -171,7 +106,10 @@ func TestUnwindCorpus(t *testing.T) {
 			// inlined frames from debug files perf finds), which is
 			// naming, not unwinding.
 			got, _ := childrenShares(p, comm)
-			want := perfChildren(t, perfBin, data, comm, comm)
+			want, err := testutil.PerfChildren(perfBin, data, comm, comm)
+			if err != nil {
+				t.Fatal(err)
+			}
 			fns := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
 				return cmp.Or(cmp.Compare(want[b], want[a]), strings.Compare(a, b))
 			})

@@ -1,6 +1,7 @@
 // The Rust fixture of TestUnwindCorpus: recursion, iterator chains and a
 // sort of a Vec<String>, built with cargo build --release (no frame
-// pointers).
+// pointers). It prints its own CPU time (/proc/self/schedstat) on stderr
+// for bench/unwind.
 use std::env;
 
 #[inline(never)]
@@ -39,4 +40,9 @@ fn main() {
         total += sort_words(r) as u64;
     }
     println!("{}", total);
+    if let Ok(s) = std::fs::read_to_string("/proc/self/schedstat") {
+        if let Some(ns) = s.split_whitespace().next() {
+            eprintln!("target-cpu-ns {}", ns);
+        }
+    }
 }
