@@ -157,6 +157,9 @@ type resolver struct {
 	code   unwindCode
 	chain  []uint64
 	walked []unwind.Frame
+	// vdso is the recorder's own [vdso], whose CFI describes every
+	// target's (symbolize.OpenVDSO); opened at the first need.
+	vdso *moduleFile
 	// paths are module paths by string id, for fileLocation.
 	paths map[uint32]string
 	// funcs caches functionLocation; cleared when any mapping changes.
@@ -519,6 +522,18 @@ func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([
 	return fr, reason
 }
 
+// vdsoFile opens the recorder's [vdso] the first time it is needed.
+func (r *resolver) vdsoFile() *moduleFile {
+	if r.vdso == nil {
+		f, err := symbolize.OpenVDSO()
+		r.vdso = &moduleFile{f: f, err: err}
+		if err != nil {
+			r.warn("vdso", "[vdso] frames are followed by frame pointers only: %v", err)
+		}
+	}
+	return r.vdso
+}
+
 // unwindCode gives the unwinder the CFI rows of one process's code.
 type unwindCode struct {
 	r   *resolver
@@ -526,9 +541,9 @@ type unwindCode struct {
 	as  *addrSpace
 }
 
-// Row implements unwind.Code: file code has its .eh_frame rows; JIT code,
-// [vdso] and code in files that cannot be read have none and keep frame
-// pointers (Go files have no .eh_frame for their Go code).
+// Row implements unwind.Code: file code and [vdso] have their .eh_frame
+// rows; JIT code and code in files that cannot be read have none and keep
+// frame pointers (Go files have no .eh_frame for their Go code).
 func (c *unwindCode) Row(pc uint64) (symbolize.UnwindRow, unwind.Kind, error) {
 	m := c.as.find(pc)
 	if m == nil {
@@ -536,6 +551,12 @@ func (c *unwindCode) Row(pc uint64) (symbolize.UnwindRow, unwind.Kind, error) {
 			return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI // JIT code mapped unseen
 		}
 		return symbolize.UnwindRow{}, unwind.KindUnmapped, nil
+	}
+	if m.path == "[vdso]" {
+		if vd := c.r.vdsoFile(); vd.err == nil {
+			row, err := vd.f.UnwindRow(pc - m.start + m.pgoff)
+			return row, unwind.KindFile, err
+		}
 	}
 	if isAnon(m.path) || isSpecial(m.path) {
 		return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI

@@ -141,17 +141,23 @@ func TestUnwindCorpus(t *testing.T) {
 	}
 }
 
+// buildUnwindC builds testdata/unwind/NAME.c with gcc -O2, as
+// distributions build C: no frame pointers.
+func buildUnwindC(t *testing.T, name string) string {
+	bin := filepath.Join(t.TempDir(), name)
+	gcc := testutil.RequireCommand(t, "gcc")
+	if out, err := exec.Command(gcc, "-O2", "-o", bin, filepath.Join("testdata", "unwind", name+".c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestUnwindSignal records a program that works inside a SIGPROF handler:
 // its samples there reach main through the signal frame (glibc's
 // __restore_rt, a CFI expression over the ucontext) and the interrupted
 // spin; on a sigaltstack they stop at the signal frame as stack-switch.
 func TestUnwindSignal(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "signal")
-	gcc := testutil.RequireCommand(t, "gcc")
-	if out, err := exec.Command(gcc, "-O2", "-o", bin, filepath.Join("testdata", "unwind", "signal.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildUnwindC(t, "signal")
 	for _, alt := range []bool{false, true} {
 		argv := []string{bin}
 		if alt {
@@ -216,5 +222,26 @@ func TestUnwindMixed(t *testing.T) {
 	t.Logf("%d samples, %d in jit_hot_loop, %d of them complete through run and main: %s", len(p.Samples), jit, chained, jitSummary(p))
 	if jit < 100 || float64(chained) < 0.95*float64(jit) {
 		t.Errorf("%d of %d jit_hot_loop samples complete through run and main", chained, jit)
+	}
+}
+
+// TestUnwindVDSO: samples in the [vdso] (clock_gettime) are unwound with
+// the vdso's own CFI, read from the recorder's copy, through libc to main.
+func TestUnwindVDSO(t *testing.T) {
+	bin := buildUnwindC(t, "vdso")
+	_, p := recordCmd(t, Config{Command: []string{bin}, Stdout: testWriter{t}})
+	var inVDSO, complete int
+	for _, s := range p.Samples {
+		if mod, _ := leafLocation(p, s); mod != "[vdso]" {
+			continue
+		}
+		inVDSO++
+		if names := stackNames(p, s); !s.Truncated && slices.Contains(names, "spin") && slices.Contains(names, "main") {
+			complete++
+		}
+	}
+	t.Logf("%d of %d samples in [vdso], %d of them complete through spin and main", inVDSO, len(p.Samples), complete)
+	if inVDSO < 20 || float64(complete) < 0.95*float64(inVDSO) {
+		t.Errorf("%d of %d [vdso] samples complete through spin and main", complete, inVDSO)
 	}
 }
