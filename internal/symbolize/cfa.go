@@ -68,15 +68,23 @@ const (
 
 // cfaTable finds the FDE of an address and runs its CFI program.
 type cfaTable struct {
-	r    ehReader  // over the whole .eh_frame; copied for each evaluation
+	r    ehReader  // over the whole section; copied for each evaluation
 	fdes []fdeInfo // sorted by lo
+	// next is consulted for addresses no FDE here covers: the
+	// .debug_frame of the file or of its separate debug file.
+	next *cfaTable
 }
 
 // newCFATable indexes the FDEs of an .eh_frame section. It returns nil
 // when the section has no FDE; FDEs decoded before an error are kept.
 func newCFATable(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases) *cfaTable {
+	return newCFITable(ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases})
+}
+
+// newCFITable indexes the FDEs of r's section, .eh_frame or .debug_frame.
+func newCFITable(r ehReader) *cfaTable {
 	var fdes []fdeInfo
-	walkEHFrame(data, order, ptrSize, bases, func(fi fdeInfo) {
+	walkCFI(&r, func(fi fdeInfo) {
 		if fi.insn >= 0 {
 			fdes = append(fdes, fi)
 		}
@@ -93,10 +101,8 @@ func newCFATable(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases
 		}
 		return 0
 	})
-	return &cfaTable{
-		r:    ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases},
-		fdes: fdes,
-	}
+	r.err = nil
+	return &cfaTable{r: r, fdes: fdes}
 }
 
 // RuleKind says how a register of the caller (or the CFA) is recovered
@@ -179,16 +185,40 @@ func cfaRule(row UnwindRow, err error) (CFARule, bool) {
 	return CFARule{Register: int(row.CFA.Reg), Offset: row.CFA.Offset}, true
 }
 
-// loadCFA builds f.cfa, left nil when the file cannot be used.
+// loadCFA builds f.cfa, left nil when the file cannot be used: its
+// .eh_frame, then the .debug_frame of the file or of its separate debug
+// file for the addresses .eh_frame does not cover (code built with
+// -fno-asynchronous-unwind-tables -g). Go's .debug_frame is left out: it
+// does not describe Go's stack switches, and Go code keeps frame pointers.
 func (f *File) loadCFA() {
 	if f.elf.Machine != elf.EM_X86_64 || f.elf.Class != elf.ELFCLASS64 {
 		return
 	}
-	sec, err := ehFrameSection(f.elf)
-	if err != nil || sec.data == nil {
-		return
+	var eh *cfaTable
+	if sec, err := ehFrameSection(f.elf); err == nil && sec.data != nil {
+		eh = newCFATable(sec.data, f.elf.ByteOrder, sec.ptrSize, sec.bases)
 	}
-	f.cfa = newCFATable(sec.data, f.elf.ByteOrder, sec.ptrSize, sec.bases)
+	var dbg *cfaTable
+	for _, ef := range []*elf.File{f.elf, f.debug} {
+		if ef == nil || f.isGo {
+			continue
+		}
+		if s := ef.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+			if data, err := s.Data(); err == nil {
+				dbg = newCFITable(ehReader{name: ".debug_frame", data: data, order: ef.ByteOrder, ptrSize: 8, debugFrame: true})
+			}
+		}
+		if dbg != nil {
+			break
+		}
+	}
+	switch {
+	case eh == nil:
+		f.cfa = dbg
+	default:
+		eh.next = dbg
+		f.cfa = eh
+	}
 }
 
 // lookup returns the CFA rule at vaddr pc, as CFA does.
@@ -209,6 +239,9 @@ func (t *cfaTable) row(pc uint64) (UnwindRow, error) {
 		}
 	}
 	if lo == 0 || pc >= t.fdes[lo-1].hi {
+		if t.next != nil {
+			return t.next.row(pc)
+		}
 		return UnwindRow{}, fmt.Errorf("%w at %#x", ErrNoCFI, pc)
 	}
 	return t.eval(&t.fdes[lo-1], pc)

@@ -177,3 +177,74 @@ func TestUnwindRowSignalFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestDebugFrame checks rows read from .debug_frame (gcc
+// -fno-asynchronous-unwind-tables -g writes no .eh_frame for the code)
+// against readelf, in the file itself and in a separate debug file found
+// by build id.
+func TestDebugFrame(t *testing.T) {
+	requires(t, "gcc", "objcopy")
+	path := build(t, "cfa_debug_frame",
+		[]string{"gcc", "-O2", "-fno-asynchronous-unwind-tables", "-fno-exceptions", "-g", "-o", "$OUT.full", srcPath(t, "cfa.c")},
+		[]string{"objcopy", "-R", ".eh_frame", "-R", ".eh_frame_hdr", "$OUT.full", "$OUT"},
+		[]string{"objcopy", "--only-keep-debug", "$OUT.full", "$OUT.debug"},
+		[]string{"objcopy", "--strip-debug", "-R", ".eh_frame", "-R", ".eh_frame_hdr", "$OUT.full", "$OUT.stripped"})
+	stripped, err := OpenFileOptions(path+".stripped", Options{NoDebugFile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := stripped.BuildID()
+	stripped.Close()
+	if len(id) == 0 {
+		t.Fatal("the fixture has no build id")
+	}
+	dir := t.TempDir()
+	h := fmt.Sprintf("%x", id)
+	if err := os.MkdirAll(filepath.Join(dir, ".build-id", h[:2]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(path+".debug", filepath.Join(dir, ".build-id", h[:2], h[2:]+".debug")); err != nil {
+		t.Fatal(err)
+	}
+	fdes := readelfFrames(t, path)
+	off := offsetsOf(t, path)
+	for _, c := range []struct {
+		name string
+		path string
+		opts Options
+	}{
+		{"in the file", path, Options{NoDebugFile: true}},
+		{"in the debug file", path + ".stripped", Options{DebugDir: dir}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := OpenFileOptions(c.path, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if c.opts.DebugDir != "" && f.DebugPath() == "" {
+				t.Fatal("the debug file was not found")
+			}
+			rows := 0
+			for _, fde := range fdes {
+				for _, want := range fde.rows {
+					got, err := f.UnwindRow(off(want.loc))
+					if err != nil {
+						t.Errorf("%#x: %v", want.loc, err)
+						continue
+					}
+					if g := got.CFA.readelf(); g != want.cfa {
+						t.Errorf("%#x: CFA %s, readelf %s", want.loc, g, want.cfa)
+					}
+					if g := got.RA.readelf(); g != want.ra {
+						t.Errorf("%#x: ra %s, readelf %s", want.loc, g, want.ra)
+					}
+					rows++
+				}
+			}
+			if rows < 10 {
+				t.Errorf("only %d rows compared", rows)
+			}
+		})
+	}
+}

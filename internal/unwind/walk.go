@@ -41,7 +41,7 @@ const (
 	// KindFile is code in a file whose CFI rows Code.Row returns.
 	KindFile Kind = iota
 	// KindFP is code that keeps frame pointers and has no usable CFI:
-	// Go, JIT code, [vdso].
+	// Go, JIT code.
 	KindFP
 	// KindUnmapped is an address no executable mapping covers.
 	KindUnmapped
