@@ -201,6 +201,13 @@ const maxCallchain = 4096
 // sets of SamplingAttr, CounterAttr and TracepointAttr. Unknown record
 // types decode only their header.
 func Decode(rec []byte, sampleType uint64, r *Record) error {
+	return DecodeStack(rec, sampleType, r, nil)
+}
+
+// DecodeStack is Decode with the user stack copied into stack[:0] when
+// it fits, so a reader can reuse its buffers (8 KiB per sample would
+// otherwise be new garbage at every sample).
+func DecodeStack(rec []byte, sampleType uint64, r *Record, stack []byte) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
 	}
@@ -257,7 +264,7 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 				if dyn := d.u64(); dyn < size {
 					data = data[:dyn]
 				}
-				r.UserStack = append([]byte(nil), data...)
+				r.UserStack = append(stack[:0], data...)
 			}
 		}
 	case RecordMmap2:

@@ -136,6 +136,9 @@ type session struct {
 	full      bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
+	// stacks are free buffers for the user stack copies of samples
+	// (stackBuffer, freeStack).
+	stacks [][]byte
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
 	// counters.go), side reads the rings of the last two (siderings.go).
@@ -570,6 +573,25 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	return max(pages, minRingPages)
 }
 
+// stackBuffer returns a buffer for a sample's user stack copy, from the
+// free list when it has one.
+func (s *session) stackBuffer() []byte {
+	if n := len(s.stacks); n > 0 {
+		b := s.stacks[n-1]
+		s.stacks = s.stacks[:n-1]
+		return b
+	}
+	return make([]byte, 0, stackBytes(s.cfg))
+}
+
+// freeStack puts a sample's stack buffer back on the free list once the
+// sample is processed.
+func (s *session) freeStack(b []byte) {
+	if cap(b) >= stackBytes(s.cfg) {
+		s.stacks = append(s.stacks, b[:0])
+	}
+}
+
 // watermark is the wakeup watermark of every ring: a quarter of it.
 func (s *session) watermark() uint32 {
 	return uint32(s.cfg.RingPages * os.Getpagesize() / 4)
@@ -688,10 +710,15 @@ func (s *session) drain(final bool) error {
 	for _, ring := range s.rings {
 		ring.Read(func(rec []byte) {
 			var r perf.Record
-			if err := perf.Decode(rec, s.sampleType, &r); err != nil {
+			buf := s.stackBuffer()
+			if err := perf.DecodeStack(rec, s.sampleType, &r, buf); err != nil {
 				derr = err
 				s.lost(trace.LostUnparsed, 1, r.Time)
+				s.freeStack(buf)
 				return
+			}
+			if r.UserStack == nil {
+				s.freeStack(buf)
 			}
 			s.pending = append(s.pending, r)
 		})
@@ -733,7 +760,10 @@ func (s *session) drain(final bool) error {
 	i, j := 0, 0
 	for i < n || j < m {
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
-			if err := s.process(&s.pending[i]); err != nil {
+			err := s.process(&s.pending[i])
+			s.freeStack(s.pending[i].UserStack)
+			s.pending[i].UserStack = nil
+			if err != nil {
 				return err
 			}
 			i++
