@@ -477,9 +477,10 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, erro
 	var truncated bool
 	if unwinding {
 		// A walk that ended at a return address the CFI marks undefined
-		// reached the outermost frame, named or not.
-		truncated = nKernel >= maxStack || reason != trace.UnwindNone ||
-			(user > 0 && !r.entry[outerUser] && !r.walkedOuter)
+		// reached the outermost frame, named or not; one that reached a
+		// thread entry is complete even if it could not step past it.
+		complete := r.entry[outerUser] || (reason == trace.UnwindNone && r.walkedOuter)
+		truncated = nKernel >= maxStack || reason == trace.UnwindMaxDepth || (user > 0 && !complete)
 	} else {
 		truncated = len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
 	}
