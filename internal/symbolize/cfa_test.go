@@ -622,13 +622,23 @@ func FuzzCFA(f *testing.F) {
 		cfaSetLoc, 0x80, 0x10, 0, 0, cfaGNUArgsSize, 8,
 	})
 	f.Fuzz(func(t *testing.T, data, prog []byte) {
-		if tab := newCFATable(data, binary.LittleEndian, 8, ehBases{section: 0x10000}); tab != nil {
+		// The same bytes as .eh_frame and as .debug_frame.
+		for _, tab := range []*cfaTable{
+			newCFATable(data, binary.LittleEndian, 8, ehBases{section: 0x10000}),
+			newCFITable(ehReader{name: ".debug_frame", data: data, order: binary.LittleEndian, ptrSize: 8, debugFrame: true}),
+		} {
+			if tab == nil {
+				continue
+			}
 			for i, fde := range tab.fdes {
 				if i == 64 {
 					break
 				}
 				for _, pc := range []uint64{fde.lo, fde.lo + (fde.hi-fde.lo)/2, fde.hi - 1} {
 					tab.lookup(pc)
+					if row, err := tab.row(pc); err == nil && len(row.CFA.Expr) > len(data) {
+						t.Fatalf("expression of %d bytes from %d bytes of CFI", len(row.CFA.Expr), len(data))
+					}
 				}
 			}
 		}
