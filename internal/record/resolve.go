@@ -164,9 +164,6 @@ type resolver struct {
 	paths map[uint32]string
 	// funcs caches functionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
-	// walkedOuter: the last walk reached a frame whose return address
-	// the CFI marks undefined (the thread's outermost frame).
-	walkedOuter bool
 	// unnamed are the JIT locations still waiting for a name, by id.
 	unnamed map[uint32]*unnamedJit
 	late    lateNames
@@ -429,8 +426,9 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, erro
 	}
 	r.chain = chain
 	reason := trace.UnwindNone
+	outermost := false // the walk reached a return address the CFI marks undefined
 	if unwinding {
-		fr, reason = r.unwindUser(s, fr, chain)
+		fr, reason, outermost = r.unwindUser(s, fr, chain)
 	} else {
 		if len(fr) == 0 {
 			fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
@@ -479,7 +477,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, erro
 		// A walk that ended at a return address the CFI marks undefined
 		// reached the outermost frame, named or not; one that reached a
 		// thread entry is complete even if it could not step past it.
-		complete := r.entry[outerUser] || (reason == trace.UnwindNone && r.walkedOuter)
+		complete := r.entry[outerUser] || outermost
 		truncated = nKernel >= maxStack || reason == trace.UnwindMaxDepth || (user > 0 && !complete)
 	} else {
 		truncated = len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
@@ -496,11 +494,12 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, erro
 }
 
 // unwindUser appends to fr the user frames unwound from s's stack copy
-// and returns why the walk ended. chain is the user part of the kernel's
-// frame-pointer walk, which auto splices in. A walk that ends with the
-// kernel's chain (trace.UnwindFPEnded) is complete if that chain reached
-// a thread entry: the reason is then dropped by the caller's check.
-func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([]frameAddr, trace.UnwindReason) {
+// and returns why the walk ended, and whether it reached the thread's
+// outermost frame. chain is the user part of the kernel's frame-pointer
+// walk, which auto splices in. A walk that ends with the kernel's chain
+// (trace.UnwindFPEnded) is complete if that chain reached a thread entry:
+// its reason is then left to the caller's check.
+func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([]frameAddr, trace.UnwindReason, bool) {
 	// UserRegs are BP, SP, IP; UserStack starts at SP.
 	regs := unwind.Regs{BP: s.UserRegs[0], SP: s.UserRegs[1], IP: s.UserRegs[2], BPValid: true}
 	st := unwind.Stack{SP: regs.SP, Data: s.UserStack, Complete: uint64(len(s.UserStack)) < s.UserStackSize}
@@ -514,13 +513,11 @@ func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([
 	for _, f := range walked {
 		fr = append(fr, frameAddr{addr: f.PC, exact: f.Exact})
 	}
-	r.walkedOuter = reason == trace.UnwindNone
 	if reason == trace.UnwindFPEnded {
 		// The kernel's chain decides: complete if it reached an entry.
-		reason = trace.UnwindNone
-		r.walkedOuter = false
+		return fr, trace.UnwindNone, false
 	}
-	return fr, reason
+	return fr, reason, reason == trace.UnwindNone
 }
 
 // vdsoFile opens the recorder's [vdso] the first time it is needed.
