@@ -804,7 +804,12 @@ func (r *resolver) lines(frames []symbolize.Frame) ([]trace.Line, error) {
 // one the kernel reported for the mapping: the path may have been replaced,
 // and trueprof must never describe one file with another's symbols.
 func (r *resolver) file(pid uint32, m *mapping) *moduleFile {
-	key := m.path + "\x00" + string(m.buildID)
+	// A build id names the content: the same library seen through other
+	// paths (another mount namespace's /proc/PID/root) is opened once.
+	key := "\x00" + string(m.buildID)
+	if len(m.buildID) == 0 {
+		key = m.path
+	}
 	if mf, ok := r.files[key]; ok {
 		return mf
 	}

@@ -19,7 +19,8 @@ fn recurse(depth: u32, seed: u64) -> u64 {
     if depth == 0 {
         return (1..200u64).map(|i| collatz_len(seed * 200 + i) as u64).sum();
     }
-    recurse(depth - 1, seed) + 1
+    // black_box keeps the recursion: LLVM would turn "+ 1" into a loop.
+    std::hint::black_box(recurse(depth - 1, seed)) + 1
 }
 
 #[inline(never)]
