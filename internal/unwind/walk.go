@@ -125,8 +125,8 @@ func (w *walker) reg(n int) (uint64, bool) {
 // frame-pointer chain of the same sample (its first entry the sampled
 // IP), which ModeAuto splices in where the copy cannot go on (no CFI and
 // no usable frame pointer, or a copy too short) at an address the chain
-// holds; nil if none. Walk takes at most
-// MaxFrames steps, and each strictly raises the stack pointer.
+// holds, and then returns trace.UnwindFPEnded; nil if none. Walk takes at
+// most MaxFrames steps, and each strictly raises the stack pointer.
 func Walk(c Code, r Regs, s Stack, kernelUser []uint64, mode Mode, out []Frame) ([]Frame, trace.UnwindReason) {
 	w := walker{s: s, pc: r.IP, sp: r.SP, bp: r.BP, bpOK: r.BPValid}
 	exact := true
