@@ -148,6 +148,14 @@ type session struct {
 	side     sideRings
 }
 
+// logOrStderr is where warnings go: w, or os.Stderr if nil.
+func logOrStderr(w io.Writer) io.Writer {
+	if w == nil {
+		return os.Stderr
+	}
+	return w
+}
+
 // userStackBytes is how much of the user stack each sample copies with
 // --call-graph fp, so the resolver can find the caller of a function
 // sampled before it set up its frame: enough for the return address of
@@ -225,12 +233,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.RingPages = ringPages(cfg, len(cpus), perf.UnlimitedRings())
+		unlimited := perf.UnlimitedRings()
+		cfg.RingPages = ringPages(cfg, len(cpus), unlimited)
+		if !unlimited && cfg.CallGraph != callGraphFP && !cfg.NoSampling {
+			held := float64(cfg.RingPages*os.Getpagesize()) / float64(maxSampleBytes(cfg))
+			fmt.Fprintf(logOrStderr(cfg.Log), "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost while the recorder reads large modules (--call-graph fp or a lower -F avoid it)\n",
+				held, cfg.StackBytes)
+		}
 	}
-	s := &session{cfg: cfg, log: cfg.Log}
-	if s.log == nil {
-		s.log = os.Stderr
-	}
+	s := &session{cfg: cfg, log: logOrStderr(cfg.Log)}
 	defer s.closeEvents()
 	// Probes of every kind (planned, lazily placed, goroutine and label
 	// switches) are removed however Run returns.
