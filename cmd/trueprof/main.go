@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,7 +70,7 @@ func rootCmd() *cobra.Command {
 func recordCmd() *cobra.Command {
 	var (
 		out, event, mode, size string
-		mmapPages              string
+		mmapPages, callGraph   string
 		freq, period           uint64
 		pid                    int
 		duration               time.Duration
@@ -102,6 +103,10 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
+			graph, stackSize, err := parseCallGraph(callGraph)
+			if err != nil {
+				return err
+			}
 			m := trace.Mode(mode)
 			if m != trace.ModeNormal && m != trace.ModeWrap && m != trace.ModeContinuous {
 				return fmt.Errorf("--mode %q: want normal, wrap or continuous", mode)
@@ -116,6 +121,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
 				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines, RingPages: pages,
+				CallGraph: graph, StackBytes: stackSize,
 			}
 			if mech != "" && mech != "hook" && mech != "uprobe" {
 				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
@@ -138,8 +144,8 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples, %d events (%d lost) written to %s (%s); stopped: %s\n",
-				res.Samples, res.Events, res.Lost, out, formatBytes(res.Bytes), res.Reason)
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%s), %d events (%d lost) written to %s (%s); stopped: %s; recorder CPU %.2f s\n",
+				res.Samples, completeness(res), res.Events, res.Lost, out, formatBytes(res.Bytes), res.Reason, res.RecorderCPU.Seconds())
 			if res.ExitCode != 0 {
 				return exitError(res.ExitCode)
 			}
@@ -159,6 +165,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
+	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 8192)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
 	return c
 }
@@ -166,6 +173,44 @@ samples (and always all module and thread records); continuous has no limit.`,
 // parseMmapPages parses -m as perf does: a number of pages, or a size
 // with a unit, rounded up to a power of two pages. "" is 0: the
 // recorder sizes its rings itself.
+// parseCallGraph reads --call-graph: fp, dwarf or auto, the last two
+// with an optional ",SIZE" in bytes as perf --call-graph dwarf,SIZE.
+func parseCallGraph(s string) (mode string, stackBytes int, err error) {
+	mode, size, sized := strings.Cut(s, ",")
+	switch {
+	case mode != "fp" && mode != "dwarf" && mode != "auto":
+		return "", 0, fmt.Errorf("--call-graph %q: want fp, dwarf or auto", s)
+	case !sized:
+		return mode, 0, nil
+	case mode == "fp":
+		return "", 0, fmt.Errorf("--call-graph %q: fp copies no stack to size", s)
+	}
+	n, err := strconv.Atoi(size)
+	if err != nil || n < 8 || n > perf.MaxUserStack || n%8 != 0 {
+		return "", 0, fmt.Errorf("--call-graph %q: the stack size must be a multiple of 8 from 8 to %d", s, perf.MaxUserStack)
+	}
+	return mode, n, nil
+}
+
+// completeness says which share of the samples have stacks that reach
+// their thread's entry, and why the others stop short.
+func completeness(res *record.Result) string {
+	var short uint64
+	for _, n := range res.Truncated {
+		short += n
+	}
+	if res.Samples == 0 {
+		return "no stacks"
+	}
+	msg := fmt.Sprintf("%.1f%% with complete stacks", 100*float64(res.Samples-min(short, res.Samples))/float64(res.Samples))
+	for r, n := range res.Truncated {
+		if n > 0 && r != int(trace.UnwindNone) {
+			msg += fmt.Sprintf(", %d %s", n, trace.UnwindReason(r))
+		}
+	}
+	return msg
+}
+
 func parseMmapPages(s string) (int, error) {
 	if s == "" {
 		return 0, nil

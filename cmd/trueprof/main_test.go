@@ -203,7 +203,8 @@ func TestReportAndExport(t *testing.T) {
 		t.Fatalf("export folded: %v\n%s", err, out)
 	}
 	b, _ := os.ReadFile(folded)
-	if !strings.Contains(string(b), "hotspots;__libc_start_call_main;main;") {
+	// CFI unwinding (the default) goes on past main's caller to _start.
+	if !strings.Contains(string(b), "hotspots;_start;") || !strings.Contains(string(b), ";__libc_start_call_main;main;") {
 		t.Errorf("folded stacks lack the main path:\n%.500s", b)
 	}
 }
@@ -257,6 +258,26 @@ func TestParseMmapPages(t *testing.T) {
 		got, err := parseMmapPages(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseMmapPages(%q) = %d, %v", tt.in, got, err)
+		}
+	}
+}
+
+// TestParseCallGraph checks --call-graph's modes and stack sizes.
+func TestParseCallGraph(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		mode string
+		size int
+		ok   bool
+	}{
+		{"auto", "auto", 0, true}, {"dwarf", "dwarf", 0, true}, {"fp", "fp", 0, true},
+		{"dwarf,16384", "dwarf", 16384, true}, {"auto,65528", "auto", 65528, true},
+		{"dwarf,65536", "", 0, false}, {"dwarf,100", "", 0, false}, {"dwarf,0", "", 0, false},
+		{"dwarf,", "", 0, false}, {"fp,512", "", 0, false}, {"lbr", "", 0, false}, {"", "", 0, false},
+	} {
+		mode, size, err := parseCallGraph(tt.in)
+		if (err == nil) != tt.ok || mode != tt.mode || size != tt.size {
+			t.Errorf("parseCallGraph(%q) = %q, %d, %v", tt.in, mode, size, err)
 		}
 	}
 }

@@ -139,7 +139,9 @@ func (l *loader) add(rec trace.Record) error {
 		s := Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: r.Stack,
 			Truncated: r.Flags&trace.SampleTruncated != 0, Kernel: r.Flags&trace.SampleKernel != 0}
 		if s.Truncated {
+			s.Unwind = r.Reason()
 			p.Truncated++
+			p.TruncatedBy[s.Unwind]++
 		}
 		p.Samples = append(p.Samples, s)
 		l.thread(r.PID, r.TID, r.Time)

@@ -48,6 +48,9 @@ type Profile struct {
 	Lost      LostCounts
 	Throttled uint64 // number of throttle records
 	Truncated uint64 // samples whose call chain was cut short (trace.SampleTruncated)
+	// TruncatedBy splits Truncated by the reason the recorder gave
+	// (index trace.UnwindReason; UnwindNone for traces without reasons).
+	TruncatedBy [trace.NumUnwindReasons]uint64
 
 	// Aggregation is how the locations' frames group code (Aggregate);
 	// the zero value, as recorded.
@@ -109,6 +112,8 @@ type Sample struct {
 	Stack     uint32 // leaf stack node; 0 if the sample has no stack
 	Truncated bool
 	Kernel    bool
+	// Unwind is why a truncated sample's stack stops short.
+	Unwind trace.UnwindReason
 }
 
 // Event is a function entry (Entry) or exit on a thread. Function is the

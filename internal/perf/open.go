@@ -58,9 +58,18 @@ type SamplingOptions struct {
 	// UserStack is how many bytes of the user stack (from the stack
 	// pointer up) each sample copies, with the user BP, SP and IP. They let
 	// the recorder find the caller of a function sampled before its frame
-	// exists (frameless leaves, prologues, epilogues). 0 disables it.
+	// exists (frameless leaves, prologues, epilogues), or unwind the whole
+	// stack with its CFI. It is rounded down to a multiple of 8 and to
+	// MaxUserStack. 0 disables it.
 	UserStack uint32
+	// ExcludeCallchainUser leaves the user part out of the kernel's call
+	// chain, for recorders that unwind the user stack copy themselves.
+	ExcludeCallchainUser bool
 }
+
+// MaxUserStack is the largest user stack copy a sample can carry: a
+// record's size is 16 bits, and perf's tools stop at this size too.
+const MaxUserStack = 65528
 
 // SamplingAttr returns the attributes of a sampling event: timestamps on
 // CLOCK_MONOTONIC (the clock of jitdump files and of trueprof's records),
@@ -104,7 +113,10 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 	if o.UserStack > 0 {
 		a.Sample_type |= SampleUserRegs
 		a.Sample_regs_user = UserRegsMask
-		a.Sample_stack_user = (o.UserStack + 7) &^ 7
+		a.Sample_stack_user = min(o.UserStack, MaxUserStack) &^ 7
+	}
+	if o.ExcludeCallchainUser {
+		a.Bits |= unix.PerfBitExcludeCallchainUser
 	}
 	return a
 }

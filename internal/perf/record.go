@@ -64,6 +64,10 @@ type Record struct {
 	UserABI   uint64
 	UserRegs  [3]uint64
 	UserStack []byte
+	// UserStackSize is the size of the copy the kernel meant to take;
+	// UserStack is shorter when the copy reached the end of the stack
+	// mapping, so nothing above it is stack.
+	UserStackSize uint64
 
 	// RecordMmap2 and RecordMmap.
 	Addr, Len, PgOff uint64
@@ -197,6 +201,13 @@ const maxCallchain = 4096
 // sets of SamplingAttr, CounterAttr and TracepointAttr. Unknown record
 // types decode only their header.
 func Decode(rec []byte, sampleType uint64, r *Record) error {
+	return DecodeStack(rec, sampleType, r, nil)
+}
+
+// DecodeStack is Decode with the user stack copied into stack[:0] when
+// it fits, so a reader can reuse its buffers (8 KiB per sample would
+// otherwise be new garbage at every sample).
+func DecodeStack(rec []byte, sampleType uint64, r *Record, stack []byte) error {
 	if len(rec) < headerSize {
 		return ErrMalformed
 	}
@@ -248,11 +259,12 @@ func Decode(rec []byte, sampleType uint64, r *Record) error {
 				return fmt.Errorf("%w: user stack of %d bytes", ErrMalformed, size)
 			}
 			data := d.bytes(int(size))
+			r.UserStackSize = size
 			if size > 0 {
 				if dyn := d.u64(); dyn < size {
 					data = data[:dyn]
 				}
-				r.UserStack = append([]byte(nil), data...)
+				r.UserStack = append(stack[:0], data...)
 			}
 		}
 	case RecordMmap2:

@@ -97,8 +97,8 @@ func TestDecodeUserRegs(t *testing.T) {
 	if err := Decode(rec, SampleType|SampleUserRegs, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.UserABI != 2 || r.UserRegs != [3]uint64{0x7ffd0100, 0x7ffd0000, 0x401000} || string(r.UserStack) != string(stack[:12]) {
-		t.Errorf("regs %d %#x stack %v", r.UserABI, r.UserRegs, r.UserStack)
+	if r.UserABI != 2 || r.UserRegs != [3]uint64{0x7ffd0100, 0x7ffd0000, 0x401000} || string(r.UserStack) != string(stack[:12]) || r.UserStackSize != 16 {
+		t.Errorf("regs %d %#x stack %v of %d", r.UserABI, r.UserRegs, r.UserStack, r.UserStackSize)
 	}
 	kernelThread := (&recBuilder{}).u64(0xffffffff81000000).u32(0).u32(0).u64(5).u32(0).u32(0).u64(1).
 		u64(0).u64(0).u64(0).record(RecordSample, unix.PERF_RECORD_MISC_KERNEL) // abi NONE, stack size 0

@@ -45,6 +45,15 @@ type Config struct {
 	// RingPages is the number of data pages per CPU ring (power of two);
 	// 0 sizes the rings to the sampling rate (ringPages).
 	RingPages int
+	// CallGraph is how user stacks are unwound: "fp" (the kernel's
+	// frame-pointer walk), "dwarf" (each module's CFI over a copy of the
+	// user stack, as perf --call-graph dwarf but at record time) or
+	// "auto" (CFI, and frame pointers where code has none). Empty means
+	// "auto".
+	CallGraph string
+	// StackBytes is the user stack copied per sample for dwarf and auto,
+	// a multiple of 8 up to perf.MaxUserStack; 0 means 8192, as perf.
+	StackBytes int
 
 	// Trace lists glob patterns of functions to instrument ("name" or
 	// "module:name"); with hooks, an empty list means every instrumented
@@ -88,6 +97,12 @@ type Result struct {
 	Bytes    int64  // trace file size
 	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
 	UserOnly bool   // kernel sampling was not permitted
+	// Truncated counts the samples whose stack stops short of the
+	// thread's entry, by reason.
+	Truncated [trace.NumUnwindReasons]uint64
+	// RecorderCPU is the CPU time of the recording process (user and
+	// system, the launched target excluded).
+	RecorderCPU time.Duration
 }
 
 // event is one opened perf event; ring is set on the events that own one.
@@ -121,6 +136,9 @@ type session struct {
 	full      bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
+	// stacks are free buffers for the user stack copies of samples
+	// (stackBuffer, freeStack).
+	stacks [][]byte
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
 	// counters.go), side reads the rings of the last two (siderings.go).
@@ -130,10 +148,60 @@ type session struct {
 	side     sideRings
 }
 
-// userStackBytes is how much of the user stack each sample copies so the
-// resolver can find the caller of a function sampled before it set up its
-// frame: enough for the return address of leaves with modest locals.
+// logOrStderr is where warnings go: w, or os.Stderr if nil.
+func logOrStderr(w io.Writer) io.Writer {
+	if w == nil {
+		return os.Stderr
+	}
+	return w
+}
+
+// userStackBytes is how much of the user stack each sample copies with
+// --call-graph fp, so the resolver can find the caller of a function
+// sampled before it set up its frame: enough for the return address of
+// leaves with modest locals.
 const userStackBytes = 512
+
+// defaultStackBytes is the stack copy of the dwarf and auto call graphs:
+// perf's default, which holds the frames of most programs' threads.
+const defaultStackBytes = 8192
+
+// Call graph modes (Config.CallGraph).
+const (
+	callGraphFP    = "fp"
+	callGraphDWARF = "dwarf"
+	callGraphAuto  = "auto"
+)
+
+// checkCallGraph fills in the defaults of cfg's call graph and rejects
+// what the kernel cannot do.
+func checkCallGraph(cfg *Config) error {
+	switch cfg.CallGraph {
+	case "":
+		cfg.CallGraph = callGraphAuto
+	case callGraphFP, callGraphDWARF, callGraphAuto:
+	default:
+		return fmt.Errorf("call graph %q: want fp, dwarf or auto", cfg.CallGraph)
+	}
+	if cfg.StackBytes == 0 {
+		cfg.StackBytes = defaultStackBytes
+	}
+	if cfg.StackBytes < 8 || cfg.StackBytes > perf.MaxUserStack || cfg.StackBytes%8 != 0 {
+		return fmt.Errorf("stack copy of %d bytes: want a multiple of 8 from 8 to %d", cfg.StackBytes, perf.MaxUserStack)
+	}
+	return nil
+}
+
+// stackBytes is the user stack each sample copies under cfg.
+func stackBytes(cfg Config) int {
+	switch {
+	case cfg.CallGraph == callGraphFP:
+		return userStackBytes
+	case cfg.StackBytes == 0:
+		return defaultStackBytes
+	}
+	return cfg.StackBytes
+}
 
 // reorderSlack is how far behind the present the loop processes records.
 // Records from different CPU rings and probe sources interleave in time,
@@ -157,17 +225,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = trace.ModeNormal
 	}
+	if err := checkCallGraph(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.RingPages == 0 {
 		cpus, err := perf.OnlineCPUs()
 		if err != nil {
 			return nil, err
 		}
-		cfg.RingPages = ringPages(cfg, len(cpus), perf.UnlimitedRings())
+		unlimited := perf.UnlimitedRings()
+		cfg.RingPages = ringPages(cfg, len(cpus), unlimited)
+		if !unlimited && cfg.CallGraph != callGraphFP && !cfg.NoSampling {
+			held := float64(cfg.RingPages*os.Getpagesize()) / float64(maxSampleBytes(cfg))
+			fmt.Fprintf(logOrStderr(cfg.Log), "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost while the recorder reads large modules (--call-graph fp or a lower -F avoid it)\n",
+				held, cfg.StackBytes)
+		}
 	}
-	s := &session{cfg: cfg, log: cfg.Log}
-	if s.log == nil {
-		s.log = os.Stderr
-	}
+	s := &session{cfg: cfg, log: logOrStderr(cfg.Log)}
 	defer s.closeEvents()
 	// Probes of every kind (planned, lazily placed, goroutine and label
 	// switches) are removed however Run returns.
@@ -244,6 +318,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return fail(err)
 	}
 	s.res = newResolver(s.w, s.log)
+	s.res.callGraph = s.cfg.CallGraph
 	s.instr = in
 	if in != nil {
 		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
@@ -308,6 +383,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	s.result.Bytes = s.w.Size()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		s.result.RecorderCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	return &s.result, nil
 }
 
@@ -354,7 +433,7 @@ func (s *session) header(kernel bool) *trace.Header {
 		Event:     s.cfg.Event.Name,
 		Freq:      s.cfg.Freq,
 		Period:    s.cfg.Period,
-		Callchain: "fp",
+		Callchain: s.cfg.CallGraph,
 		UserOnly:  !kernel,
 		Mode:      string(s.cfg.Mode),
 		SizeLimit: s.cfg.SizeLimit,
@@ -362,6 +441,9 @@ func (s *session) header(kernel bool) *trace.Header {
 	}
 	if s.cfg.Period > 0 {
 		h.Freq = 0
+	}
+	if s.cfg.CallGraph != callGraphFP {
+		h.StackBytes = s.cfg.StackBytes
 	}
 	h.Host, _ = os.Hostname()
 	h.Kernel = kernelRelease()
@@ -388,8 +470,11 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		Inherit:       true,
 		Watermark:     s.watermark(),
 		BuildID:       true,
-		UserStack:     userStackBytes,
+		UserStack:     uint32(stackBytes(s.cfg)),
 		ContextSwitch: true,
+		// dwarf mode unwinds the copy only, as perf does; auto keeps the
+		// kernel's walk to splice in where code has no CFI.
+		ExcludeCallchainUser: s.cfg.CallGraph == callGraphDWARF,
 	})
 	s.sampleType = attr.Sample_type
 	s.counters = counterState{}
@@ -468,10 +553,14 @@ const (
 	maxRingBytes  = 16 << 20
 	maxRingsBytes = 128 << 20
 	ringSeconds   = 2
-	// maxSampleBytes is a sample of a full kernel and user call chain
-	// with the user stack copy.
-	maxSampleBytes = 8*(8+127) + userStackBytes + 8*8
 )
+
+// maxSampleBytes is the size of a sample with a full kernel and user
+// call chain and cfg's user stack copy: 9.4 KB with the default 8 KiB
+// copy, so 999 Hz fills 18.8 MB in ringSeconds (capped at maxRingBytes).
+func maxSampleBytes(cfg Config) int64 {
+	return int64(8*(8+127) + stackBytes(cfg) + 8*8)
+}
 
 // ringPages is the number of data pages per ring for cfg's sampling
 // rate: per CPU, a frequency is the rate of each CPU's samples; a period
@@ -485,9 +574,9 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	bytes := most // the rate of other events than clocks per period is unknown
 	switch {
 	case cfg.Period == 0:
-		bytes = int64(cfg.Freq) * maxSampleBytes * ringSeconds
+		bytes = int64(cfg.Freq) * maxSampleBytes(cfg) * ringSeconds
 	case cfg.Event.Clock():
-		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes * ringSeconds
+		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes(cfg) * ringSeconds
 	}
 	// Rounding up could pass most: the power of two below it is the
 	// largest ring.
@@ -496,6 +585,25 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 		pages /= 2
 	}
 	return max(pages, minRingPages)
+}
+
+// stackBuffer returns a buffer for a sample's user stack copy, from the
+// free list when it has one.
+func (s *session) stackBuffer() []byte {
+	if n := len(s.stacks); n > 0 {
+		b := s.stacks[n-1]
+		s.stacks = s.stacks[:n-1]
+		return b
+	}
+	return make([]byte, 0, stackBytes(s.cfg))
+}
+
+// freeStack puts a sample's stack buffer back on the free list once the
+// sample is processed.
+func (s *session) freeStack(b []byte) {
+	if cap(b) >= stackBytes(s.cfg) {
+		s.stacks = append(s.stacks, b[:0])
+	}
 }
 
 // watermark is the wakeup watermark of every ring: a quarter of it.
@@ -616,10 +724,15 @@ func (s *session) drain(final bool) error {
 	for _, ring := range s.rings {
 		ring.Read(func(rec []byte) {
 			var r perf.Record
-			if err := perf.Decode(rec, s.sampleType, &r); err != nil {
+			buf := s.stackBuffer()
+			if err := perf.DecodeStack(rec, s.sampleType, &r, buf); err != nil {
 				derr = err
 				s.lost(trace.LostUnparsed, 1, r.Time)
+				s.freeStack(buf)
 				return
+			}
+			if r.UserStack == nil {
+				s.freeStack(buf)
 			}
 			s.pending = append(s.pending, r)
 		})
@@ -661,7 +774,10 @@ func (s *session) drain(final bool) error {
 	i, j := 0, 0
 	for i < n || j < m {
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
-			if err := s.process(&s.pending[i]); err != nil {
+			err := s.process(&s.pending[i])
+			s.freeStack(s.pending[i].UserStack)
+			s.pending[i].UserStack = nil
+			if err != nil {
 				return err
 			}
 			i++
@@ -696,14 +812,15 @@ func (s *session) process(r *perf.Record) error {
 			s.lost(trace.LostSize, 1, r.Time)
 			return nil
 		}
-		stack, truncated, err := s.res.stack(r)
+		stack, truncated, reason, err := s.res.stack(r)
 		if err != nil {
 			return err
 		}
 		s.sampleRec = trace.Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: stack}
 		smp := &s.sampleRec
 		if truncated {
-			smp.Flags |= trace.SampleTruncated
+			smp.Flags |= trace.SampleTruncated | trace.ReasonFlags(reason)
+			s.result.Truncated[reason]++
 		}
 		if r.KernelIP() {
 			smp.Flags |= trace.SampleKernel

@@ -190,14 +190,16 @@ func TestStacksAndThreads(t *testing.T) {
 	// -fno-omit-frame-pointer, so a bare frame-pointer walk (perf record
 	// -g) skips their callers; the recorder repairs that from the CFI and
 	// the top of the user stack.
+	// CFI unwinding (the default) goes on past the frame-pointer chain's
+	// end to _start and clone3: paths are counted by every prefix.
 	paths := map[string]int{}
 	for _, s := range p.Samples {
 		var names []string
 		for _, l := range p.Stack(s.Stack, nil) {
 			fr := p.Locations[l].Frames
 			names = append(names, fr[len(fr)-1].Function)
+			paths[strings.Join(names, ";")]++
 		}
-		paths[strings.Join(names, ";")]++
 	}
 	for _, want := range []string{
 		"mix;checksum;process_batch;main;__libc_start_call_main",
@@ -379,8 +381,8 @@ func TestModes(t *testing.T) {
 	})
 }
 
-// TestTruncatedChains: code without frame pointers cuts chains short, and
-// the trace says so.
+// TestTruncatedChains: with --call-graph fp, code without frame pointers
+// cuts chains short, and the trace says so and why.
 func TestTruncatedChains(t *testing.T) {
 	dir := t.TempDir()
 	src := examples.Hotspots
@@ -391,9 +393,13 @@ func TestTruncatedChains(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O2", "-fomit-frame-pointer", "-pthread", "-o", bin, bin+".c").CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	_, p := recordCmd(t, Config{Command: []string{bin, "1000"}})
-	if p.Truncated == 0 {
-		t.Errorf("no truncated samples among %d without frame pointers", len(p.Samples))
+	_, p := recordCmd(t, Config{Command: []string{bin, "1000"}, CallGraph: "fp"})
+	if p.Truncated == 0 || p.Header.Callchain != "fp" || p.Header.StackBytes != 0 {
+		t.Errorf("no truncated samples among %d without frame pointers (call graph %q, %d stack bytes)",
+			len(p.Samples), p.Header.Callchain, p.Header.StackBytes)
+	}
+	if n := p.TruncatedBy[trace.UnwindFPEnded] + p.TruncatedBy[trace.UnwindMaxDepth]; n != p.Truncated {
+		t.Errorf("truncated by %v, want every one fp-ended or max-depth", p.TruncatedBy)
 	}
 }
 
@@ -491,14 +497,18 @@ func TestRingPages(t *testing.T) {
 		unlimited bool
 		want      int // bytes
 	}{
-		{"default rate", Config{Event: clock, Freq: 999}, 2, true, 4 << 20},
-		{"low rate", Config{Event: clock, Freq: 10}, 2, true, 512 << 10},
-		{"high rate", Config{Event: clock, Freq: 20000}, 2, true, 16 << 20},
-		{"clock period", Config{Event: clock, Period: 1000000}, 2, true, 4 << 20},
-		{"other period", Config{Event: faults, Period: 1}, 2, true, 16 << 20},
-		{"many CPUs", Config{Event: clock, Freq: 999}, 64, true, 1 << 20},
-		{"more CPUs", Config{Event: clock, Freq: 999}, 1024, true, 512 << 10},
-		{"limited", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
+		{"default rate, fp", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, true, 4 << 20},
+		{"low rate", Config{Event: clock, CallGraph: "fp", Freq: 10}, 2, true, 512 << 10},
+		{"high rate", Config{Event: clock, CallGraph: "fp", Freq: 20000}, 2, true, 16 << 20},
+		{"clock period", Config{Event: clock, CallGraph: "fp", Period: 1000000}, 2, true, 4 << 20},
+		{"other period", Config{Event: faults, CallGraph: "fp", Period: 1}, 2, true, 16 << 20},
+		{"many CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 64, true, 1 << 20},
+		{"more CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 1024, true, 512 << 10},
+		{"limited", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, false, 512 << 10},
+		// An 8 KiB stack copy per sample: 999 Hz for 2 s is 18.8 MB.
+		{"default rate, auto", Config{Event: clock, Freq: 999}, 2, true, 16 << 20},
+		{"low rate, dwarf", Config{Event: clock, Freq: 100, CallGraph: "dwarf"}, 2, true, 2 << 20},
+		{"limited, auto", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
 	} {
 		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
 			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)

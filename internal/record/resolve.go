@@ -17,6 +17,7 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/symbolize"
 	"trueprof/internal/trace"
+	"trueprof/internal/unwind"
 )
 
 // Module names for code that is not in a file.
@@ -149,6 +150,16 @@ type resolver struct {
 	procRoot func(pid uint32) string
 
 	frames []frameAddr // scratch
+	// callGraph is Config.CallGraph; "fp" keeps the kernel's walk.
+	callGraph string
+	// code, chain and walked serve the unwinder of dwarf and auto, reused
+	// from sample to sample.
+	code   unwindCode
+	chain  []uint64
+	walked []unwind.Frame
+	// vdso is the recorder's own [vdso], whose CFI describes every
+	// target's (symbolize.OpenVDSO); opened at the first need.
+	vdso *moduleFile
 	// paths are module paths by string id, for fileLocation.
 	paths map[uint32]string
 	// funcs caches functionLocation; cleared when any mapping changes.
@@ -164,6 +175,9 @@ type resolver struct {
 type frameAddr struct {
 	addr   uint64
 	kernel bool
+	// exact: addr is not a return address (the leaf, or an instruction a
+	// signal interrupted), so it is not moved back into the call.
+	exact bool
 }
 
 func newResolver(w *trace.Writer, log io.Writer) *resolver {
@@ -381,11 +395,16 @@ var threadEntries = map[string]bool{
 // was probably cut.
 const maxStack = 127
 
-// stack interns the call chain of a sample and returns its leaf stack node
-// and whether the chain looks truncated.
-func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
+// stack interns the call chain of a sample and returns its leaf stack
+// node, whether the chain looks truncated and, if so, why. With the fp
+// call graph the user part is the kernel's frame-pointer walk; otherwise
+// it is unwound from the sample's copy of the user stack.
+func (r *resolver) stack(s *perf.Record) (uint32, bool, trace.UnwindReason, error) {
 	fr := r.frames[:0]
+	chain := r.chain[:0]
+	unwinding := r.callGraph != callGraphFP && s.UserABI != 0
 	kernel := s.KernelIP()
+	nKernel := 0
 	for _, a := range s.Callchain {
 		switch {
 		case a == perf.ContextKernel:
@@ -397,12 +416,28 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		case a >= perf.ContextMax:
 			continue
 		}
+		if kernel {
+			nKernel++
+		} else if unwinding {
+			chain = append(chain, a)
+			continue
+		}
 		fr = append(fr, frameAddr{addr: a, kernel: kernel})
 	}
-	if len(fr) == 0 {
-		fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
+	r.chain = chain
+	reason := trace.UnwindNone
+	outermost := false // the walk reached a return address the CFI marks undefined
+	if unwinding {
+		fr, reason, outermost = r.unwindUser(s, fr, chain)
+	} else {
+		if len(fr) == 0 {
+			fr = append(fr, frameAddr{addr: s.IP, kernel: s.KernelIP()})
+		}
+		fr = r.repairLeaf(s, fr)
+		if len(fr) >= maxStack {
+			reason = trace.UnwindMaxDepth
+		}
 	}
-	fr = r.repairLeaf(s, fr)
 	r.frames = fr
 
 	var parent uint32
@@ -410,7 +445,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 	var outerUser uint32
 	for i := len(fr) - 1; i >= 0; i-- {
 		a := fr[i].addr
-		if i > 0 && a > 0 {
+		if i > 0 && a > 0 && !fr[i].exact {
 			// Callers' addresses are return addresses; the call is the
 			// instruction before, which matters for inlining and for calls
 			// at the very end of a function.
@@ -418,7 +453,7 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		}
 		loc, err := r.location(s.PID, a, fr[i].kernel, s.Time)
 		if err != nil {
-			return 0, false, err
+			return 0, false, 0, err
 		}
 		if !fr[i].kernel {
 			if user == 0 {
@@ -431,14 +466,108 @@ func (r *resolver) stack(s *perf.Record) (uint32, bool, error) {
 		if !ok {
 			id = uint32(len(r.stacks) + 1)
 			if err := r.w.Write(&trace.StackNode{ID: id, Parent: parent, Location: loc}); err != nil {
-				return 0, false, err
+				return 0, false, 0, err
 			}
 			r.stacks[key] = id
 		}
 		parent = id
 	}
-	truncated := len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
-	return parent, truncated, nil
+	var truncated bool
+	if unwinding {
+		// A walk that ended at a return address the CFI marks undefined
+		// reached the outermost frame, named or not; one that reached a
+		// thread entry is complete even if it could not step past it.
+		complete := r.entry[outerUser] || outermost
+		truncated = nKernel >= maxStack || reason == trace.UnwindMaxDepth || (user > 0 && !complete)
+	} else {
+		truncated = len(fr) >= maxStack || (user > 0 && !r.entry[outerUser])
+	}
+	switch {
+	case !truncated:
+		reason = trace.UnwindNone
+	case reason == trace.UnwindNone && nKernel >= maxStack:
+		reason = trace.UnwindMaxDepth
+	case reason == trace.UnwindNone:
+		reason = trace.UnwindFPEnded
+	}
+	return parent, truncated, reason, nil
+}
+
+// unwindUser appends to fr the user frames unwound from s's stack copy
+// and returns why the walk ended, and whether it reached the thread's
+// outermost frame. chain is the user part of the kernel's frame-pointer
+// walk, which auto splices in. A walk that ends with the kernel's chain
+// (trace.UnwindFPEnded) is complete if that chain reached a thread entry:
+// its reason is then left to the caller's check.
+func (r *resolver) unwindUser(s *perf.Record, fr []frameAddr, chain []uint64) ([]frameAddr, trace.UnwindReason, bool) {
+	// UserRegs are BP, SP, IP; UserStack starts at SP.
+	regs := unwind.Regs{BP: s.UserRegs[0], SP: s.UserRegs[1], IP: s.UserRegs[2], BPValid: true}
+	st := unwind.Stack{SP: regs.SP, Data: s.UserStack, Complete: uint64(len(s.UserStack)) < s.UserStackSize}
+	mode := unwind.ModeAuto
+	if r.callGraph == callGraphDWARF {
+		mode = unwind.ModeDWARF
+	}
+	r.code = unwindCode{r: r, pid: s.PID, as: r.space(s.PID)}
+	walked, reason := unwind.Walk(&r.code, regs, st, chain, mode, r.walked[:0])
+	r.walked = walked
+	for _, f := range walked {
+		fr = append(fr, frameAddr{addr: f.PC, exact: f.Exact})
+	}
+	if reason == trace.UnwindFPEnded {
+		// The kernel's chain decides: complete if it reached an entry.
+		return fr, trace.UnwindNone, false
+	}
+	return fr, reason, reason == trace.UnwindNone
+}
+
+// vdsoFile opens the recorder's [vdso] the first time it is needed.
+func (r *resolver) vdsoFile() *moduleFile {
+	if r.vdso == nil {
+		f, err := symbolize.OpenVDSO()
+		r.vdso = &moduleFile{f: f, err: err}
+		if err != nil {
+			r.warn("vdso", "[vdso] frames are followed by frame pointers only: %v", err)
+		}
+	}
+	return r.vdso
+}
+
+// unwindCode gives the unwinder the CFI rows of one process's code.
+type unwindCode struct {
+	r   *resolver
+	pid uint32
+	as  *addrSpace
+}
+
+// Row implements unwind.Code: file code and [vdso] have their .eh_frame
+// rows; JIT code and code in files that cannot be read have none and keep
+// frame pointers (Go files have no .eh_frame for their Go code).
+func (c *unwindCode) Row(pc uint64) (symbolize.UnwindRow, unwind.Kind, error) {
+	m := c.as.find(pc)
+	if m == nil {
+		if c.r.jit[c.pid] != nil {
+			return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI // JIT code mapped unseen
+		}
+		return symbolize.UnwindRow{}, unwind.KindUnmapped, nil
+	}
+	if m.path == "[vdso]" {
+		if vd := c.r.vdsoFile(); vd.err == nil {
+			row, err := vd.f.UnwindRow(pc - m.start + m.pgoff)
+			return row, unwind.KindFile, err
+		}
+	}
+	if isAnon(m.path) || isSpecial(m.path) {
+		return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI
+	}
+	mf := c.r.file(c.pid, m)
+	if mf.err != nil {
+		return symbolize.UnwindRow{}, unwind.KindFP, symbolize.ErrNoCFI
+	}
+	row, err := mf.f.UnwindRow(pc - m.start + m.pgoff)
+	if err != nil && mf.f.IsGo() {
+		return row, unwind.KindFP, err
+	}
+	return row, unwind.KindFile, err
 }
 
 // repairLeaf inserts the caller that a frame-pointer walk skips when the
@@ -675,7 +804,12 @@ func (r *resolver) lines(frames []symbolize.Frame) ([]trace.Line, error) {
 // one the kernel reported for the mapping: the path may have been replaced,
 // and trueprof must never describe one file with another's symbols.
 func (r *resolver) file(pid uint32, m *mapping) *moduleFile {
-	key := m.path + "\x00" + string(m.buildID)
+	// A build id names the content: the same library seen through other
+	// paths (another mount namespace's /proc/PID/root) is opened once.
+	key := "\x00" + string(m.buildID)
+	if len(m.buildID) == 0 {
+		key = m.path
+	}
 	if mf, ok := r.files[key]; ok {
 		return mf
 	}

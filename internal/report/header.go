@@ -1,9 +1,13 @@
 package report
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"trueprof/internal/model"
@@ -44,6 +48,13 @@ type Header struct {
 	Throttled        uint64   `json:"throttled"`         // throttle records
 	Truncated        uint64   `json:"truncated"`         // filtered samples whose call chain was cut short
 	TruncatedPercent float64  `json:"truncated_percent"` // of Total.Samples
+	// TruncatedBy splits Truncated by reason ("stack-short", "no-cfi",
+	// ...: trace.UnwindReason); absent for traces that give none.
+	TruncatedBy map[string]uint64 `json:"truncated_by,omitempty"`
+	// Callchain and StackBytes are how user stacks were unwound
+	// (trace.Header), absent for frame-pointer recordings.
+	Callchain  string `json:"callchain,omitempty"`
+	StackBytes int    `json:"stack_bytes,omitempty"`
 
 	Complete  bool   `json:"complete"`             // the trace has its end record
 	EndReason string `json:"end_reason,omitempty"` // why recording stopped
@@ -150,9 +161,14 @@ func (d *data) baseHeader(view string) Header {
 		Throttled:        p.Throttled,
 		Truncated:        d.truncated,
 		TruncatedPercent: percent(d.truncated, d.total.Samples),
+		TruncatedBy:      truncatedBy(d.truncatedBy),
+		StackBytes:       p.Header.StackBytes,
 		Complete:         p.End != nil,
 		Filter:           filterJSON(f),
 		Warnings:         []string{},
+	}
+	if p.Header.Callchain != "fp" {
+		h.Callchain = p.Header.Callchain
 	}
 	if d.byGoroutine {
 		h.By = "goroutine"
@@ -218,7 +234,29 @@ func writeHeaderText(w io.Writer, h Header) {
 	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
 		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
-	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
+	if h.Callchain != "" {
+		fmt.Fprintf(w, "Callchain:  %s", h.Callchain)
+		if h.StackBytes > 0 {
+			fmt.Fprintf(w, " (%d-byte stack copies)", h.StackBytes)
+		}
+		fmt.Fprintln(w)
+	}
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
+}
+
+// truncatedBy names the counts of by that are not zero, nil if none is:
+// UnwindNone (traces without reasons) is left out.
+func truncatedBy(by [trace.NumUnwindReasons]uint64) map[string]uint64 {
+	var m map[string]uint64
+	for r, n := range by {
+		if n > 0 && r != int(trace.UnwindNone) {
+			if m == nil {
+				m = map[string]uint64{}
+			}
+			m[trace.UnwindReason(r).String()] = n
+		}
+	}
+	return m
 }
 
 // granularityJSON is a's header fields: nothing for the default.
@@ -254,14 +292,30 @@ func writeAggregationText(w io.Writer, granularity string, noInlines bool) {
 // one reads a report without seeing it: lost records, throttling (not
 // attributed to threads, so counted for the whole trace when filtered),
 // truncated call chains, and warnings.
-func writeMissing(w io.Writer, filtered bool, lost, throttled, truncated uint64, truncatedPercent float64, warnings []string) {
+func writeMissing(w io.Writer, filtered bool, lost, throttled, truncated uint64, truncatedPercent float64, by map[string]uint64, warnings []string) {
 	scope := ""
 	if filtered {
 		scope = " (whole trace)"
 	}
 	fmt.Fprintf(w, "Lost:       %d records%s\n", lost, scope)
 	fmt.Fprintf(w, "Throttled:  %d%s\n", throttled, scope)
-	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)\n", truncated, truncatedPercent)
+	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)", truncated, truncatedPercent)
+	// Reasons by count, then name, so the output is deterministic.
+	reasons := slices.Collect(maps.Keys(by))
+	slices.SortFunc(reasons, func(a, b string) int {
+		if c := cmp.Compare(by[b], by[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for i, r := range reasons {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(w, "%s%s %d", sep, r, by[r])
+	}
+	fmt.Fprintln(w)
 	for _, msg := range warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", msg)
 	}

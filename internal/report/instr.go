@@ -214,8 +214,9 @@ type InstrHeader struct {
 	Throttled  uint64   `json:"throttled"`
 	// Truncated counts the filtered samples whose call chain was cut
 	// short, TruncatedPercent their share of the filtered samples.
-	Truncated        uint64  `json:"truncated"`
-	TruncatedPercent float64 `json:"truncated_percent"`
+	Truncated        uint64            `json:"truncated"`
+	TruncatedPercent float64           `json:"truncated_percent"`
+	TruncatedBy      map[string]uint64 `json:"truncated_by,omitempty"`
 
 	Complete    bool   `json:"complete"`
 	EndReason   string `json:"end_reason,omitempty"`
@@ -291,6 +292,7 @@ func newInstrData(p *model.Profile, o Options, opts instr.Options, mt metric, r 
 		Throttled:          sh.Throttled,
 		Truncated:          sh.Truncated,
 		TruncatedPercent:   sh.TruncatedPercent,
+		TruncatedBy:        sh.TruncatedBy,
 		Complete:           sh.Complete,
 		EndReason:          sh.EndReason,
 		Error:              sh.Error,
@@ -404,7 +406,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	}
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
-	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.Warnings)
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
 }
 
 // writeInterrupts says how many interrupts the threads took and whether

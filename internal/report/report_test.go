@@ -347,6 +347,16 @@ func TestHeaderWarnings(t *testing.T) {
 				p.Samples[i].Truncated = false
 			}
 		}, []string{"Lost:       0 records", "Truncated:  0 samples (0.00%)\n\n"}, []string{"WARNING"}},
+		{"truncation reasons, by count then name", func(p *model.Profile) {
+			p.Header.Callchain, p.Header.StackBytes = "auto", 8192
+			n := 0
+			for i := range p.Samples {
+				if p.Samples[i].Truncated {
+					p.Samples[i].Unwind = []trace.UnwindReason{trace.UnwindStackShort, trace.UnwindNoCFI, trace.UnwindStackShort, trace.UnwindBadFrame}[n%4]
+					n++
+				}
+			}
+		}, []string{"Callchain:  auto (8192-byte stack copies)", "Truncated:  4 samples (3.92%): stack-short 2, bad-frame 1, no-cfi 1\n"}, nil},
 		{"damaged with offset", func(p *model.Profile) {
 			p.End = nil
 			p.Err = &trace.FormatError{Offset: 4096, Err: trace.ErrTruncated}

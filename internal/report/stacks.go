@@ -8,6 +8,7 @@ import (
 
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
+	"trueprof/internal/trace"
 )
 
 // Func identifies a function: the same name in two modules is two
@@ -96,6 +97,7 @@ type data struct {
 
 	total       Metrics
 	truncated   uint64
+	truncatedBy [trace.NumUnwindReasons]uint64
 	first, last uint64 // time of the first and last sample; 0 if none
 }
 
@@ -163,6 +165,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 		if s.Truncated {
 			gr.Truncated++
 			d.truncated++
+			d.truncatedBy[s.Unwind]++
 		}
 		d.total.Samples++
 		d.total.Period += s.Period

@@ -3,6 +3,8 @@ package symbolize
 import (
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -66,15 +68,23 @@ const (
 
 // cfaTable finds the FDE of an address and runs its CFI program.
 type cfaTable struct {
-	r    ehReader  // over the whole .eh_frame; copied for each evaluation
+	r    ehReader  // over the whole section; copied for each evaluation
 	fdes []fdeInfo // sorted by lo
+	// next is consulted for addresses no FDE here covers: the
+	// .debug_frame of the file or of its separate debug file.
+	next *cfaTable
 }
 
 // newCFATable indexes the FDEs of an .eh_frame section. It returns nil
 // when the section has no FDE; FDEs decoded before an error are kept.
 func newCFATable(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases) *cfaTable {
+	return newCFITable(ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases})
+}
+
+// newCFITable indexes the FDEs of r's section, .eh_frame or .debug_frame.
+func newCFITable(r ehReader) *cfaTable {
 	var fdes []fdeInfo
-	walkEHFrame(data, order, ptrSize, bases, func(fi fdeInfo) {
+	walkCFI(&r, func(fi fdeInfo) {
 		if fi.insn >= 0 {
 			fdes = append(fdes, fi)
 		}
@@ -91,53 +101,133 @@ func newCFATable(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases
 		}
 		return 0
 	})
-	return &cfaTable{
-		r:    ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases},
-		fdes: fdes,
-	}
+	r.err = nil
+	return &cfaTable{r: r, fdes: fdes}
 }
 
-// CFA returns the CFA rule in effect at fileOffset (the same kind of file
-// offset Resolve takes: ip - mapping start + pgoff), evaluating the FDE's
-// CFI program (with its CIE's initial instructions) up to that address,
-// so that a frame-pointer unwinder can find the return address of a
-// function that has no frame at that instruction. ok is false when no
-// FDE covers the address, when the rule is an expression
-// (DW_CFA_def_cfa_expression), on malformed CFI, for files other than
-// x86-64, and unless the return address is saved at CFA-8 (return address
-// column 16, rule offset(-8)) there: that is what a caller of CFA relies
-// on, and it does not hold in signal trampolines or in the outermost
-// frame (_start marks its return address undefined).
+// RuleKind says how a register of the caller (or the CFA) is recovered
+// in one CFI row.
+type RuleKind uint8
+
+// Rule kinds. The zero value, RuleUnset, means the CFI gave no rule: for
+// callee-saved registers such as rbp that means the value is unchanged.
+const (
+	RuleUnset     RuleKind = iota
+	RuleUndefined          // DW_CFA_undefined: no value (the outermost frame's return address)
+	RuleSame               // DW_CFA_same_value
+	RuleOffset             // saved at CFA+Offset
+	RuleValOffset          // the value is CFA+Offset
+	RuleRegister           // the value is in register Reg
+	RuleExpr               // saved at the address Expr computes (CFA pushed first)
+	RuleValExpr            // the value is what Expr computes (CFA pushed first)
+	RuleRegOffset          // CFA only: Reg+Offset
+	RuleCFAExpr            // CFA only: the value Expr computes
+)
+
+// Rule is one column of a CFI row.
+type Rule struct {
+	Kind   RuleKind
+	Reg    uint16 // RuleRegOffset, RuleRegister: a DWARF register number
+	Offset int64
+	// Expr is a DWARF expression (RuleExpr, RuleValExpr, RuleCFAExpr), a
+	// subslice of the section: callers must not modify it.
+	Expr []byte
+}
+
+// UnwindRow is the part of a CFI row an x86-64 unwinder needs: how to
+// compute the CFA, and how to recover the return address and rbp of the
+// caller. Signal is set for signal trampolines (the CIE augmentation 'S'):
+// the return address they give is the interrupted instruction itself,
+// not the one after a call.
+type UnwindRow struct {
+	CFA, RA, RBP Rule
+	Signal       bool
+}
+
+// UnwindRow returns the CFI row in effect at fileOffset (the same kind of
+// file offset Resolve takes), evaluating the FDE's program (with its
+// CIE's initial instructions) up to that address. It returns an error
+// wrapping ErrNoCFI when no FDE covers the address (or the file has no
+// usable .eh_frame), ErrUnsupported for files other than x86-64 and CIEs
+// whose return address column is not 16, and ErrFormat on malformed CFI.
 //
-// CFA reads no file and takes no lock once the unwind table is loaded by
+// UnwindRow reads no file and takes no lock once the table is loaded by
 // the first call; it costs a binary search and a run of one short CFI
 // program.
-func (f *File) CFA(fileOffset uint64) (rule CFARule, ok bool) {
+func (f *File) UnwindRow(fileOffset uint64) (UnwindRow, error) {
 	pc, ok := f.vaddr(fileOffset)
 	if !ok {
-		return CFARule{}, false
+		return UnwindRow{}, fmt.Errorf("%w: offset %#x is in no loaded segment", ErrNoCFI, fileOffset)
 	}
 	f.cfaOnce.Do(f.loadCFA)
 	if f.cfa == nil {
-		return CFARule{}, false
+		return UnwindRow{}, fmt.Errorf("%w: %s has no usable .eh_frame", ErrNoCFI, f.base)
 	}
-	return f.cfa.lookup(pc)
+	return f.cfa.row(pc)
 }
 
-// loadCFA builds f.cfa, left nil when the file cannot be used.
+// CFA returns the CFA rule in effect at fileOffset (see UnwindRow), so
+// that a frame-pointer unwinder can find the return address of a
+// function that has no frame at that instruction. ok is false when
+// UnwindRow fails, when the rule is an expression, and unless the return
+// address is saved at CFA-8 there: that is what a caller of CFA relies
+// on, and it does not hold in signal trampolines or in the outermost
+// frame (_start marks its return address undefined).
+func (f *File) CFA(fileOffset uint64) (rule CFARule, ok bool) {
+	return cfaRule(f.UnwindRow(fileOffset))
+}
+
+// cfaRule is the CFA rule of row under CFA's conditions.
+func cfaRule(row UnwindRow, err error) (CFARule, bool) {
+	if err != nil || row.CFA.Kind != RuleRegOffset || row.RA.Kind != RuleOffset || row.RA.Offset != -8 {
+		return CFARule{}, false
+	}
+	return CFARule{Register: int(row.CFA.Reg), Offset: row.CFA.Offset}, true
+}
+
+// loadCFA builds f.cfa, left nil when the file cannot be used: its
+// .eh_frame, then the .debug_frame of the file or of its separate debug
+// file for the addresses .eh_frame does not cover (code built with
+// -fno-asynchronous-unwind-tables -g). Go's .debug_frame is left out: it
+// does not describe Go's stack switches, and Go code keeps frame pointers.
 func (f *File) loadCFA() {
 	if f.elf.Machine != elf.EM_X86_64 || f.elf.Class != elf.ELFCLASS64 {
 		return
 	}
-	sec, err := ehFrameSection(f.elf)
-	if err != nil || sec.data == nil {
-		return
+	var eh *cfaTable
+	if sec, err := ehFrameSection(f.elf); err == nil && sec.data != nil {
+		eh = newCFATable(sec.data, f.elf.ByteOrder, sec.ptrSize, sec.bases)
 	}
-	f.cfa = newCFATable(sec.data, f.elf.ByteOrder, sec.ptrSize, sec.bases)
+	var dbg *cfaTable
+	for _, ef := range []*elf.File{f.elf, f.debug} {
+		if ef == nil || f.isGo {
+			continue
+		}
+		if s := ef.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+			if data, err := s.Data(); err == nil {
+				dbg = newCFITable(ehReader{name: ".debug_frame", data: data, order: ef.ByteOrder, ptrSize: 8, debugFrame: true})
+			}
+		}
+		if dbg != nil {
+			break
+		}
+	}
+	switch {
+	case eh == nil:
+		f.cfa = dbg
+	default:
+		eh.next = dbg
+		f.cfa = eh
+	}
 }
 
-// lookup returns the CFA rule at vaddr pc.
+// lookup returns the CFA rule at vaddr pc, as CFA does.
 func (t *cfaTable) lookup(pc uint64) (CFARule, bool) {
+	return cfaRule(t.row(pc))
+}
+
+// row returns the CFI row at vaddr pc.
+func (t *cfaTable) row(pc uint64) (UnwindRow, error) {
 	// The last FDE starting at or before pc.
 	lo, hi := 0, len(t.fdes)
 	for lo < hi {
@@ -149,25 +239,18 @@ func (t *cfaTable) lookup(pc uint64) (CFARule, bool) {
 		}
 	}
 	if lo == 0 || pc >= t.fdes[lo-1].hi {
-		return CFARule{}, false
+		if t.next != nil {
+			return t.next.row(pc)
+		}
+		return UnwindRow{}, fmt.Errorf("%w at %#x", ErrNoCFI, pc)
 	}
 	return t.eval(&t.fdes[lo-1], pc)
 }
 
-// cfiState is the part of a CFI row that CFA needs.
+// cfiState is the part of a CFI row that UnwindRow returns.
 type cfiState struct {
-	cfaReg  uint64
-	cfaOff  int64
-	cfaKind uint8
-	raAt8   bool // the return address rule is offset(-8)
+	cfa, ra, rbp Rule
 }
-
-// cfiState.cfaKind values.
-const (
-	cfaUnset uint8 = iota
-	cfaRegOff
-	cfaExpr
-)
 
 // cfiVM runs CFI programs up to a target address.
 type cfiVM struct {
@@ -183,25 +266,28 @@ type cfiVM struct {
 	depth  int
 }
 
+// errBadCFI is returned for a CFI program that cannot be run.
+var errBadCFI = fmt.Errorf("%w: malformed CFI program", ErrFormat)
+
 // eval runs fde's CIE initial instructions, then its own program up to pc.
-func (t *cfaTable) eval(fde *fdeInfo, pc uint64) (CFARule, bool) {
+func (t *cfaTable) eval(fde *fdeInfo, pc uint64) (UnwindRow, error) {
 	cie := fde.cie
 	if cie.raReg != dwarfRA {
-		return CFARule{}, false
+		return UnwindRow{}, fmt.Errorf("%w: return address column %d", ErrUnsupported, cie.raReg)
 	}
 	vm := cfiVM{data: t.r.data, r: t.r, cie: cie, loc: fde.lo, target: pc}
 	if !vm.run(cie.insn, cie.end) {
-		return CFARule{}, false
+		return UnwindRow{}, errBadCFI
 	}
 	vm.init = vm.cur
 	if !vm.done && !vm.run(fde.insn, fde.end) {
-		return CFARule{}, false
+		return UnwindRow{}, errBadCFI
 	}
 	s := vm.cur
-	if s.cfaKind != cfaRegOff || !s.raAt8 {
-		return CFARule{}, false
+	if s.cfa.Kind == RuleUnset {
+		return UnwindRow{}, errBadCFI
 	}
-	return CFARule{Register: int(s.cfaReg), Offset: s.cfaOff}, true
+	return UnwindRow{CFA: s.cfa, RA: s.ra, RBP: s.rbp, Signal: cie.signal}, nil
 }
 
 // run executes the instructions in r.data[off:end] until their end or an
@@ -261,14 +347,14 @@ func (vm *cfiVM) extended(op byte) bool {
 		reg := vm.uleb()
 		off := int64(vm.uleb())
 		if op == cfaValOffset {
-			return vm.setOther(reg)
+			return vm.setFactored(reg, RuleValOffset, off)
 		}
 		return vm.setOffset(reg, off)
 	case cfaOffsetExtendedSF, cfaValOffsetSF:
 		reg := vm.uleb()
 		off := vm.sleb()
 		if op == cfaValOffsetSF {
-			return vm.setOther(reg)
+			return vm.setFactored(reg, RuleValOffset, off)
 		}
 		return vm.setOffset(reg, off)
 	case cfaGNUNegativeOffsetExtended:
@@ -276,12 +362,14 @@ func (vm *cfiVM) extended(op byte) bool {
 		return vm.setOffset(reg, -int64(vm.uleb()))
 	case cfaRestoreExtended:
 		return vm.restore(vm.uleb())
-	case cfaUndefined, cfaSameValue:
-		return vm.setOther(vm.uleb())
+	case cfaUndefined:
+		return vm.set(vm.uleb(), Rule{Kind: RuleUndefined})
+	case cfaSameValue:
+		return vm.set(vm.uleb(), Rule{Kind: RuleSame})
 	case cfaRegister:
 		reg := vm.uleb()
-		vm.uleb()
-		return vm.setOther(reg)
+		other := vm.uleb()
+		return vm.set(reg, Rule{Kind: RuleRegister, Reg: uint16(min(other, cfaMaxRegister))})
 	case cfaRememberState:
 		if vm.depth == len(vm.stack) {
 			return false
@@ -301,12 +389,12 @@ func (vm *cfiVM) extended(op byte) bool {
 		reg := vm.uleb()
 		return vm.defCFA(reg, vm.sleb()*align)
 	case cfaDefCFARegister:
-		if vm.cur.cfaKind != cfaRegOff {
+		if vm.cur.cfa.Kind != RuleRegOffset {
 			return false
 		}
-		return vm.defCFA(vm.uleb(), vm.cur.cfaOff)
+		return vm.defCFA(vm.uleb(), vm.cur.cfa.Offset)
 	case cfaDefCFAOffset, cfaDefCFAOffsetSF:
-		if vm.cur.cfaKind != cfaRegOff {
+		if vm.cur.cfa.Kind != RuleRegOffset {
 			return false
 		}
 		var off int64
@@ -315,14 +403,16 @@ func (vm *cfiVM) extended(op byte) bool {
 		} else {
 			off = vm.sleb() * align
 		}
-		return vm.defCFA(vm.cur.cfaReg, off)
+		return vm.defCFA(uint64(vm.cur.cfa.Reg), off)
 	case cfaDefCFAExpression:
-		vm.block()
-		vm.cur.cfaKind = cfaExpr
+		vm.cur.cfa = Rule{Kind: RuleCFAExpr, Expr: vm.block()}
 	case cfaExpression, cfaValExpression:
 		reg := vm.uleb()
-		vm.block()
-		return vm.setOther(reg)
+		kind := RuleExpr
+		if op == cfaValExpression {
+			kind = RuleValExpr
+		}
+		return vm.set(reg, Rule{Kind: kind, Expr: vm.block()})
 	case cfaGNUArgsSize:
 		vm.uleb()
 	default:
@@ -365,14 +455,18 @@ func (vm *cfiVM) sleb() int64 {
 	return r.sleb()
 }
 
-// block skips a DWARF expression: a ULEB128 length and that many bytes.
-func (vm *cfiVM) block() {
+// block reads a DWARF expression: a ULEB128 length and that many bytes,
+// returned as a subslice of the section (capacity cut, so no append can
+// reach the bytes after it).
+func (vm *cfiVM) block() []byte {
 	n := vm.uleb()
 	if n > uint64(len(vm.r.data)-vm.r.off) {
 		vm.r.fail(vm.r.off, "expression length %#x beyond end of data", n)
-		return
+		return nil
 	}
+	start := vm.r.off
 	vm.r.off += int(n)
+	return vm.r.data[start:vm.r.off:vm.r.off]
 }
 
 // advance moves to the next row, delta code alignment units on, unless
@@ -392,26 +486,41 @@ func (vm *cfiVM) advance(delta uint64) bool {
 
 // setOffset applies offset(N) with N = factored * data alignment factor.
 func (vm *cfiVM) setOffset(reg uint64, factored int64) bool {
-	if reg == vm.cie.raReg {
-		// Exact, without the wrap-around of the product.
-		a := vm.cie.dataAlign
-		vm.cur.raAt8 = a != 0 && -8%a == 0 && factored == -8/a
-	}
-	return reg <= cfaMaxRegister
+	return vm.setFactored(reg, RuleOffset, factored)
 }
 
-// setOther applies any rule other than offset(N) to reg.
-func (vm *cfiVM) setOther(reg uint64) bool {
-	if reg == vm.cie.raReg {
-		vm.cur.raAt8 = false
+// setFactored applies a rule of kind with offset factored * data
+// alignment factor. A product that overflows leaves the column without a
+// rule (RuleUnset, which an unwinder cannot follow for the return
+// address) rather than wrapping around to a plausible offset.
+func (vm *cfiVM) setFactored(reg uint64, kind RuleKind, factored int64) bool {
+	a := vm.cie.dataAlign
+	off := factored * a
+	if a != 0 && (off/a != factored || (a == -1 && factored == math.MinInt64)) {
+		return vm.set(reg, Rule{})
+	}
+	return vm.set(reg, Rule{Kind: kind, Offset: off})
+}
+
+// set gives reg rule r in the current row; only the columns UnwindRow
+// returns are kept.
+func (vm *cfiVM) set(reg uint64, r Rule) bool {
+	switch reg {
+	case vm.cie.raReg:
+		vm.cur.ra = r
+	case dwarfRBP:
+		vm.cur.rbp = r
 	}
 	return reg <= cfaMaxRegister
 }
 
 // restore gives reg its rule after the CIE's initial instructions.
 func (vm *cfiVM) restore(reg uint64) bool {
-	if reg == vm.cie.raReg {
-		vm.cur.raAt8 = vm.init.raAt8
+	switch reg {
+	case vm.cie.raReg:
+		vm.cur.ra = vm.init.ra
+	case dwarfRBP:
+		vm.cur.rbp = vm.init.rbp
 	}
 	return reg <= cfaMaxRegister
 }
@@ -420,6 +529,6 @@ func (vm *cfiVM) defCFA(reg uint64, off int64) bool {
 	if reg > cfaMaxRegister {
 		return false
 	}
-	vm.cur.cfaKind, vm.cur.cfaReg, vm.cur.cfaOff = cfaRegOff, reg, off
+	vm.cur.cfa = Rule{Kind: RuleRegOffset, Reg: uint16(reg), Offset: off}
 	return true
 }

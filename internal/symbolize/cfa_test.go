@@ -252,6 +252,7 @@ type readelfRow struct {
 	loc uint64
 	cfa string // "rsp+8", "rbp+16", "exp", ...
 	ra  string // the "ra" column: "c-8", "u", ...; "" without one
+	rbp string // the "rbp" column, likewise
 }
 
 var (
@@ -316,8 +317,11 @@ func readelfFrames(t testing.TB, path string) []readelfFDE {
 		}
 		r := readelfRow{loc: loc, cfa: f[1]}
 		for i, c := range cols {
-			if c == "ra" {
+			switch c {
+			case "ra":
 				r.ra = f[i]
+			case "rbp":
+				r.rbp = f[i]
 			}
 		}
 		*rows = append(*rows, r)
@@ -329,7 +333,7 @@ func readelfFrames(t testing.TB, path string) []readelfFDE {
 			if cie == nil || len(*cie) != 1 {
 				t.Fatalf("readelf: FDE %#x: CIE %s has no single row", fde.lo, fde.cie)
 			}
-			fde.rows = []readelfRow{{loc: fde.lo, cfa: (*cie)[0].cfa, ra: (*cie)[0].ra}}
+			fde.rows = []readelfRow{{loc: fde.lo, cfa: (*cie)[0].cfa, ra: (*cie)[0].ra, rbp: (*cie)[0].rbp}}
 		}
 		res = append(res, *fde)
 	}
@@ -456,12 +460,7 @@ func TestCFAMatchesReadelf(t *testing.T) {
 	} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			path := cfaFixture(t, flags...)
-			f, err := OpenFileOptions(path, Options{NoDebugFile: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			off := offsetsOf(t, path)
+			f, off := openWithOffsets(t, path)
 			var st cfaStats
 			for _, fde := range readelfFrames(t, path) {
 				var pcs []uint64
@@ -515,12 +514,7 @@ func TestCFAMatchesReadelfLibraries(t *testing.T) {
 	}
 	for _, path := range libs {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := OpenFileOptions(path, Options{NoDebugFile: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			off := offsetsOf(t, path)
+			f, off := openWithOffsets(t, path)
 			var st cfaStats
 			for _, fde := range readelfFrames(t, path) {
 				var pcs []uint64
@@ -628,13 +622,23 @@ func FuzzCFA(f *testing.F) {
 		cfaSetLoc, 0x80, 0x10, 0, 0, cfaGNUArgsSize, 8,
 	})
 	f.Fuzz(func(t *testing.T, data, prog []byte) {
-		if tab := newCFATable(data, binary.LittleEndian, 8, ehBases{section: 0x10000}); tab != nil {
+		// The same bytes as .eh_frame and as .debug_frame.
+		for _, tab := range []*cfaTable{
+			newCFATable(data, binary.LittleEndian, 8, ehBases{section: 0x10000}),
+			newCFITable(ehReader{name: ".debug_frame", data: data, order: binary.LittleEndian, ptrSize: 8, debugFrame: true}),
+		} {
+			if tab == nil {
+				continue
+			}
 			for i, fde := range tab.fdes {
 				if i == 64 {
 					break
 				}
 				for _, pc := range []uint64{fde.lo, fde.lo + (fde.hi-fde.lo)/2, fde.hi - 1} {
 					tab.lookup(pc)
+					if row, err := tab.row(pc); err == nil && len(row.CFA.Expr) > len(data) {
+						t.Fatalf("expression of %d bytes from %d bytes of CFI", len(row.CFA.Expr), len(data))
+					}
 				}
 			}
 		}

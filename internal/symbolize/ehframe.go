@@ -47,6 +47,9 @@ type ehReader struct {
 	ptrSize int
 	bases   ehBases
 	err     error
+	// debugFrame: the data is .debug_frame, whose CIE ids are all ones
+	// and whose CIE pointers are section offsets.
+	debugFrame bool
 }
 
 func (r *ehReader) fail(off int, format string, args ...any) {
@@ -236,6 +239,7 @@ type cieInfo struct {
 	codeAlign uint64 // code alignment factor
 	dataAlign int64  // data alignment factor
 	raReg     uint64 // return address column
+	signal    bool   // 'S': the FDEs describe signal trampolines
 	insn, end int    // initial instructions: data[insn:end]
 	err       error  // the CIE was malformed; FDEs using it are skipped
 }
@@ -259,10 +263,16 @@ func parseEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBase
 // .eh_frame section, as described for parseEHFrame, and returns the first
 // error.
 func walkEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases, visit func(fdeInfo)) error {
+	return walkCFI(&ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases}, visit)
+}
+
+// walkCFI is walkEHFrame over r's data, .eh_frame or (r.debugFrame)
+// .debug_frame.
+func walkCFI(r *ehReader, visit func(fdeInfo)) error {
+	data, ptrSize := r.data, r.ptrSize
 	if ptrSize != 4 && ptrSize != 8 {
-		return &DecodeError{Name: ".eh_frame", Err: fmt.Errorf("%w: pointer size %d", ErrFormat, ptrSize)}
+		return &DecodeError{Name: r.name, Err: fmt.Errorf("%w: pointer size %d", ErrFormat, ptrSize)}
 	}
-	r := &ehReader{name: ".eh_frame", data: data, order: order, ptrSize: ptrSize, bases: bases}
 	cies := make(map[int]*cieInfo)
 	var firstErr error
 	for r.off < len(data) && r.err == nil {
@@ -294,17 +304,25 @@ func walkEHFrame(data []byte, order binary.ByteOrder, ptrSize int, bases ehBases
 		if r.err != nil {
 			break
 		}
-		if id == 0 {
+		if id == cieID(r.debugFrame, idSize) {
 			// A CIE: parsed when an FDE first refers to it.
 			r.off = end
 			continue
 		}
-		// The CIE pointer counts back from the CIE pointer field itself.
-		if id > uint64(idPos) {
-			r.fail(idPos, "CIE pointer %#x before start of section", id)
+		// The CIE pointer counts back from the CIE pointer field itself
+		// in .eh_frame, and is a section offset in .debug_frame.
+		var cieOff int
+		switch {
+		case r.debugFrame && id < uint64(len(data)):
+			cieOff = int(id)
+		case !r.debugFrame && id <= uint64(idPos):
+			cieOff = idPos - int(id)
+		default:
+			r.fail(idPos, "CIE pointer %#x outside the section", id)
+		}
+		if r.err != nil {
 			break
 		}
-		cieOff := idPos - int(id)
 		cie, ok := cies[cieOff]
 		if !ok {
 			cie = parseCIE(r, cieOff)
@@ -366,6 +384,18 @@ func validFormat(enc uint8) bool {
 	return enc&0x70 <= peAligned && enc&peIndirect == 0
 }
 
+// cieID is the CIE id field that marks a CIE: 0 in .eh_frame, all ones
+// (of the entry's 4 or 8 bytes) in .debug_frame.
+func cieID(debugFrame bool, idSize int) uint64 {
+	switch {
+	case !debugFrame:
+		return 0
+	case idSize == 4:
+		return 0xffffffff
+	}
+	return ^uint64(0)
+}
+
 var errNotCIE = fmt.Errorf("%w: FDE's CIE pointer does not point to a CIE", ErrFormat)
 
 // parseCIE decodes the CIE at off of r.data. Its errors are kept in the
@@ -393,7 +423,7 @@ func parseCIE(parent *ehReader, off int) *cieInfo {
 	} else {
 		id = r.u64()
 	}
-	if r.err == nil && id != 0 {
+	if r.err == nil && id != cieID(r.debugFrame, idSize) {
 		return &cieInfo{err: &DecodeError{Name: r.name, Offset: int64(off), Err: errNotCIE}}
 	}
 	version := r.u8()
@@ -434,8 +464,10 @@ func parseCIE(parent *ehReader, off int) *cieInfo {
 				r.encoded(enc&^peIndirect, 0)
 			case 'L':
 				r.u8()
-			case 'S', 'B', 'G':
-				// Signal frame, AArch64 BTI and MTE markers carry no data.
+			case 'S':
+				cie.signal = true
+			case 'B', 'G':
+				// AArch64 BTI and MTE markers carry no data.
 			default:
 				// Unknown augmentations are skipped thanks to the length;
 				// 'R' comes first in practice, so nothing is lost.

@@ -45,6 +45,7 @@ type File struct {
 	spans []span      // sorted, disjoint function ranges
 
 	gotab *gosym.Table // from .gopclntab when it is the best line source
+	isGo  bool         // the file has Go code (.gopclntab or .go.buildinfo)
 
 	mu        sync.Mutex
 	dwarfDone bool
@@ -55,6 +56,11 @@ type File struct {
 	cfaOnce sync.Once
 	cfa     *cfaTable // nil if the file has no usable .eh_frame
 }
+
+// IsGo reports whether the file holds Go code. Go keeps frame pointers
+// and has no .eh_frame for its own code (its .debug_frame does not
+// describe its stack switches), so unwinders follow frame pointers in it.
+func (f *File) IsGo() bool { return f.isGo }
 
 // funcKind orders the sources of function ranges: a lower kind wins where
 // ranges overlap.
@@ -152,6 +158,7 @@ func (f *File) load(opts Options) error {
 		entries = append(entries, funcEntry{name: name, kind: kind, start: lo})
 	}
 
+	f.isGo = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
 	symFile := ef
 	if !hasSymtab && f.debug != nil && f.debug.Section(".symtab") != nil {
 		symFile = f.debug

@@ -23,12 +23,15 @@ type Header struct {
 	Event     string    `json:"event"`            // sampling event name, e.g. "cpu-clock"
 	Freq      uint64    `json:"freq,omitempty"`   // samples per second, when frequency based
 	Period    uint64    `json:"period,omitempty"` // events per sample, when period based
-	Callchain string    `json:"callchain"`        // how stacks were unwound: "fp" (frame pointers)
-	UserOnly  bool      `json:"user_only"`        // kernel samples and call chains were not permitted
-	Mode      string    `json:"mode"`             // "normal", "wrap" or "continuous"
-	SizeLimit int64     `json:"size_limit,omitempty"`
-	Command   []string  `json:"command,omitempty"` // launched command line, if launched
-	PIDs      []int     `json:"pids,omitempty"`    // attached processes, if attached
+	Callchain string    `json:"callchain"`        // how user stacks were unwound: "fp" (frame pointers), "dwarf" (CFI over a stack copy) or "auto" (CFI, frame pointers where code has no CFI)
+	// StackBytes is the size of the user stack copy each sample took for
+	// the dwarf and auto call graphs; 0 for fp.
+	StackBytes int      `json:"stack_bytes,omitempty"`
+	UserOnly   bool     `json:"user_only"` // kernel samples and call chains were not permitted
+	Mode       string   `json:"mode"`      // "normal", "wrap" or "continuous"
+	SizeLimit  int64    `json:"size_limit,omitempty"`
+	Command    []string `json:"command,omitempty"` // launched command line, if launched
+	PIDs       []int    `json:"pids,omitempty"`    // attached processes, if attached
 
 	// Instrument names the probe mechanism of an instrumented recording:
 	// "hook" (compiled-in -finstrument-functions hooks) or "uprobe";
@@ -192,6 +195,54 @@ const (
 	// SampleKernel: the sampled instruction was in the kernel.
 	SampleKernel
 )
+
+// Bits 2-4 of Sample.Flags hold the UnwindReason of a truncated sample:
+// Reason returns it. Readers that predate them ignore them.
+const (
+	SampleReasonShift = 2
+	SampleReasonMask  = 0x1c
+)
+
+// UnwindReason says why a sample's user stack stops short of the thread's
+// entry. Its values fit SampleReasonMask.
+type UnwindReason uint8
+
+// Unwind reasons, in the order of their codes.
+const (
+	UnwindNone        UnwindReason = iota // complete, or no reason recorded (older traces)
+	UnwindFPEnded                         // the frame-pointer chain ended before an entry
+	UnwindNoCFI                           // code with neither CFI nor a usable frame pointer
+	UnwindStackShort                      // the stack copy ended before the entry
+	UnwindStackSwitch                     // the stack moved (sigaltstack, coroutines)
+	UnwindBadFrame                        // a frame or its return address was corrupt
+	UnwindUnmapped                        // the walk reached an address no mapping covers
+	UnwindMaxDepth                        // the walk hit its frame limit
+	// NumUnwindReasons is the number of reasons, for arrays indexed by them.
+	NumUnwindReasons = 8
+)
+
+var unwindReasonNames = [NumUnwindReasons]string{"", "fp-ended", "no-cfi", "stack-short", "stack-switch", "bad-frame", "unmapped", "max-depth"}
+
+// String returns the reason's name as reports show it: "" for
+// UnwindNone, "fp-ended", "no-cfi", "stack-short", "stack-switch",
+// "bad-frame", "unmapped" or "max-depth".
+func (r UnwindReason) String() string {
+	if int(r) < len(unwindReasonNames) {
+		return unwindReasonNames[r]
+	}
+	return "reason-" + strconv.Itoa(int(r))
+}
+
+// ReasonFlags returns the flags of a truncated sample with reason
+// r in bits 2-4.
+func ReasonFlags(r UnwindReason) uint8 {
+	return uint8(r) << SampleReasonShift & SampleReasonMask
+}
+
+// Reason returns the UnwindReason stored in a sample's flags.
+func (s *Sample) Reason() UnwindReason {
+	return UnwindReason(s.Flags & SampleReasonMask >> SampleReasonShift)
+}
 
 // Sample is one sample of the sampling event. Stack is the leaf
 // StackNode: the frames from the sampled instruction to the outermost

@@ -475,3 +475,25 @@ func TestEndDetached(t *testing.T) {
 		t.Errorf("read %v (%v), want %v", got, err, recs)
 	}
 }
+
+// TestSampleReason checks that every unwind reason survives the flags
+// bits it is stored in, beside the other flags, and has its name.
+func TestSampleReason(t *testing.T) {
+	names := map[string]bool{}
+	for r := UnwindNone; r < NumUnwindReasons; r++ {
+		s := Sample{Flags: SampleTruncated | SampleKernel | ReasonFlags(r)}
+		if got := s.Reason(); got != r {
+			t.Errorf("reason %d: stored as %#x, read back %d", r, s.Flags, got)
+		}
+		if s.Flags&^sampleFlagMask != 0 {
+			t.Errorf("reason %d uses bits beyond the minor code: %#x", r, s.Flags)
+		}
+		if names[r.String()] {
+			t.Errorf("reason %d: duplicate name %q", r, r)
+		}
+		names[r.String()] = true
+	}
+	if UnwindStackShort.String() != "stack-short" || UnwindReason(9).String() != "reason-9" {
+		t.Errorf("names: %q, %q", UnwindStackShort, UnwindReason(9))
+	}
+}
