@@ -256,8 +256,7 @@ func TestUnwindMixed(t *testing.T) {
 	}
 	bin := testutil.BuildC(t, dir, "jit", string(src), "-O2", "-fomit-frame-pointer", "-momit-leaf-frame-pointer")
 	notes := filepath.Join(dir, "notes")
-	removePerfMap(t, notes)
-	p := recordJit(t, Config{Command: []string{bin, "perfmap", notes, "-1", jitSeconds}}, 200)
+	p := recordJit(t, Config{Command: testutil.RemovingPerfMaps(t, []string{bin, "perfmap", notes, "-1", jitSeconds})}, 200)
 	jit, chained := 0, 0
 	for _, s := range p.Samples {
 		if _, fn := leafLocation(p, s); fn != "jit_hot_loop" {
