@@ -117,6 +117,7 @@ type session struct {
 	log     io.Writer
 	events  []event
 	rings   []*perf.Ring
+	ringFDs []int // the events that own rings
 	w       *trace.Writer
 	res     *resolver
 	pending []perf.Record
@@ -136,9 +137,11 @@ type session struct {
 	full      bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
-	// stacks are free buffers for the user stack copies of samples
-	// (stackBuffer, freeStack).
-	stacks [][]byte
+	// reader empties the sampling rings (ringreader.go); freed are the
+	// stack buffers of processed samples, to give back to it.
+	reader     ringReader
+	freed      [][]byte
+	warnedFull bool
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
 	// counters.go), side reads the rings of the last two (siderings.go).
@@ -505,6 +508,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 				if e.ring != nil {
 					owner = e.fd
 					s.rings = append(s.rings, e.ring)
+					s.ringFDs = append(s.ringFDs, e.fd)
 				}
 				s.events = append(s.events, e)
 				s.openedThread(pid, tid, cpu, kernel, launched)
@@ -587,25 +591,6 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	return max(pages, minRingPages)
 }
 
-// stackBuffer returns a buffer for a sample's user stack copy, from the
-// free list when it has one.
-func (s *session) stackBuffer() []byte {
-	if n := len(s.stacks); n > 0 {
-		b := s.stacks[n-1]
-		s.stacks = s.stacks[:n-1]
-		return b
-	}
-	return make([]byte, 0, stackBytes(s.cfg))
-}
-
-// freeStack puts a sample's stack buffer back on the free list once the
-// sample is processed.
-func (s *session) freeStack(b []byte) {
-	if cap(b) >= stackBytes(s.cfg) {
-		s.stacks = append(s.stacks, b[:0])
-	}
-}
-
 // watermark is the wakeup watermark of every ring: a quarter of it.
 func (s *session) watermark() uint32 {
 	return uint32(s.cfg.RingPages * os.Getpagesize() / 4)
@@ -627,23 +612,31 @@ func (s *session) closeSources() {
 
 func (s *session) closeEvents() {
 	s.stopSideRings()
+	s.reader.stopReading()
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
 		}
 		perf.Close(e.fd)
 	}
-	s.events, s.rings = nil, nil
+	s.events, s.rings, s.ringFDs = nil, nil, nil
 	s.counters.close()
 }
 
 // loop drains the rings until recording should stop and returns why.
 func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error) {
-	fds := make([]int, 0, len(s.rings))
+	var fds []int
 	for _, e := range s.events {
-		if e.ring != nil {
+		if e.ring != nil && !slices.Contains(s.ringFDs, e.fd) {
 			fds = append(fds, e.fd)
 		}
+	}
+	s.reader.rings, s.reader.sampleType, s.reader.stackBytes = s.rings, s.sampleType, stackBytes(s.cfg)
+	if err := s.reader.start(s.ringFDs); err == nil {
+		fds = append(fds, s.reader.wake.Fd())
+	} else {
+		// The loop reads the rings alone, woken by them.
+		fds = append(fds, s.ringFDs...)
 	}
 	timeout := 100
 	for _, src := range s.sources {
@@ -680,6 +673,9 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 	for reason == "" {
 		if err := poller.Wait(timeout); err != nil {
 			return "", err
+		}
+		if s.reader.wake != nil {
+			s.reader.wake.Clear()
 		}
 		select {
 		case <-ctx.Done():
@@ -720,26 +716,19 @@ func (s *session) drain(final bool) error {
 		}
 	}
 	horizon := perf.Now() - uint64(reorderSlack)
+	if final {
+		s.reader.stopReading()
+	}
+	var unparsed uint64
 	var derr error
-	for _, ring := range s.rings {
-		ring.Read(func(rec []byte) {
-			var r perf.Record
-			buf := s.stackBuffer()
-			if err := perf.DecodeStack(rec, s.sampleType, &r, buf); err != nil {
-				derr = err
-				s.lost(trace.LostUnparsed, 1, r.Time)
-				s.freeStack(buf)
-				return
-			}
-			if r.UserStack == nil {
-				s.freeStack(buf)
-			}
-			s.pending = append(s.pending, r)
-		})
+	s.pending, unparsed, derr = s.reader.take(s.pending, s.freed)
+	clear(s.freed)
+	s.freed = s.freed[:0]
+	if unparsed > 0 {
+		s.lost(trace.LostUnparsed, unparsed, perf.Now())
+		fmt.Fprintf(s.log, "trueprof: skipped %d malformed kernel records: %v\n", unparsed, derr)
 	}
-	if derr != nil {
-		fmt.Fprintf(s.log, "trueprof: skipped a malformed kernel record: %v\n", derr)
-	}
+	s.warnFull()
 	s.readOtherRings(final)
 	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
 		switch {
@@ -775,8 +764,10 @@ func (s *session) drain(final bool) error {
 	for i < n || j < m {
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
 			err := s.process(&s.pending[i])
-			s.freeStack(s.pending[i].UserStack)
-			s.pending[i].UserStack = nil
+			if b := s.pending[i].UserStack; b != nil {
+				s.freed = append(s.freed, b)
+				s.pending[i].UserStack = nil
+			}
 			if err != nil {
 				return err
 			}
