@@ -62,28 +62,16 @@ func (rr *ringReader) start(fds []int) error {
 		return err
 	}
 	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(rr.done)
-		defer poller.Close()
-		for {
-			select {
-			case <-rr.stop:
-				return
-			default:
-			}
-			// The watermark wakes the reader when a ring is a quarter
-			// full; the timeout reads what a quiet ring holds.
-			if poller.Wait(50) != nil {
-				return
-			}
-			rr.mu.Lock()
-			n := rr.readLocked()
-			rr.mu.Unlock()
-			if n > 0 {
-				rr.wake.Signal()
-			}
+	// The watermark wakes the reader when a ring is a quarter full; the
+	// timeout reads what a quiet ring holds.
+	go pollRings(poller, rr.stop, rr.done, func() {
+		rr.mu.Lock()
+		n := rr.readLocked()
+		rr.mu.Unlock()
+		if n > 0 {
+			rr.wake.Signal()
 		}
-	}()
+	})
 	return nil
 }
 
