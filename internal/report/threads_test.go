@@ -8,6 +8,7 @@ import (
 
 	"trueprof/internal/instr"
 	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/report/reporttest"
 )
@@ -63,7 +64,7 @@ func TestThreadsProperty(t *testing.T) {
 					continue
 				}
 				if mt := p.ThreadAt(row.PID, row.TID, row.StartNS); mt == nil || mt.Start != row.StartNS ||
-					o.Thread != "" && !instr.MatchThread(o.Thread, row.TID, mt) {
+					o.Thread != "" && !model.MatchThread(o.Thread, row.TID, mt) {
 					t.Errorf("%s: row of %s is no selected incarnation", where, row.Name)
 				}
 			}
