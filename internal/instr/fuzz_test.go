@@ -8,15 +8,15 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 )
 
 // fuzzProfile turns bytes into an instrumented profile: each 3-byte group
 // is one record of one of three threads, with any location id (valid or
 // not), so that exits rarely match and every repair path runs.
 func fuzzProfile(data []byte) *model.Profile {
-	b := instrtest.New().Thread(1, 1, "a").ThreadAt(1, 2, "b", 0).ThreadAt(1, 2, "b2", 500).Calibrate(3, 2.5, 1, 7)
+	b := modeltest.NewHooks().Thread(1, 1, "a").ThreadAt(1, 2, "b", 0).ThreadAt(1, 2, "b2", 500).Calibrate(3, 2.5, 1, 7)
 	for _, f := range []string{"f", "g", "h"} {
 		b.Function(f)
 	}

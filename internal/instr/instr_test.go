@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 )
 
 // build runs Build and fails the test on error.
@@ -107,7 +107,7 @@ func check(t *testing.T, n *instr.Node, w want) {
 }
 
 func TestNested(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 30 +g 35 -g 50 -f 60 -main").Profile()
 	r := build(t, p, instr.Options{})
 	th := thread(t, r, 1)
@@ -141,7 +141,7 @@ func TestNested(t *testing.T) {
 }
 
 func TestRecursion(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +f 10 +f 20 +f 25 -f 30 -f 40 -f").Profile()
 	r := build(t, p, instr.Options{})
 	root := &thread(t, r, 1).Root
@@ -166,7 +166,7 @@ func TestRecursion(t *testing.T) {
 
 func TestMissingExit(t *testing.T) {
 	// g throws, f catches: g's exit never comes.
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 +g 30 -f 40 -main 50 +main 55 -main").Profile()
 	r := build(t, p, instr.Options{})
 	root := &thread(t, r, 1).Root
@@ -199,7 +199,7 @@ func itoa(i int) string {
 }
 
 func TestUnmatchedExit(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(0, 2, 0, 3).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(0, 2, 0, 3).
 		Run(1, 1, "0 +main 10 -x 20 -main").Profile()
 	r := build(t, p, instr.Options{})
 	main := node(t, &thread(t, r, 1).Root, "main")
@@ -214,7 +214,7 @@ func TestUnmatchedExit(t *testing.T) {
 }
 
 func TestUnclosed(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 25 +g").Profile()
 	r := build(t, p, instr.Options{})
 	root := &thread(t, r, 1).Root
@@ -229,7 +229,7 @@ func TestUnclosed(t *testing.T) {
 // the thread's time after is its own; a thread that exited before keeps
 // its calls open until its exit, a repair.
 func TestDetached(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 1, "app", 0).ThreadAt(1, 2, "gone", 0).
+	p := modeltest.NewHooks().ThreadAt(1, 1, "app", 0).ThreadAt(1, 2, "gone", 0).
 		Run(1, 1, "0 +main 10 +f 20 -f 25 +f").
 		Run(1, 2, "0 +g 5 exit").Profile()
 	p.End.Time, p.End.Detached = 100, 30
@@ -261,7 +261,7 @@ func TestDetached(t *testing.T) {
 // frame is gone and before its exit is written) goes below the caller,
 // never below the call, where it would look recursive.
 func TestSampleLeftCall(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 s:_start;main;[uprobes] 25 s:_start;x 30 -f 40 -main").Profile()
 	root := &thread(t, build(t, p, instr.Options{}), 1).Root
 	if n := node(t, root, "main;[uprobes]"); !n.Sampled || n.Recursion != 0 || n.Cum.Samples != 1 {
@@ -274,7 +274,7 @@ func TestSampleLeftCall(t *testing.T) {
 }
 
 func TestThreadsInterleaved(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "worker").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "worker").
 		Run(1, 1, "0 +main 10 +f 30 -f 40 -main").
 		Run(1, 2, "5 +main 15 +g 25 -g 50 -main").Profile()
 	r := build(t, p, instr.Options{})
@@ -303,7 +303,7 @@ func TestThreadsInterleaved(t *testing.T) {
 }
 
 func TestThreadIncarnations(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 2, "old", 0).ThreadAt(1, 2, "new", 100).
+	p := modeltest.NewHooks().ThreadAt(1, 2, "old", 0).ThreadAt(1, 2, "new", 100).
 		Run(1, 2, "0 +a 10 +b 150 +c 160 -c").Profile()
 	r := build(t, p, instr.Options{})
 	th := r.Processes[0].Threads
@@ -322,7 +322,7 @@ func TestThreadIncarnations(t *testing.T) {
 }
 
 func TestSwitches(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "w").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "w").
 		Run(1, 1, "0 +main 10 +f 20 out 50 in 60 -f 65 preempt 68 in 70 -main").
 		Run(1, 2, "0 +main 10 preempt 15 in 20 out 30 in 40 -main").Profile()
 	r := build(t, p, instr.Options{})
@@ -351,7 +351,7 @@ func TestCalibration(t *testing.T) {
 	// EX, XX), each longer than its overhead.
 	const script = "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main"
 	ee, ex, xe, xx := 3.0, 2.5, 4.0, 1.0
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).Run(1, 1, script).Profile()
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).Run(1, 1, script).Profile()
 	r := build(t, p, instr.Options{})
 	root := &thread(t, r, 1).Root
 	main, f := node(t, root, "main"), node(t, root, "main;f")
@@ -376,7 +376,7 @@ func TestCalibration(t *testing.T) {
 
 	// Leaves shorter than their overhead are clamped at zero, never
 	// negative: f's calls take 2, 3 and 1 ns against 2.5.
-	p = instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
+	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
 		Run(1, 1, "0 +main 10 +f 12 -f 20 +f 23 -f 30 +f 31 -f 40 -main").Profile()
 	r = build(t, p, instr.Options{})
 	f = node(t, &thread(t, r, 1).Root, "main;f")
@@ -391,7 +391,7 @@ func TestCalibration(t *testing.T) {
 func TestSeed001(t *testing.T) {
 	x1, y1, x2, y2 := 1.0, 2.0, 0.5, 1.5
 	tI, tO := y1+x2, x1+y2
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).
 		Run(1, 1, "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main").Profile()
 	r := build(t, p, instr.Options{})
 	main := node(t, &thread(t, r, 1).Root, "main")
@@ -407,7 +407,7 @@ func TestSeed001(t *testing.T) {
 
 func TestAdjust(t *testing.T) {
 	// f's interval [10, 50] has a 20ns pause ending at 40.
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 40 adj:20:3 50 -f 60 -main").Profile()
 	r := build(t, p, instr.Options{})
 	f := node(t, &thread(t, r, 1).Root, "main;f")
@@ -423,7 +423,7 @@ func TestAdjust(t *testing.T) {
 
 	// A pause partly off CPU: window [15, 40], off [20, 30]. Only its
 	// on-CPU part (15ns) leaves the CPU time; all of it leaves the wall.
-	p = instrtest.New().Thread(1, 1, "app").
+	p = modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 out 30 in 40 adj:25 50 -f 60 -main").Profile()
 	r = build(t, p, instr.Options{})
 	f = node(t, &thread(t, r, 1).Root, "main;f")
@@ -433,7 +433,7 @@ func TestAdjust(t *testing.T) {
 
 	// A pause longer than the interval is clipped to it; two pauses
 	// never overlap.
-	p = instrtest.New().Thread(1, 1, "app").
+	p = modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 15 adj:100 20 adj:10 30 -f 40 -main").Profile()
 	r = build(t, p, instr.Options{})
 	if f := node(t, &thread(t, r, 1).Root, "main;f"); f.Base.WallNSRaw != 20 || f.Base.WallNS != 10 {
@@ -442,7 +442,7 @@ func TestAdjust(t *testing.T) {
 }
 
 func TestRoot(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "idle").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "idle").
 		Run(1, 1, "0 +main 10 +a 20 -a 25 s:main;a 30 +r 40 +a 45 s:main;r;a;u 50 -a 60 +r 65 -r 70 -r 80 +b 90 -b 100 -main").
 		Run(1, 2, "0 +main 10 -main").Profile()
 	r := build(t, p, instr.Options{Root: "r"})
@@ -468,7 +468,7 @@ func TestRoot(t *testing.T) {
 }
 
 func TestSamples(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 s:_start;main;f;u1;u2 25 s:_start;main;f 30 s:_start;x;y 35 s:_start;main;f>inl 40 -f "+
 			"45 s:_start;main;z 47 s: 50 -main 60 s:_start;main").Profile()
 	r := build(t, p, instr.Options{})
@@ -491,7 +491,7 @@ func TestSamples(t *testing.T) {
 }
 
 func TestCallflow(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
 		Run(1, 1, "100 +main 110 +f 115 preempt 117 in 120 -f 130 -main 131 -main").Profile()
 	fl, err := instr.Callflow(p, instr.Options{})
 	if err != nil {
@@ -523,14 +523,14 @@ func TestErrors(t *testing.T) {
 	if r, err := instr.Build(&model.Profile{}, instr.Options{}); err != nil || len(r.Processes) != 0 {
 		t.Errorf("empty profile: %v %+v", err, r)
 	}
-	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main").Profile()
+	p := modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 s:main").Profile()
 	if _, err := instr.Build(p, instr.Options{ByGoroutine: true}); !errors.Is(err, instr.ErrNoGoroutines) {
 		t.Errorf("goroutines of a C program: %v", err)
 	}
 	if _, err := instr.Build(p, instr.Options{Thread: "[x"}); !errors.Is(err, path.ErrBadPattern) {
 		t.Errorf("bad thread pattern: %v", err)
 	}
-	p = instrtest.New().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
 	if _, err := instr.Build(p, instr.Options{}); !errors.Is(err, instr.ErrBadCalibration) {
 		t.Errorf("negative overhead: %v", err)
 	}
@@ -540,7 +540,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 20 s:main;f;u 30 -f 40 -main").Profile()
 	r := build(t, p, instr.Options{})
 	b, err := json.Marshal(r)
@@ -576,7 +576,7 @@ func TestJSON(t *testing.T) {
 // BenchmarkBuild analyses a million events: four threads whose main
 // calls f, which calls g, with switches and samples.
 func BenchmarkBuild(b *testing.B) {
-	ib := instrtest.New().Calibrate(10, 12, 9, 11)
+	ib := modeltest.NewHooks().Calibrate(10, 12, 9, 11)
 	for tid := uint32(1); tid <= 4; tid++ {
 		ib.Thread(1, tid, "t")
 		var sb strings.Builder
@@ -612,7 +612,7 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 func TestCalibrationMechanismMismatch(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 -main").Profile()
 	p.Header.Instrument = "uprobe" // the calibration is of hooks
 	r := build(t, p, instr.Options{})
@@ -625,7 +625,7 @@ func TestCalibrationMechanismMismatch(t *testing.T) {
 // 000's baseline) to its exit, even outside any event: before its first
 // event at its root, after its last in the call then open.
 func TestBaselineAndEnd(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 2, "w", 100).
+	p := modeltest.NewHooks().ThreadAt(1, 2, "w", 100).
 		Run(1, 2, "130 out 140 in 150 +main 170 +f 190 preempt 200 in 250 irq:10 260 exit").Profile()
 	r := build(t, p, instr.Options{})
 	th := thread(t, r, 2)
@@ -655,7 +655,7 @@ func TestBaselineAndEnd(t *testing.T) {
 
 	// Without a creation time, the start of recording; a first switch-in
 	// says the thread was off CPU until then.
-	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "80 in 90 +main 100 -main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "80 in 90 +main 100 -main").Profile()
 	p.Header.StartNS = 50
 	th = thread(t, build(t, p, instr.Options{}), 1)
 	if th.BeginNS != 50 || th.Root.Base.WallNSRaw != 40 || th.Root.Base.CPUNS != 10 {
@@ -664,7 +664,7 @@ func TestBaselineAndEnd(t *testing.T) {
 
 	// A thread with no record lived off CPU; the end of a recording cut
 	// short is its last record.
-	p = instrtest.New().Thread(1, 1, "app").Thread(1, 3, "idle").Run(1, 1, "0 +main 10 out 20 in 30 s:main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 3, "idle").Run(1, 1, "0 +main 10 out 20 in 30 s:main").Profile()
 	p.End = nil
 	r = build(t, p, instr.Options{})
 	if idle := thread(t, r, 3); idle.Root.Cum.WallNSRaw != 30 || idle.Root.Cum.CPUNS != 0 || idle.EndNS != 30 {
@@ -677,7 +677,7 @@ func TestBaselineAndEnd(t *testing.T) {
 
 // TestSampling: a recording without events still measures each thread.
 func TestSampling(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main;f 10 out 30 in 40 s:main;g 50 softirq:5").Profile()
+	p := modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 s:main;f 10 out 30 in 40 s:main;g 50 softirq:5").Profile()
 	r := build(t, p, instr.Options{})
 	th := thread(t, r, 1)
 	if th.Root.Cum.WallNSRaw != 50 || th.Root.Cum.CPUNS != 30 || th.Root.Cum.Samples != 2 || th.Root.Cum.Interrupts != 1 ||
@@ -689,7 +689,7 @@ func TestSampling(t *testing.T) {
 // TestInterrupts: the IN metric per node, the part of an interrupt
 // inside the interval it ended in, and excluding them.
 func TestInterrupts(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 15 irq:20 20 softirq:3 30 -f 40 -main").Profile()
 	r := build(t, p, instr.Options{})
 	if !r.InterruptsMeasured {
@@ -708,7 +708,7 @@ func TestInterrupts(t *testing.T) {
 	if f = node(t, &thread(t, x, 1).Root, "main;f"); f.Base.WallNS != 12 {
 		t.Errorf("f raw without interrupts: %+v", f.Base)
 	}
-	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 +main 10 -main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 +main 10 -main").Profile()
 	if w := build(t, p, instr.Options{ExcludeInterrupts: true}).Warnings; !strings.Contains(strings.Join(w, "\n"), "no interrupt records") {
 		t.Errorf("warnings %q", w)
 	}
@@ -717,7 +717,7 @@ func TestInterrupts(t *testing.T) {
 // TestGoroutines: with ByGoroutine a goroutine's calls match across the
 // threads it ran on, and its parked time is off CPU.
 func TestGoroutines(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "app").
 		Run(1, 1, "0 +rt 5 -rt 10 go:7 20 +handle 30 +read 40 go:8 45 +other 50 -other 55 preempt").
 		Run(1, 2, "60 go:7 70 -read 80 -handle 90 go:9").Profile()
 	r := build(t, p, instr.Options{ByGoroutine: true})
@@ -750,7 +750,7 @@ func TestGoroutines(t *testing.T) {
 
 // TestThreadPattern: a thread is selected by any of its names or its tid.
 func TestThreadPattern(t *testing.T) {
-	b := instrtest.New().Thread(1, 1, "app").ThreadAt(1, 2, "pool-1", 0).ThreadAt(1, 2, "reader", 100)
+	b := modeltest.NewHooks().Thread(1, 1, "app").ThreadAt(1, 2, "pool-1", 0).ThreadAt(1, 2, "reader", 100)
 	p := b.Run(1, 1, "0 +main 10 -main").Run(1, 2, "5 +work 15 -work 120 +read 130 -read").Profile()
 	p.Threads[1].Names = []string{"app", "pool-1"} // renamed after creation
 	for pattern, want := range map[string][]string{

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/trace"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestProperties(t *testing.T) {
 	for seed := range 600 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
-		p := instrtest.Random(r, seed%2 == 0)
+		p := modeltest.RandomHooks(r, seed%2 == 0)
 		broken := seed%3 == 0
 		if broken {
 			p.Events = slices.DeleteFunc(p.Events, func(model.Event) bool { return r.IntN(6) == 0 })

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
 // TestArcflowInvariants checks seed 000's four relationships on every
@@ -13,7 +13,7 @@ import (
 func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
-		p := reporttest.Random(r)
+		p := modeltest.RandomSamples(r)
 		d := prepare(p, Filter{}, false)
 		arc := buildArcflow(d, Options{})
 		var bases Metrics
@@ -112,7 +112,7 @@ func TestArcflowInvariants(t *testing.T) {
 
 // TestArcflowRecursion spells out one stanza of a recursive profile.
 func TestArcflowRecursion(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "x").
+	p := modeltest.New().Thread(1, 1, "x").
 		Add(1, 1, "main;f;f;g", 2). // f recurses, then calls g
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g

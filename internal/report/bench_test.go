@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
 // BenchmarkPrepare groups a million samples taken round-robin on 64
@@ -15,7 +15,7 @@ func BenchmarkPrepare(b *testing.B) {
 }
 
 func benchmarkPrepare(b *testing.B, byGoroutine bool) {
-	rb := reporttest.New()
+	rb := modeltest.New()
 	for pid := uint32(100); pid < 108; pid++ {
 		for tid := pid * 100; tid < pid*100+8; tid++ {
 			rb.Thread(pid, tid, "t")

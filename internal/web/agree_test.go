@@ -17,10 +17,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // fnStats is one function as the page computes it, or as the Go
@@ -192,11 +191,11 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		name string
 		p    *model.Profile
 	}
-	fixtures := []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}}
+	fixtures := []fixture{{"sampling fixture", modeltest.Fixture()}, {"instrumented fixture", modeltest.InstrFixture()}}
 	// The page of a profile whose code is grouped otherwise (--no-inlines,
 	// --granularity) agrees with the reports of that profile.
 	for _, a := range []model.Aggregation{{Granularity: model.Lines, NoInlines: true}, {Granularity: model.Files}} {
-		for _, fx := range []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}} {
+		for _, fx := range []fixture{{"sampling fixture", modeltest.Fixture()}, {"instrumented fixture", modeltest.InstrFixture()}} {
 			if err := fx.p.Aggregate(a); err != nil {
 				t.Fatal(err)
 			}
@@ -205,8 +204,8 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	for i := range 4 {
-		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d", i), reporttest.Random(r)},
-			fixture{fmt.Sprintf("random instrumented %d", i), instrtest.Random(r, i%2 == 0)})
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d", i), modeltest.RandomSamples(r)},
+			fixture{fmt.Sprintf("random instrumented %d", i), modeltest.RandomHooks(r, i%2 == 0)})
 	}
 	for _, fx := range fixtures {
 		srv := httptest.NewServer(NewHandler(fx.p, fx.name))
@@ -250,7 +249,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 // the initial time filter.
 func TestBrowserLargeProfile(t *testing.T) {
 	const n = 100_000
-	b := reporttest.New().Thread(1, 1, "big")
+	b := modeltest.New().Thread(1, 1, "big")
 	for i := range n {
 		b.Add(1, 1, fmt.Sprintf("main;g%d;f%d", i/100, i), 1+300/(1+i/100))
 	}
@@ -326,14 +325,14 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		filter report.Filter
 	}
 	fixtures := []fixture{
-		{"sampling fixture, --thread w*", reporttest.Fixture(), report.Filter{Thread: "w*"}},
-		{"sampling fixture, --pid 100", reporttest.Fixture(), report.Filter{PID: 100, HasPID: true}},
-		{"instrumented fixture, --thread *", reporttest.InstrFixture(), report.Filter{Thread: "*"}},
+		{"sampling fixture, --thread w*", modeltest.Fixture(), report.Filter{Thread: "w*"}},
+		{"sampling fixture, --pid 100", modeltest.Fixture(), report.Filter{PID: 100, HasPID: true}},
+		{"instrumented fixture, --thread *", modeltest.InstrFixture(), report.Filter{Thread: "*"}},
 	}
 	r := rand.New(rand.NewPCG(7, 9))
 	for i := range 2 {
-		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), reporttest.Random(r), report.Filter{Thread: "t[01]"}},
-			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), instrtest.Random(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), modeltest.RandomSamples(r), report.Filter{Thread: "t[01]"}},
+			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), modeltest.RandomHooks(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
 	}
 	for _, fx := range fixtures {
 		var html bytes.Buffer
@@ -366,7 +365,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		}
 	}
 	var html bytes.Buffer
-	if err := WriteHTML(&html, reporttest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
+	if err := WriteHTML(&html, modeltest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
 		t.Error("a filter matching no thread: no error")
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
 // graphFixture is a sampling profile of 1,000 samples in one thread, so
@@ -30,7 +30,7 @@ import (
 //	            → eval (30) → apply → eval → apply → leaf   indirect recursion
 //	            → init (1)
 func graphFixture() *model.Profile {
-	b := reporttest.New().Thread(1, 1, "graph")
+	b := modeltest.New().Thread(1, 1, "graph")
 	b.Add(1, 1, "main;work;compute", 195).
 		Add(1, 1, "main;work;compute;tiny", 5).
 		Add(1, 1, "main;work;io", 80).
@@ -275,7 +275,7 @@ func TestBrowserGraphNodeStates(t *testing.T) {
 // totals and the root's.
 func treeProfile(n int, seed uint64) (*model.Profile, map[string]int, int) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	b := reporttest.New().Thread(1, 1, "tree")
+	b := modeltest.New().Thread(1, 1, "tree")
 	stacks := []string{"main"}
 	parents := []int{-1}
 	self := []int{1 + r.IntN(5)}
