@@ -170,10 +170,10 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 	if o.ByGoroutine && len(p.GoIDs) == 0 {
 		return nil, ErrNoGoroutines
 	}
-	if err := CheckThreadPattern(o.Thread); err != nil {
+	if err := model.CheckThreadPattern(o.Thread); err != nil {
 		return nil, err
 	}
-	p = FilterLabels(p, o.Labels)
+	p = model.FilterLabels(p, o.Labels)
 	a := &analysis{
 		p:          p,
 		o:          o,
@@ -1011,7 +1011,7 @@ func (a *analysis) result() *Result {
 		if th.key.goroutine {
 			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
 			carried := a.labels.Carried(th.key.pid, th.key.goid)
-			if t.Labels = labelMap(carried); t.Labels != nil {
+			if t.Labels = model.LabelMap(carried); t.Labels != nil {
 				t.Name += " " + model.LabelString(carried)
 				t.Root.Name = t.Name
 			}

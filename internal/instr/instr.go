@@ -3,8 +3,6 @@ package instr
 import (
 	"errors"
 	"fmt"
-	"path"
-	"strconv"
 
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
@@ -40,7 +38,7 @@ type Options struct {
 	PID, TID       uint32
 	HasPID, HasTID bool
 	// Thread, when not empty, keeps only the thread incarnations it
-	// names (see MatchThread): a thread is often known by its name
+	// names (see model.MatchThread): a thread is often known by its name
 	// rather than by a tid that changes from run to run.
 	Thread string
 	// ByGoroutine analyses each goroutine of a Go target as a thread of
@@ -52,11 +50,11 @@ type Options struct {
 	ByGoroutine bool
 	// Labels, when not empty, keeps only the records of goroutines that
 	// carry the runtime/pprof labels it matches at the time
-	// (FilterLabels), and only the goroutines that ever carried them
+	// (model.FilterLabels), and only the goroutines that ever carried them
 	// (ByGoroutine), or the threads left with a record: labels say which
 	// request or job a goroutine serves, and it serves others before and
 	// after.
-	Labels LabelMatcher
+	Labels model.LabelMatcher
 	// ExcludeInterrupts removes the time of the interrupts handled while
 	// a thread ran (model.IRQ) from its wall and CPU time, as it removes
 	// the profiler's pauses: they land at random, so repeatable
@@ -68,38 +66,7 @@ type Options struct {
 // match reports whether the records of thread tid of process pid,
 // incarnation mt (nil when the trace lacks it), pass o's filters.
 func (o *Options) match(pid, tid uint32, mt *model.Thread) bool {
-	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID) && (o.Thread == "" || MatchThread(o.Thread, tid, mt))
-}
-
-// MatchThread reports whether pattern names thread tid, incarnation mt
-// (nil when the trace does not know it): a decimal number names the
-// thread with that tid, anything else is a path.Match glob that one of
-// its names must match. The reports and exports select threads with it
-// so that every view of a trace keeps the same ones.
-func MatchThread(pattern string, tid uint32, mt *model.Thread) bool {
-	if n, err := strconv.ParseUint(pattern, 10, 32); err == nil {
-		return uint32(n) == tid
-	}
-	if mt == nil {
-		return false
-	}
-	for _, name := range mt.Names {
-		if ok, _ := path.Match(pattern, name); ok {
-			return true
-		}
-	}
-	ok, _ := path.Match(pattern, mt.Name)
-	return ok
-}
-
-// CheckThreadPattern returns an error wrapping path.ErrBadPattern when
-// pattern is not a valid MatchThread pattern; MatchThread matches
-// nothing with it.
-func CheckThreadPattern(pattern string) error {
-	if _, err := path.Match(pattern, ""); err != nil {
-		return fmt.Errorf("thread pattern %q: %w", pattern, err)
-	}
-	return nil
+	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID) && (o.Thread == "" || model.MatchThread(o.Thread, tid, mt))
 }
 
 // Func identifies a function by name and module, as the sampling reports

@@ -261,14 +261,20 @@ func (l *loader) frames(mod string, off uint64, lines []trace.Line) ([]Frame, er
 			return nil, err
 		}
 		if fn == "" {
-			fn = fmt.Sprintf("%s+%#x", mod, off)
+			fn = AddressName(mod, off)
 		}
 		frames = append(frames, Frame{Function: fn, File: file, Line: int(ln.Line)})
 	}
 	if len(frames) == 0 {
-		frames = append(frames, Frame{Function: fmt.Sprintf("%s+%#x", mod, off)})
+		frames = append(frames, Frame{Function: AddressName(mod, off)})
 	}
 	return frames, nil
+}
+
+// AddressName names code that no symbol covers by where it is:
+// "module+0xoffset", as perf does.
+func AddressName(module string, offset uint64) string {
+	return fmt.Sprintf("%s+%#x", module, offset)
 }
 
 // finish sorts threads and derives processes; wrap mode writes samples out

@@ -31,52 +31,9 @@ var (
 var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
 // Filter restricts a report or an export to the records of one process
-// and/or some threads. The zero Filter keeps everything.
-type Filter struct {
-	PID, TID       uint32
-	HasPID, HasTID bool // whether PID and TID are set
-	// Thread keeps the thread incarnations one of whose names matches
-	// this glob, or whose tid it is when a number (instr.MatchThread):
-	// names are stable from run to run, tids are not.
-	Thread string
-	// Labels keeps the records of goroutines that carry matching
-	// runtime/pprof labels at their time: KEY=GLOB patterns, ANDed
-	// across keys and ORed within one (instr.LabelMatcher), which say
-	// which request or job the goroutine serves. By goroutine, only the
-	// goroutines that ever carried them get a row or a tree.
-	Labels []string
-}
-
-// labels returns f's label matcher; Write has checked the patterns.
-func (f Filter) labels() instr.LabelMatcher {
-	m, _ := instr.ParseLabels(f.Labels)
-	return m
-}
-
-// Match reports whether a record of thread tid of process pid,
-// incarnation th (nil when the trace does not know it), passes f.
-func (f Filter) Match(pid, tid uint32, th *model.Thread) bool {
-	return (!f.HasPID || pid == f.PID) && (!f.HasTID || tid == f.TID) && (f.Thread == "" || instr.MatchThread(f.Thread, tid, th))
-}
-
-// String describes f for report headers: `pid 42 tid 43 thread
-// "worker-*"`, or "" for the zero Filter.
-func (f Filter) String() string {
-	var parts []string
-	if f.HasPID {
-		parts = append(parts, fmt.Sprintf("pid %d", f.PID))
-	}
-	if f.HasTID {
-		parts = append(parts, fmt.Sprintf("tid %d", f.TID))
-	}
-	if f.Thread != "" {
-		parts = append(parts, fmt.Sprintf("thread %q", f.Thread))
-	}
-	for _, l := range f.Labels {
-		parts = append(parts, fmt.Sprintf("label %q", l))
-	}
-	return strings.Join(parts, " ")
-}
+// and/or some threads and labelled goroutines (model.Filter). The zero
+// Filter keeps everything.
+type Filter = model.Filter
 
 // Options selects a report.
 type Options struct {
@@ -200,14 +157,11 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if o.By != "" && !slices.Contains(Groupings(), o.By) {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownGrouping, o.By, strings.Join(Groupings(), ", "))
 	}
-	if err := instr.CheckThreadPattern(o.Thread); err != nil {
+	if _, err := o.Filter.Compile(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	if p == nil {
 		return errors.New("report: nil profile")
-	}
-	if _, err := instr.ParseLabels(o.Labels); err != nil {
-		return fmt.Errorf("report: %w", err)
 	}
 	if len(o.Labels) > 0 && len(p.GoIDs) == 0 {
 		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
 
@@ -103,7 +102,12 @@ type data struct {
 // byGoroutine, by the goroutine their thread last switched to (the
 // thread's own samples before it ran any).
 func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
-	p = instr.FilterLabels(p, f.labels())
+	m, err := f.Compile()
+	if err != nil {
+		// Write has checked the patterns: a bad one matches nothing.
+		return &data{p: p, filter: f, byGoroutine: byGoroutine}
+	}
+	p = model.FilterLabels(p, m.LabelMatcher())
 	d := &data{p: p, filter: f, byGoroutine: byGoroutine}
 	var labels model.GoLabels
 	if byGoroutine {
@@ -123,7 +127,7 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	for i := range p.Samples {
 		s := &p.Samples[i]
 		th := threadAt(s.PID, s.TID, s.Time)
-		if !f.Match(s.PID, s.TID, th) {
+		if !m.Thread(s.PID, s.TID, th) {
 			continue
 		}
 		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {

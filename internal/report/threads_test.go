@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
+	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
 )
@@ -62,7 +63,7 @@ func TestThreadsProperty(t *testing.T) {
 					continue
 				}
 				if mt := p.ThreadAt(row.PID, row.TID, row.StartNS); mt == nil || mt.Start != row.StartNS ||
-					o.Thread != "" && !instr.MatchThread(o.Thread, row.TID, mt) {
+					o.Thread != "" && !model.MatchThread(o.Thread, row.TID, mt) {
 					t.Errorf("%s: row of %s is no selected incarnation", where, row.Name)
 				}
 			}
