@@ -64,7 +64,7 @@ import (
 // dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
 // calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, false)
+	a, err := analyse(p, o, o.Flow)
 	if err != nil {
 		return nil, err
 	}
@@ -970,7 +970,11 @@ func (a *replay) result() *Result {
 		Processes:          []Process{},
 		Warnings:           []string{},
 	}
-	for _, th := range a.sorted() {
+	threads := a.sorted()
+	if a.flow {
+		r.Flows = a.flows(threads)
+	}
+	for _, th := range threads {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
 			continue // nothing of it was measured (outside Root, or no time)
 		}

@@ -61,6 +61,10 @@ type Options struct {
 	// measurements leave them out (seed 004 §3). Removing them from both
 	// keeps wall − CPU the time the thread was blocked or waiting.
 	ExcludeInterrupts bool
+	// Flow keeps, in Result.Flows, every event of the analysed threads
+	// with the metrics of the interval before it (a callflow), from the
+	// same replay that builds the trees.
+	Flow bool
 }
 
 // match reports whether the records of thread tid of process pid,
@@ -308,6 +312,10 @@ type Result struct {
 
 	// Warnings are sentences about missing or repaired data. Never null.
 	Warnings []string `json:"warnings"`
+
+	// Flows are the callflows of the threads with events (see
+	// Callflow) when Options.Flow is set; nil otherwise.
+	Flows []FlowThread `json:"-"`
 }
 
 // checkCalibration rejects overheads no measurement can produce.
