@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
 )
@@ -98,7 +99,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	for i := range stacks {
 		locs[i] = p.Stack(stacks[i].StackID, nil)
 		if len(locs[i]) == 0 {
-			addName(report.Unknown.Name, report.Unknown.Module)
+			addName(calltree.Unknown.Name, calltree.Unknown.Module)
 		}
 		for _, id := range locs[i] {
 			if usedLoc[id] {
@@ -106,7 +107,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 			}
 			usedLoc[id] = true
 			locIDs = append(locIDs, id)
-			frames, module := report.LocationFrames(p, id)
+			frames, module := calltree.Frames(p, id)
 			for _, fr := range frames {
 				addName(fr.Function, module)
 			}
@@ -122,7 +123,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	// Mappings, one per module, in module order.
 	mappings := map[string]*profile.Mapping{}
 	for _, id := range locIDs {
-		_, module := report.LocationFrames(p, id)
+		_, module := calltree.Frames(p, id)
 		if module != "" {
 			mappings[module] = &profile.Mapping{
 				File:            module,
@@ -140,7 +141,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	for i := range stacks {
 		seen := map[string]bool{}
 		for _, id := range locs[i] {
-			if _, module := report.LocationFrames(p, id); !seen[module] {
+			if _, module := calltree.Frames(p, id); !seen[module] {
 				seen[module] = true
 				weight[module] += stacks[i].Samples
 			}
@@ -188,7 +189,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	// the function "[unknown]".
 	locations := map[uint32]*profile.Location{}
 	for _, id := range locIDs {
-		frames, module := report.LocationFrames(p, id)
+		frames, module := calltree.Frames(p, id)
 		l := &profile.Location{ID: uint64(id), Mapping: mappings[module]}
 		if int(id) < len(p.Locations) {
 			l.Address = p.Locations[id].Address
@@ -243,7 +244,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 			if unknown == nil {
 				unknown = &profile.Location{
 					ID:   unknownID,
-					Line: []profile.Line{{Function: function(report.Unknown.Name, report.Unknown.Module, "")}},
+					Line: []profile.Line{{Function: function(calltree.Unknown.Name, calltree.Unknown.Module, "")}},
 				}
 				prof.Location = append(prof.Location, unknown)
 			}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
@@ -135,8 +136,7 @@ type analysis struct {
 	// trace does not say.
 	detached uint64
 
-	funcs  []Func // by location id, filled on first use
-	known  []bool
+	table  *calltree.Table
 	stacks map[uint32][]Func // sample stack id -> functions, outermost first
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
@@ -164,8 +164,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		o:          o,
 		flow:       flow,
 		cpu:        len(p.Switches) > 0,
-		funcs:      make([]Func, len(p.Locations)),
-		known:      make([]bool, len(p.Locations)),
+		table:      calltree.NewTable(p),
 		stacks:     map[uint32][]Func{},
 		os:         map[threadKey]*osThread{},
 		goroutines: map[threadKey]*thread{},
@@ -439,18 +438,7 @@ func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
 // fn returns the function of location id: its physical function, the
 // last frame.
 func (a *analysis) fn(id uint32) Func {
-	if int(id) >= len(a.funcs) || id == 0 {
-		return Unknown
-	}
-	if !a.known[id] {
-		l := &a.p.Locations[id]
-		f := Func{Name: fmt.Sprintf("%s+%#x", l.Module, l.Offset), Module: l.Module}
-		if n := len(l.Frames); n > 0 {
-			f.Name = l.Frames[n-1].Function
-		}
-		a.funcs[id], a.known[id] = f, true
-	}
-	return a.funcs[id]
+	return a.table.Func(a.table.LocFunc(id))
 }
 
 // isRoot reports whether location id is in the Root function: its
@@ -467,25 +455,10 @@ func (a *analysis) sampleFuncs(id uint32) []Func {
 	if fs, ok := a.stacks[id]; ok {
 		return fs
 	}
-	var fs []Func
-	locs := a.p.Stack(id, nil)
-	for i := len(locs) - 1; i >= 0; i-- {
-		id := locs[i]
-		if int(id) >= len(a.p.Locations) || id == 0 {
-			fs = append(fs, Unknown)
-			continue
-		}
-		l := &a.p.Locations[id]
-		if len(l.Frames) == 0 {
-			fs = append(fs, a.fn(id))
-			continue
-		}
-		for k := len(l.Frames) - 1; k >= 0; k-- {
-			fs = append(fs, Func{Name: l.Frames[k].Function, Module: l.Module})
-		}
-	}
-	if len(fs) == 0 {
-		fs = []Func{Unknown}
+	ids, _ := a.table.Stack(id, nil)
+	fs := make([]Func, len(ids))
+	for i, f := range ids {
+		fs[i] = a.table.Func(f)
 	}
 	a.stacks[id] = fs
 	return fs

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
@@ -69,20 +70,17 @@ func (o *Options) match(pid, tid uint32, mt *model.Thread) bool {
 	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID) && (o.Thread == "" || model.MatchThread(o.Thread, tid, mt))
 }
 
-// Func identifies a function by name and module, as the sampling reports
-// do: the same name in two modules is two functions.
-type Func struct {
-	Name   string `json:"name"`
-	Module string `json:"module"`
-}
+// Func identifies a function by name and module (calltree.Func), as the
+// sampling reports do: the same name in two modules is two functions.
+type Func = calltree.Func
 
 // Unknown is the function of a sample without a call stack, and of an
 // event whose location is missing from the trace.
-var Unknown = Func{Name: "[unknown]"}
+var Unknown = calltree.Unknown
 
 // Root is the pseudo function that calls each thread's outermost
 // functions in Function.Callers.
-var Root = Func{Name: "<root>"}
+var Root = calltree.Root
 
 // Metrics are the values measured over a set of intervals and samples.
 // Every field adds up: a node's cum is its base plus its children's cum,

@@ -6,11 +6,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"trueprof/internal/calltree"
 )
 
 // Root is the pseudo function that stands for "no caller" in arcflow's
 // parent rows: the outermost frame of a stack is called by Root.
-var Root = Func{Name: "<root>"}
+var Root = calltree.Root
 
 // ArcRow is a parent or child row of an arcflow stanza.
 type ArcRow struct {
@@ -156,11 +157,11 @@ func arcflowText(w io.Writer, d *data, o Options) error {
 		fmt.Fprintln(w, sep)
 		fmt.Fprintf(w, "%6s %10s %10s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "NAME")
 		for _, p := range s.Parents {
-			row(p.Base, p.Cum, "", "    "+funcLabel(Func{p.Name, p.Module}))
+			row(p.Base, p.Cum, "", "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
 		}
-		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{s.Name, s.Module}))
+		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{Name: s.Name, Module: s.Module}))
 		for _, c := range s.Children {
-			row(c.Base, c.Cum, "", "    "+funcLabel(Func{c.Name, c.Module}))
+			row(c.Base, c.Cum, "", "    "+funcLabel(Func{Name: c.Name, Module: c.Module}))
 		}
 	}
 	if len(r.Functions) > 0 {

@@ -60,10 +60,10 @@ func TestArcflowInvariants(t *testing.T) {
 		}
 		byFunc := map[Func]ArcStanza{}
 		for _, s := range arc.Functions {
-			byFunc[Func{s.Name, s.Module}] = s
+			byFunc[Func{Name: s.Name, Module: s.Module}] = s
 		}
 		for _, f := range flat.Functions {
-			s := byFunc[Func{f.Name, f.Module}]
+			s := byFunc[Func{Name: f.Name, Module: f.Module}]
 			if f.Self != s.Base || f.Total != s.Cum {
 				t.Errorf("profile %d: %s: flat self %v total %v, arcflow base %v cum %v", iter, f.Name, f.Self, f.Total, s.Base, s.Cum)
 			}
@@ -77,7 +77,7 @@ func TestArcflowInvariants(t *testing.T) {
 		check = func(n *TreeNode, path []Func) {
 			treeBase.add(n.Base)
 			sum := n.Base
-			f := Func{n.Name, n.Module}
+			f := Func{Name: n.Name, Module: n.Module}
 			rl := 0
 			for _, a := range path {
 				if a == f {

@@ -88,7 +88,7 @@ func flatText(w io.Writer, d *data, o Options) error {
 		sum += f.Self.Samples
 		fmt.Fprintf(w, "%10d %6.2f%% %6.2f%% %10d %6.2f%%  %s\n",
 			f.Self.Samples, f.SelfPercent, percent(sum, d.total.Samples),
-			f.Total.Samples, f.TotalPercent, funcLabel(Func{f.Name, f.Module}))
+			f.Total.Samples, f.TotalPercent, funcLabel(Func{Name: f.Name, Module: f.Module}))
 	}
 	return nil
 }

@@ -6,20 +6,16 @@ import (
 	"slices"
 	"strings"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 )
 
-// Func identifies a function: the same name in two modules is two
-// functions (two copies of a static helper, or a library and the program
-// both defining it).
-type Func struct {
-	Name   string `json:"name"`
-	Module string `json:"module"`
-}
+// Func identifies a function (calltree.Func).
+type Func = calltree.Func
 
 // Unknown is the pseudo function that samples without a stack are
-// counted under.
-var Unknown = Func{Name: "[unknown]"}
+// counted under (calltree.Unknown).
+var Unknown = calltree.Unknown
 
 // Stack is the samples of one thread incarnation (or goroutine) that
 // share a call stack.
@@ -178,16 +174,21 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 
 	// Expand each distinct stack once: threads running the same code share
 	// the slice, which the views only read.
+	table := calltree.NewTable(p)
 	expanded := map[uint32][]Func{}
 	symbols := map[uint32]Func{}
-	var locs []uint32
+	var ids []calltree.FuncID
 	for j := range groups {
 		id := keys[j].stack
 		funcs, ok := expanded[id]
 		if !ok {
-			locs = p.Stack(id, locs[:0])
-			funcs, symbols[id] = expand(p, locs)
-			expanded[id] = funcs
+			var leaf calltree.FuncID
+			ids, leaf = table.Stack(id, ids[:0])
+			funcs = make([]Func, len(ids))
+			for k, f := range ids {
+				funcs[k] = table.Func(f)
+			}
+			expanded[id], symbols[id] = funcs, table.Func(leaf)
 		}
 		groups[j].Funcs = funcs
 		groups[j].Symbol = symbols[id]
@@ -208,40 +209,6 @@ func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 		d.stacks[i] = groups[j]
 	}
 	return d
-}
-
-// expand turns location ids, leaf first, into the function-level stack
-// (outermost first) and the leaf's physical function.
-func expand(p *model.Profile, locs []uint32) (funcs []Func, symbol Func) {
-	for i := len(locs) - 1; i >= 0; i-- {
-		frames, module := LocationFrames(p, locs[i])
-		// Frames are innermost first: walk them backwards to go outer→inner.
-		for k := len(frames) - 1; k >= 0; k-- {
-			funcs = append(funcs, Func{Name: frames[k].Function, Module: module})
-		}
-		if i == 0 {
-			symbol = Func{Name: frames[len(frames)-1].Function, Module: module}
-		}
-	}
-	if len(funcs) == 0 {
-		return []Func{Unknown}, Unknown
-	}
-	return funcs, symbol
-}
-
-// LocationFrames returns the frames (innermost first) and module of
-// location id of p. The list is never empty: a bad id becomes an Unknown
-// frame, and a location without frames (which the model promises never to
-// produce) a "module+0xoffset" frame, rather than a lost sample.
-func LocationFrames(p *model.Profile, id uint32) ([]model.Frame, string) {
-	if int(id) >= len(p.Locations) || id == 0 {
-		return []model.Frame{{Function: Unknown.Name}}, ""
-	}
-	l := &p.Locations[id]
-	if len(l.Frames) == 0 {
-		return []model.Frame{{Function: fmt.Sprintf("%s+%#x", l.Module, l.Offset)}}, l.Module
-	}
-	return l.Frames, l.Module
 }
 
 // processName returns "name_pid" for a process, the tprof convention.

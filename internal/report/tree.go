@@ -175,7 +175,7 @@ func treeText(w io.Writer, d *data, o Options) error {
 			print = func(n *TreeNode) {
 				fmt.Fprintf(w, "%4d %4d %6s %10d %10d %6.2f%%  %s%s\n",
 					n.Level, n.Recursion, "-", n.Base.Samples, n.Cum.Samples, n.CumPercent,
-					strings.Repeat("  ", n.Level), funcLabel(Func{n.Name, n.Module}))
+					strings.Repeat("  ", n.Level), funcLabel(Func{Name: n.Name, Module: n.Module}))
 				for i := range n.Children {
 					print(&n.Children[i])
 				}
