@@ -33,17 +33,24 @@ type threadKey struct {
 	goroutine bool
 }
 
+// funcID is a function's index in analysis.funcs: the replay compares and
+// hashes these numbers, never names.
+type funcID = calltree.FuncID
+
 // node is a tree node while the tree is built; nodes live in their
-// thread's slice and refer to each other by index.
+// thread's slice and refer to each other by index. A node's children are
+// a list through firstChild and next (-1 ends it), in no order: tree
+// sorts them.
 type node struct {
-	fn       Func
-	level    int
-	rl       int
-	children map[Func]int32
-	calls    uint64
-	base     Metrics
-	min, max float64 // self wall per call, valid when closed > 0
-	closed   uint64
+	fn               funcID
+	level            int
+	rl               int
+	firstChild, next int32
+	children         int32 // how many
+	calls            uint64
+	base             Metrics
+	min, max         float64 // self wall per call, valid when closed > 0
+	closed           uint64
 }
 
 // frame is an open call on a shadow stack.
@@ -72,11 +79,14 @@ type thread struct {
 	name  string
 	nodes []node // nodes[0] is the thread's root
 	stack []frame
-	// onLoc and onFunc count the open calls per entry location and per
-	// function, so that an exit finds its call, and a new node its
-	// recursion level, without walking a deep stack.
-	onLoc  map[uint32]int
-	onFunc map[Func]int
+	// onLoc and onFunc count the open calls per entry location id and
+	// per function id (grown on demand), so that an exit finds its call,
+	// and a new node its recursion level, without walking a deep stack.
+	onLoc  []int32
+	onFunc []int32
+	// kids finds the child of a node for a function: the key is the
+	// parent's index << 32 | the function's id.
+	kids map[uint64]int32
 
 	// Seed 000's read-and-reset: the metrics are measured from the
 	// thread's baseline (begin), and each event closes the open interval
@@ -136,14 +146,20 @@ type analysis struct {
 	// trace does not say.
 	detached uint64
 
+	// table gives the functions of locations and sample stacks as ids;
+	// funcs are the functions by id, the table's and then the thread
+	// roots' names (intern).
 	table  *calltree.Table
-	stacks map[uint32][]Func // sample stack id -> functions, outermost first
+	funcs  []Func
+	ids    map[Func]funcID
+	stacks map[uint32][]funcID // sample stack id -> functions, outermost first
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
 	// recent is, per pid and tid, the incarnation of the latest record
 	// and the times it stays so: records come in time order.
-	recent map[[2]uint32]incarnation
+	// The key is pid<<32 | tid.
+	recent map[uint64]*incarnation
 	order  []*thread // in order of creation
 
 	dropped     uint64
@@ -165,11 +181,15 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		flow:       flow,
 		cpu:        len(p.Switches) > 0,
 		table:      calltree.NewTable(p),
-		stacks:     map[uint32][]Func{},
+		stacks:     map[uint32][]funcID{},
 		os:         map[threadKey]*osThread{},
 		goroutines: map[threadKey]*thread{},
-		recent:     map[[2]uint32]incarnation{},
+		recent:     map[uint64]*incarnation{},
 		labels:     p.GoLabels(),
+	}
+	a.funcs = make([]Func, a.table.Len())
+	for i := range a.funcs {
+		a.funcs[i] = a.table.Func(funcID(i))
 	}
 	a.start, a.end = bounds(p)
 	if p.End != nil {
@@ -312,13 +332,17 @@ type incarnation struct {
 // at time t belongs to, creating it (switched out when in: its first
 // record is a switch-in), or nil if o filters it out.
 func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
-	k := [2]uint32{pid, tid}
-	if c, ok := a.recent[k]; ok && c.from <= t && t < c.until {
+	k := uint64(pid)<<32 | uint64(tid)
+	c := a.recent[k]
+	if c != nil && c.from <= t && t < c.until {
 		return c.os
 	}
+	if c == nil {
+		c = &incarnation{}
+		a.recent[k] = c
+	}
 	mt, from, until := a.p.ThreadSpan(pid, tid, t)
-	c := incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
-	a.recent[k] = c
+	*c = incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
 	return c.os
 }
 
@@ -395,9 +419,9 @@ func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
 
 // newThread creates the state of what gets a tree, measured from begin.
 func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thread {
-	th := &thread{key: k, name: name, onLoc: map[uint32]int{}, onFunc: map[Func]int{},
+	th := &thread{key: k, name: name, kids: map[uint64]int32{},
 		open: a.o.Root == "", begin: begin, last: begin, offSince: begin}
-	th.nodes = append(th.nodes, node{fn: Func{Name: root}})
+	th.nodes = append(th.nodes, node{fn: a.intern(Func{Name: root}), firstChild: -1, next: -1})
 	a.order = append(a.order, th)
 	return th
 }
@@ -435,10 +459,28 @@ func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
 	}
 }
 
-// fn returns the function of location id: its physical function, the
-// last frame.
-func (a *analysis) fn(id uint32) Func {
-	return a.table.Func(a.table.LocFunc(id))
+// intern returns the id of function f, giving it the next one if new:
+// the thread roots' names, which are no location's.
+func (a *analysis) intern(f Func) funcID {
+	if a.ids == nil {
+		a.ids = make(map[Func]funcID, len(a.funcs))
+		for i, g := range a.funcs {
+			a.ids[g] = funcID(i)
+		}
+	}
+	id, ok := a.ids[f]
+	if !ok {
+		id = funcID(len(a.funcs))
+		a.funcs = append(a.funcs, f)
+		a.ids[f] = id
+	}
+	return id
+}
+
+// fn returns the id of the function of location id: its physical
+// function, the last frame.
+func (a *analysis) fn(id uint32) funcID {
+	return a.table.LocFunc(id)
 }
 
 // isRoot reports whether location id is in the Root function: its
@@ -451,15 +493,11 @@ func (a *analysis) isRoot(id uint32) bool {
 // sampleFuncs returns the function-level stack of sample stack id,
 // outermost first, inlined functions after the function they were
 // inlined into; [Unknown] for a sample without a stack.
-func (a *analysis) sampleFuncs(id uint32) []Func {
+func (a *analysis) sampleFuncs(id uint32) []funcID {
 	if fs, ok := a.stacks[id]; ok {
 		return fs
 	}
-	ids, _ := a.table.Stack(id, nil)
-	fs := make([]Func, len(ids))
-	for i, f := range ids {
-		fs[i] = a.table.Func(f)
-	}
+	fs, _ := a.table.Stack(id, nil)
 	a.stacks[id] = fs
 	return fs
 }
@@ -475,17 +513,36 @@ func (th *thread) current() int32 {
 
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
-func (th *thread) child(parent int32, f Func, rl int) int32 {
-	if c, ok := th.nodes[parent].children[f]; ok {
+func (th *thread) child(parent int32, f funcID, rl int) int32 {
+	k := uint64(parent)<<32 | uint64(f)
+	if c, ok := th.kids[k]; ok {
 		return c
 	}
 	c := int32(len(th.nodes))
-	th.nodes = append(th.nodes, node{fn: f, level: th.nodes[parent].level + 1, rl: rl})
-	if th.nodes[parent].children == nil {
-		th.nodes[parent].children = map[Func]int32{}
-	}
-	th.nodes[parent].children[f] = c
+	pn := &th.nodes[parent]
+	th.nodes = append(th.nodes, node{fn: f, level: pn.level + 1, rl: rl, firstChild: -1, next: pn.firstChild})
+	pn = &th.nodes[parent]
+	pn.firstChild = c
+	pn.children++
+	th.kids[k] = c
 	return c
+}
+
+// count returns a pointer to the counter of index i in *cs, growing the
+// slice as needed.
+func count(cs *[]int32, i int) *int32 {
+	if i >= len(*cs) {
+		*cs = append(*cs, make([]int32, i+1-len(*cs))...)
+	}
+	return &(*cs)[i]
+}
+
+// onFn returns the number of open calls of function f on th.
+func (th *thread) onFn(f funcID) int {
+	if int(f) < len(th.onFunc) {
+		return int(th.onFunc[f])
+	}
+	return 0
 }
 
 // inside reports whether th's records count: always without Root, and
@@ -594,8 +651,9 @@ func (a *analysis) adjust(th *thread, r *model.Adjust) {
 // current node. kind is the transition between the events at its ends,
 // whose probe cost calibration removes, or -1 when one end is not an
 // event (the thread's baseline, its end). It returns the interval's
-// metrics, samples included.
-func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
+// metrics, samples included, in d when d is not nil (a callflow wants
+// them).
+func (a *analysis) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
 	off := th.pend.off
@@ -619,25 +677,48 @@ func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
 	}
 	wall := max(0, float64(raw-min(adjWall, raw))-ovh)
 	cpu := max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
-	m := Metrics{
-		WallNS:      wall,
-		WallNSRaw:   raw,
-		DeltaNS:     float64(raw) - wall,
-		Interrupts:  th.pend.irqs,
-		InterruptNS: irq,
-	}
+	// Charged field by field, in the order of Metrics.Add: this runs at
+	// every event.
+	b := &th.nodes[th.current()].base
+	b.WallNS += wall
+	b.WallNSRaw += raw
+	b.DeltaNS += float64(raw) - wall
 	if a.cpu {
-		m.CPUNS = cpu
-		m.Dispatches, m.Voluntary, m.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
+		b.CPUNS += cpu
+		b.Dispatches += th.pend.dispatches
+		b.Voluntary += th.pend.dispatches - th.pend.invol
+		b.Involuntary += th.pend.invol
 	}
-	th.nodes[th.current()].base.Add(m)
+	b.Interrupts += th.pend.irqs
+	b.InterruptNS += irq
 	if n := len(th.stack); n > 0 {
 		th.stack[n-1].self += wall
 	}
-	m.Samples = th.pend.samples
+	if d != nil {
+		*d = Metrics{
+			WallNS:      wall,
+			WallNSRaw:   raw,
+			DeltaNS:     float64(raw) - wall,
+			Interrupts:  th.pend.irqs,
+			InterruptNS: irq,
+			Samples:     th.pend.samples,
+		}
+		if a.cpu {
+			d.CPUNS = cpu
+			d.Dispatches, d.Voluntary, d.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
+		}
+	}
 	th.pend = pending{segs: th.pend.segs[:0]}
 	th.last = t
-	return m
+}
+
+// delta returns d when a callflow wants the metrics of each interval,
+// else nil.
+func (a *analysis) delta(d *Metrics) *Metrics {
+	if a.flow {
+		return d
+	}
+	return nil
 }
 
 // event handles a function entry or exit of th.
@@ -655,7 +736,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
 		}
-		d = a.closeInterval(th, e.Time, kind)
+		a.closeInterval(th, e.Time, kind, a.delta(&d))
 	} else {
 		th.pend = pending{segs: th.pend.segs[:0]}
 		th.last = max(e.Time, th.last)
@@ -668,11 +749,11 @@ func (a *analysis) event(th *thread, e *model.Event) {
 	th.off = false // the thread runs the probe
 
 	if e.Entry {
-		n := th.child(th.current(), f, th.onFunc[f])
+		n := th.child(th.current(), f, th.onFn(f))
 		th.nodes[n].calls++
 		th.stack = append(th.stack, frame{node: n, loc: e.Function})
-		th.onLoc[e.Function]++
-		th.onFunc[f]++
+		*count(&th.onLoc, int(e.Function))++
+		*count(&th.onFunc, int(f))++
 		a.line(th, e.Time, FlowEntry, n, d)
 	} else {
 		i := th.match(e.Function, f)
@@ -680,7 +761,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 			th.repairs.Unmatched++
 			if a.flow {
 				th.flow = append(th.flow, FlowEvent{TimeNS: e.Time, Kind: FlowUnmatched,
-					Level: len(th.stack) + 1, Name: f.Name, Module: f.Module, Delta: d})
+					Level: len(th.stack) + 1, Name: a.funcs[f].Name, Module: a.funcs[f].Module, Delta: d})
 			}
 		} else {
 			for len(th.stack)-1 > i {
@@ -697,15 +778,15 @@ func (a *analysis) event(th *thread, e *model.Event) {
 
 // match returns the index of the innermost open call of th entered at
 // location loc or, failing that, of function f; -1 if there is none.
-func (th *thread) match(loc uint32, f Func) int {
-	if th.onLoc[loc] > 0 {
+func (th *thread) match(loc uint32, f funcID) int {
+	if int(loc) < len(th.onLoc) && th.onLoc[loc] > 0 {
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			if th.stack[i].loc == loc {
 				return i
 			}
 		}
 	}
-	if th.onFunc[f] > 0 {
+	if th.onFn(f) > 0 {
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			if th.nodes[th.stack[i].node].fn == f {
 				return i
@@ -720,12 +801,8 @@ func (a *analysis) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
 	n := &th.nodes[fr.node]
-	if th.onLoc[fr.loc]--; th.onLoc[fr.loc] == 0 {
-		delete(th.onLoc, fr.loc)
-	}
-	if th.onFunc[n.fn]--; th.onFunc[n.fn] == 0 {
-		delete(th.onFunc, n.fn)
-	}
+	th.onLoc[fr.loc]--
+	th.onFunc[n.fn]--
 	if n.closed == 0 || fr.self < n.min {
 		n.min = fr.self
 	}
@@ -742,8 +819,9 @@ func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics)
 		return
 	}
 	nd := &th.nodes[n]
+	f := &a.funcs[nd.fn]
 	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
-		Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+		Name: f.Name, Module: f.Module, Delta: d})
 }
 
 // sample merges a sample of th into its tree (seed 000): below the
@@ -781,11 +859,11 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
-		if c, ok := th.nodes[n].children[f]; ok {
+		if c, ok := th.kids[uint64(n)<<32|uint64(f)]; ok {
 			n = c
 			continue
 		}
-		rl := th.onFunc[f]
+		rl := th.onFn(f)
 		if depth < len(th.stack) {
 			rl = 0
 			for _, fr := range th.stack[:depth] {
@@ -838,11 +916,13 @@ func (a *analysis) sweep() {
 // its open calls (lines of kind unclosed, counted in n).
 func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
 	if th.open {
-		d := a.closeInterval(th, t, -1)
+		var d Metrics
+		a.closeInterval(th, t, -1, a.delta(&d))
 		if a.flow && th.events > 0 {
 			nd := &th.nodes[th.current()]
+			f := &a.funcs[nd.fn]
 			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
-				Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+				Name: f.Name, Module: f.Module, Delta: d})
 		}
 	}
 	for len(th.stack) > 0 {
@@ -904,7 +984,7 @@ func (a *analysis) result() *Result {
 			EndNS:   th.end,
 			Events:  th.events,
 			Repairs: th.repairs,
-			Root:    th.tree(0),
+			Root:    th.tree(a.funcs, 0),
 		}
 		if th.key.goroutine {
 			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
@@ -942,25 +1022,26 @@ func (a *analysis) sorted() []*thread {
 	return threads
 }
 
-// tree converts node i of th and its descendants to a Node.
-func (th *thread) tree(i int32) Node {
+// tree converts node i of th and its descendants to a Node, naming
+// their functions from funcs.
+func (th *thread) tree(funcs []Func, i int32) Node {
 	nd := &th.nodes[i]
 	n := Node{
-		Name:      nd.fn.Name,
-		Module:    nd.fn.Module,
+		Name:      funcs[nd.fn].Name,
+		Module:    funcs[nd.fn].Module,
 		Level:     nd.level,
 		Recursion: nd.rl,
 		Sampled:   i != 0 && nd.calls == 0,
 		Calls:     nd.calls,
 		Base:      nd.base,
 		Cum:       nd.base,
-		Children:  make([]Node, 0, len(nd.children)),
+		Children:  make([]Node, 0, nd.children),
 	}
 	if nd.closed > 0 {
 		n.MinSelfNS, n.MaxSelfNS = nd.min, nd.max
 	}
-	for _, c := range nd.children {
-		n.Children = append(n.Children, th.tree(c))
+	for c := nd.firstChild; c >= 0; c = th.nodes[c].next {
+		n.Children = append(n.Children, th.tree(funcs, c))
 	}
 	slices.SortFunc(n.Children, func(x, y Node) int {
 		return cmp.Or(cmp.Compare(y.Cum.WallNS, x.Cum.WallNS), cmp.Compare(y.Cum.Samples, x.Cum.Samples),

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"trueprof/internal/instr"
 	"trueprof/internal/calltree"
+	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/trace"
