@@ -13,7 +13,6 @@ import (
 
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/report"
 )
 
 // PPROF writes the samples of p that pass f to w as a gzipped pprof
@@ -42,7 +41,7 @@ import (
 // goroutine carried when the samples were taken, so that `go tool pprof
 // -tagfocus 'worker=^2$'` works; a thread's samples before it ran any
 // goroutine keep their thread labels.
-func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
+func PPROF(w io.Writer, p *model.Profile, f model.Filter) error {
 	prof, err := toPprof(p, f)
 	if err != nil {
 		return err
@@ -51,10 +50,13 @@ func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
 }
 
 // toPprof builds the pprof profile; it is separate from PPROF for tests.
-func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
-	h := report.NewHeader(p, f)
+func toPprof(p *model.Profile, f model.Filter) (*profile.Profile, error) {
+	// One pprof sample per thread incarnation and stack or, for a Go
+	// target, per goroutine, the labels it carried then, and stack.
+	samples := calltree.GroupSamples(p, f, len(p.GoIDs) > 0)
+	stacks := samples.Stacks
 	valueType := &profile.ValueType{Type: p.Header.Event, Unit: "count"}
-	if report.PeriodUnit(p.Header.Event) == "nanoseconds" {
+	if model.PeriodUnit(p.Header.Event) == "nanoseconds" {
 		valueType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
 	}
 	prof := &profile.Profile{
@@ -65,7 +67,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		DefaultSampleType: "samples",
 		PeriodType:        valueType,
 		Period:            int64(p.Header.Period),
-		DurationNanos:     int64(h.SpanNS),
+		DurationNanos:     int64(samples.Last - samples.First),
 	}
 	if prof.Period == 0 && p.Header.Freq != 0 && valueType.Unit == "nanoseconds" {
 		prof.Period = int64(1e9 / p.Header.Freq)
@@ -73,15 +75,8 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	if !p.Header.StartTime.IsZero() {
 		prof.TimeNanos = p.Header.StartTime.UnixNano()
 	}
-	for _, w := range h.Warnings {
+	for _, w := range samples.Warnings() {
 		prof.Comments = append(prof.Comments, "trueprof: "+w)
-	}
-
-	// One pprof sample per thread incarnation and stack or, for a Go
-	// target, per goroutine, the labels it carried then, and stack.
-	stacks := report.Stacks(p, f)
-	if len(p.GoIDs) > 0 {
-		stacks = report.GoroutineStacks(p, f)
 	}
 
 	// The locations used, in order of first use, and each function name's

@@ -81,8 +81,8 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 		return funcs[i-1]
 	}
 	seen := map[Func]int{} // as in buildFlat: stack i+1 counted f already
-	for i := range d.stacks {
-		s := &d.stacks[i]
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
 		k := len(s.Funcs) - 1
 		for j, f := range s.Funcs {
 			if seen[f] == i+1 {
@@ -90,24 +90,24 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			}
 			seen[f] = i + 1
 			a := get(f)
-			a.cum.add(s.Metrics)
-			arcRow(a.parents, caller(s.Funcs, j)).Cum.add(s.Metrics)
+			a.cum.Add(s.Count)
+			arcRow(a.parents, caller(s.Funcs, j)).Cum.Add(s.Count)
 			if s.Funcs[k] != f {
 				c := arcRow(a.children, s.Funcs[j+1])
-				c.Cum.add(s.Metrics)
+				c.Cum.Add(s.Count)
 				if j+1 == k {
-					c.Base.add(s.Metrics)
+					c.Base.Add(s.Count)
 				}
 			}
 		}
 		leaf := get(s.Funcs[k])
-		leaf.base.add(s.Metrics)
-		arcRow(leaf.parents, caller(s.Funcs, k)).Base.add(s.Metrics)
+		leaf.base.Add(s.Count)
+		arcRow(leaf.parents, caller(s.Funcs, k)).Base.Add(s.Count)
 	}
 
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
 	for f, a := range accs {
-		if hidden(a.cum.Samples, d.total.Samples, o) {
+		if hidden(a.cum.Samples, d.Total.Samples, o) {
 			continue
 		}
 		r.Functions = append(r.Functions, ArcStanza{
@@ -115,7 +115,7 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			Module:     f.Module,
 			Base:       a.base,
 			Cum:        a.cum,
-			CumPercent: percent(a.cum.Samples, d.total.Samples),
+			CumPercent: percent(a.cum.Samples, d.Total.Samples),
 			Parents:    sortedArcRows(a.parents),
 			Children:   sortedArcRows(a.children),
 		})

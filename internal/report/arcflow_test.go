@@ -21,14 +21,14 @@ func TestArcflowInvariants(t *testing.T) {
 			var pBase, pCum, cCum Metrics
 			var pCalls uint64
 			for _, row := range s.Parents {
-				pBase.add(row.Base)
-				pCum.add(row.Cum)
+				pBase.Add(row.Base)
+				pCum.Add(row.Cum)
 				if row.Calls != nil {
 					pCalls += *row.Calls
 				}
 			}
 			for _, row := range s.Children {
-				cCum.add(row.Cum)
+				cCum.Add(row.Cum)
 			}
 			var selfCalls uint64
 			if s.Calls != nil {
@@ -44,13 +44,13 @@ func TestArcflowInvariants(t *testing.T) {
 			if pCum != s.Cum {
 				t.Errorf("%s: parents' cum %v != self cum %v", where, pCum, s.Cum)
 			}
-			if want := (Metrics{s.Cum.Samples - s.Base.Samples, s.Cum.Period - s.Base.Period}); cCum != want {
+			if want := (Metrics{Samples: s.Cum.Samples - s.Base.Samples, Period: s.Cum.Period - s.Base.Period}); cCum != want {
 				t.Errorf("%s: children's cum %v != self cum - base %v", where, cCum, want)
 			}
-			bases.add(s.Base)
+			bases.Add(s.Base)
 		}
-		if bases != d.total {
-			t.Errorf("profile %d: self bases add up to %v, want the total %v", iter, bases, d.total)
+		if bases != d.Total {
+			t.Errorf("profile %d: self bases add up to %v, want the total %v", iter, bases, d.Total)
 		}
 
 		// Flat self and total are arcflow's self base and cum.
@@ -75,7 +75,7 @@ func TestArcflowInvariants(t *testing.T) {
 		var treeBase Metrics
 		var check func(n *TreeNode, path []Func)
 		check = func(n *TreeNode, path []Func) {
-			treeBase.add(n.Base)
+			treeBase.Add(n.Base)
 			sum := n.Base
 			f := Func{Name: n.Name, Module: n.Module}
 			rl := 0
@@ -89,7 +89,7 @@ func TestArcflowInvariants(t *testing.T) {
 			}
 			for i := range n.Children {
 				c := &n.Children[i]
-				sum.add(c.Cum)
+				sum.Add(c.Cum)
 				if c.Level != n.Level+1 {
 					t.Errorf("profile %d: child level %d under level %d", iter, c.Level, n.Level)
 				}
@@ -104,8 +104,8 @@ func TestArcflowInvariants(t *testing.T) {
 				check(&pr.Threads[i].Root, nil)
 			}
 		}
-		if treeBase != d.total {
-			t.Errorf("profile %d: tree bases add up to %v, want %v", iter, treeBase, d.total)
+		if treeBase != d.Total {
+			t.Errorf("profile %d: tree bases add up to %v, want %v", iter, treeBase, d.Total)
 		}
 	}
 }

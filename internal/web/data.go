@@ -292,7 +292,7 @@ func (b *builder) sampling() {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
-	if report.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
+	if model.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
