@@ -22,7 +22,7 @@ type ArcRow struct {
 	Cum    Metrics `json:"cum"`
 }
 
-// ArcStanza is the caller/callee stanza of one function (seed 000): its
+// ArcStanza is the caller/callee stanza of one function (an arc per caller and callee): its
 // parents, itself, its children. For a sample whose function stack is
 // f1..fk (outermost first) and a function F at outermost position i:
 //

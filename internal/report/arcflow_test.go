@@ -8,7 +8,7 @@ import (
 	"trueprof/internal/model/modeltest"
 )
 
-// TestArcflowInvariants checks seed 000's four relationships on every
+// TestArcflowInvariants checks arcflow's four invariants on every
 // stanza of random profiles, and that arcflow agrees with flat and tree.
 func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))

@@ -11,7 +11,7 @@ import (
 )
 
 // InstrFlatFunction is one row of the flat view of an instrumented
-// recording: a function over every analysed thread (seed 003).
+// recording: a function over every analysed thread (a function accumulator).
 type InstrFlatFunction struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
@@ -114,7 +114,7 @@ type InstrArcRow struct {
 	Cum  instr.Metrics `json:"cum"`
 	// SharePercent is Cum as a share of the stanza function's total cum,
 	// in the header's metric: for a caller, the part of the function's
-	// time it is responsible for (seed 003).
+	// time it is responsible for (exact arcs).
 	SharePercent float64 `json:"share_percent"`
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // InstrTreeNode is a node of a thread's call-stack tree in an
-// instrumented recording (seed 004's log-rt): instr.Node with its share
+// instrumented recording (the log-rt report): instr.Node with its share
 // of the total.
 type InstrTreeNode struct {
 	Name   string `json:"name"`

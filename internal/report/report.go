@@ -92,7 +92,7 @@ type Options struct {
 	// always holds every metric.
 	Metric string
 	// Root restricts the analysis to the calls made while the function
-	// of that name is on the thread's stack (seed 001's Scheme B; see
+	// of that name is on the thread's stack (Scheme B; see
 	// instr.Options.Root). Empty analyses everything.
 	Root string
 }

@@ -44,7 +44,7 @@ func (n *tprofNode) child(key, name string) *tprofNode {
 }
 
 // buildTprof builds the process → thread → module → symbol hierarchy of
-// seed 004's figure 4. The symbol is the physical function, as in perf
+// the classic tprof report. The symbol is the physical function, as in perf
 // report, not the inlined frame. A reused tid is another thread.
 func buildTprof(d *data, o Options) TprofReport {
 	root := &tprofNode{children: map[string]*tprofNode{}}

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// TreeNode is a node of a call-stack tree (seed 000): one distinct call
+// TreeNode is a node of a call-stack tree: one distinct call
 // stack prefix of a thread.
 type TreeNode struct {
 	Name   string `json:"name"`
