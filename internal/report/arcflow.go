@@ -6,11 +6,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"trueprof/internal/calltree"
 )
 
 // Root is the pseudo function that stands for "no caller" in arcflow's
 // parent rows: the outermost frame of a stack is called by Root.
-var Root = Func{Name: "<root>"}
+var Root = calltree.Root
 
 // ArcRow is a parent or child row of an arcflow stanza.
 type ArcRow struct {
@@ -21,7 +22,7 @@ type ArcRow struct {
 	Cum    Metrics `json:"cum"`
 }
 
-// ArcStanza is the caller/callee stanza of one function (seed 000): its
+// ArcStanza is the caller/callee stanza of one function (an arc per caller and callee): its
 // parents, itself, its children. For a sample whose function stack is
 // f1..fk (outermost first) and a function F at outermost position i:
 //
@@ -80,8 +81,8 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 		return funcs[i-1]
 	}
 	seen := map[Func]int{} // as in buildFlat: stack i+1 counted f already
-	for i := range d.stacks {
-		s := &d.stacks[i]
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
 		k := len(s.Funcs) - 1
 		for j, f := range s.Funcs {
 			if seen[f] == i+1 {
@@ -89,24 +90,24 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			}
 			seen[f] = i + 1
 			a := get(f)
-			a.cum.add(s.Metrics)
-			arcRow(a.parents, caller(s.Funcs, j)).Cum.add(s.Metrics)
+			a.cum.Add(s.Count)
+			arcRow(a.parents, caller(s.Funcs, j)).Cum.Add(s.Count)
 			if s.Funcs[k] != f {
 				c := arcRow(a.children, s.Funcs[j+1])
-				c.Cum.add(s.Metrics)
+				c.Cum.Add(s.Count)
 				if j+1 == k {
-					c.Base.add(s.Metrics)
+					c.Base.Add(s.Count)
 				}
 			}
 		}
 		leaf := get(s.Funcs[k])
-		leaf.base.add(s.Metrics)
-		arcRow(leaf.parents, caller(s.Funcs, k)).Base.add(s.Metrics)
+		leaf.base.Add(s.Count)
+		arcRow(leaf.parents, caller(s.Funcs, k)).Base.Add(s.Count)
 	}
 
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
 	for f, a := range accs {
-		if hidden(a.cum.Samples, d.total.Samples, o) {
+		if hidden(a.cum.Samples, d.Total.Samples, o) {
 			continue
 		}
 		r.Functions = append(r.Functions, ArcStanza{
@@ -114,7 +115,7 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			Module:     f.Module,
 			Base:       a.base,
 			Cum:        a.cum,
-			CumPercent: percent(a.cum.Samples, d.total.Samples),
+			CumPercent: percent(a.cum.Samples, d.Total.Samples),
 			Parents:    sortedArcRows(a.parents),
 			Children:   sortedArcRows(a.children),
 		})
@@ -156,11 +157,11 @@ func arcflowText(w io.Writer, d *data, o Options) error {
 		fmt.Fprintln(w, sep)
 		fmt.Fprintf(w, "%6s %10s %10s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "NAME")
 		for _, p := range s.Parents {
-			row(p.Base, p.Cum, "", "    "+funcLabel(Func{p.Name, p.Module}))
+			row(p.Base, p.Cum, "", "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
 		}
-		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{s.Name, s.Module}))
+		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{Name: s.Name, Module: s.Module}))
 		for _, c := range s.Children {
-			row(c.Base, c.Cum, "", "    "+funcLabel(Func{c.Name, c.Module}))
+			row(c.Base, c.Cum, "", "    "+funcLabel(Func{Name: c.Name, Module: c.Module}))
 		}
 	}
 	if len(r.Functions) > 0 {

@@ -43,8 +43,8 @@ func benchmarkPrepare(b *testing.B, byGoroutine bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if d := prepare(p, Filter{}, byGoroutine); d.total.Samples != n {
-			b.Fatal(d.total.Samples)
+		if d := prepare(p, Filter{}, byGoroutine); d.Total.Samples != n {
+			b.Fatal(d.Total.Samples)
 		}
 	}
 }

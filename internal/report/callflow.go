@@ -27,8 +27,8 @@ type CallflowThread struct {
 	Events    []CallflowEvent `json:"events"`              // in time order; never null
 }
 
-// CallflowReport is the JSON form of the callflow view (seed 004's
-// log-gen): every entry and exit of every analysed thread.
+// CallflowReport is the JSON form of the callflow view (the
+// log-gen report): every entry and exit of every analysed thread.
 type CallflowReport struct {
 	InstrHeader
 	// BaseNS is the time the offsets count from (trace clock): the
@@ -122,7 +122,7 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 				case instr.FlowEnd, instr.FlowDetach:
 					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])
+				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
 			}
 		}
 	}

@@ -44,21 +44,21 @@ func buildFlat(d *data, o Options) FlatReport {
 	// seen[f] == i+1 when f was already counted for stack i: a recursive
 	// function adds to its total once per sample.
 	seen := map[Func]int{}
-	for i := range d.stacks {
-		s := &d.stacks[i]
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
 		for _, f := range s.Funcs {
 			if seen[f] == i+1 {
 				continue
 			}
 			seen[f] = i + 1
-			get(f).total.add(s.Metrics)
+			get(f).total.Add(s.Count)
 		}
-		get(s.Funcs[len(s.Funcs)-1]).self.add(s.Metrics)
+		get(s.Funcs[len(s.Funcs)-1]).self.Add(s.Count)
 	}
 
 	r := FlatReport{Header: d.header("flat"), Functions: []FlatFunction{}}
 	for f, a := range funcs {
-		if hidden(a.self.Samples, d.total.Samples, o) {
+		if hidden(a.self.Samples, d.Total.Samples, o) {
 			continue
 		}
 		r.Functions = append(r.Functions, FlatFunction{
@@ -66,8 +66,8 @@ func buildFlat(d *data, o Options) FlatReport {
 			Module:       f.Module,
 			Self:         a.self,
 			Total:        a.total,
-			SelfPercent:  percent(a.self.Samples, d.total.Samples),
-			TotalPercent: percent(a.total.Samples, d.total.Samples),
+			SelfPercent:  percent(a.self.Samples, d.Total.Samples),
+			TotalPercent: percent(a.total.Samples, d.Total.Samples),
 		})
 	}
 	slices.SortFunc(r.Functions, func(a, b FlatFunction) int {
@@ -87,8 +87,8 @@ func flatText(w io.Writer, d *data, o Options) error {
 	for _, f := range r.Functions {
 		sum += f.Self.Samples
 		fmt.Fprintf(w, "%10d %6.2f%% %6.2f%% %10d %6.2f%%  %s\n",
-			f.Self.Samples, f.SelfPercent, percent(sum, d.total.Samples),
-			f.Total.Samples, f.TotalPercent, funcLabel(Func{f.Name, f.Module}))
+			f.Self.Samples, f.SelfPercent, percent(sum, d.Total.Samples),
+			f.Total.Samples, f.TotalPercent, funcLabel(Func{Name: f.Name, Module: f.Module}))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
@@ -91,7 +92,7 @@ type Options struct {
 	// always holds every metric.
 	Metric string
 	// Root restricts the analysis to the calls made while the function
-	// of that name is on the thread's stack (seed 001's Scheme B; see
+	// of that name is on the thread's stack (Scheme B; see
 	// instr.Options.Root). Empty analyses everything.
 	Root string
 }
@@ -214,17 +215,9 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	return bw.Flush()
 }
 
-// Metrics are the values summed over a set of samples. The JSON keys are
-// the metric names.
-type Metrics struct {
-	Samples uint64 `json:"samples"` // number of samples
-	Period  uint64 `json:"period"`  // sum of the samples' Period (ns for cpu-clock)
-}
-
-func (m *Metrics) add(n Metrics) {
-	m.Samples += n.Samples
-	m.Period += n.Period
-}
+// Metrics are the values summed over a set of samples (calltree.Count).
+// The JSON keys are the metric names.
+type Metrics = calltree.Count
 
 // percent returns n as a percentage of total, 0 when total is 0, rounded
 // to two decimals so that text and JSON show the same number.

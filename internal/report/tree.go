@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// TreeNode is a node of a call-stack tree (seed 000): one distinct call
+// TreeNode is a node of a call-stack tree: one distinct call
 // stack prefix of a thread.
 type TreeNode struct {
 	Name   string `json:"name"`
@@ -56,14 +56,14 @@ type TreeReport struct {
 }
 
 // buildTree merges each thread's function-level stacks from the outermost
-// frame into a tree. d.stacks is sorted by owner, so each thread's (or
+// frame into a tree. d.Stacks is sorted by owner, so each thread's (or
 // goroutine's) stacks are contiguous.
 func buildTree(d *data, o Options) TreeReport {
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
-	total := d.total.Samples
+	total := d.Total.Samples
 	depth := map[Func]int{} // occurrences of each function on the current path
-	for i := 0; i < len(d.stacks); {
-		first := &d.stacks[i]
+	for i := 0; i < len(d.Stacks); {
+		first := &d.Stacks[i]
 		pid := first.PID
 		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != pid {
 			r.Processes = append(r.Processes, TreeProcess{PID: pid, Name: d.processName(pid), Threads: []TreeThread{}})
@@ -74,19 +74,19 @@ func buildTree(d *data, o Options) TreeReport {
 			th.Start = first.Thread.Start
 		}
 		th.Root = TreeNode{Name: th.Name, Children: []TreeNode{}}
-		for ; i < len(d.stacks) && sameOwner(&d.stacks[i], first); i++ {
-			s := &d.stacks[i]
+		for ; i < len(d.Stacks) && sameOwner(&d.Stacks[i], first); i++ {
+			s := &d.Stacks[i]
 			n := &th.Root
-			n.Cum.add(s.Metrics)
+			n.Cum.Add(s.Count)
 			clear(depth)
 			for _, f := range s.Funcs {
 				n = n.child(f, depth[f])
 				depth[f]++
-				n.Cum.add(s.Metrics)
+				n.Cum.Add(s.Count)
 			}
-			n.Base.add(s.Metrics)
+			n.Base.Add(s.Count)
 		}
-		pr.Total.add(th.Root.Cum)
+		pr.Total.Add(th.Root.Cum)
 		if th.Root.prune(total, o) {
 			pr.Threads = append(pr.Threads, th)
 		}
@@ -175,7 +175,7 @@ func treeText(w io.Writer, d *data, o Options) error {
 			print = func(n *TreeNode) {
 				fmt.Fprintf(w, "%4d %4d %6s %10d %10d %6.2f%%  %s%s\n",
 					n.Level, n.Recursion, "-", n.Base.Samples, n.Cum.Samples, n.CumPercent,
-					strings.Repeat("  ", n.Level), funcLabel(Func{n.Name, n.Module}))
+					strings.Repeat("  ", n.Level), funcLabel(Func{Name: n.Name, Module: n.Module}))
 				for i := range n.Children {
 					print(&n.Children[i])
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
@@ -270,7 +271,7 @@ func (b *builder) location(id uint32) []int {
 	if fs, ok := b.locFuncs[id]; ok {
 		return fs
 	}
-	frames, module := report.LocationFrames(b.p, id)
+	frames, module := calltree.Frames(b.p, id)
 	fs := make([]int, 0, len(frames))
 	for k := len(frames) - 1; k >= 0; k-- {
 		fr := frames[k]
@@ -291,7 +292,7 @@ func (b *builder) sampling() {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
-	if report.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
+	if model.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
@@ -345,7 +346,7 @@ func (b *builder) sampling() {
 			}
 			if len(funcs) == 0 {
 				if unknown < 0 {
-					unknown = b.fn(report.Unknown.Name, "", "", 0)
+					unknown = b.fn(calltree.Unknown.Name, "", "", 0)
 				}
 				funcs = []int{unknown}
 			}
@@ -496,7 +497,7 @@ func (b *builder) lines() {
 		locs = b.p.Stack(s.Stack, locs[:0])
 		clear(seen)
 		for j, id := range locs {
-			frames, _ := report.LocationFrames(b.p, id)
+			frames, _ := calltree.Frames(b.p, id)
 			fr := frames[0] // innermost: the line executing in this location
 			if fr.File == "" || fr.Line <= 0 {
 				continue
