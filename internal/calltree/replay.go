@@ -64,7 +64,7 @@ import (
 // dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
 // calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, o.Flow)
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o))
 	if err != nil {
 		return nil, err
 	}
@@ -207,9 +207,15 @@ type replay struct {
 	dropped     uint64
 	rootEntered bool
 	labels      model.GoLabels
+
+	// shard and shards select the threads this replay analyses when
+	// several share the work (shards > 1): see runShards.
+	shard, shards uint32
 }
 
-func analyse(p *model.Profile, o Options, flow bool) (*replay, error) {
+// analyse replays p as o selects, its threads split between shards
+// replays run in parallel (see shardsFor).
+func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
 	if o.ByGoroutine && len(p.GoIDs) == 0 {
 		return nil, ErrNoGoroutines
 	}
@@ -250,8 +256,7 @@ func analyse(p *model.Profile, o Options, flow bool) (*replay, error) {
 			return nil, fmt.Errorf("%w: %q", ErrRootNotFound, o.Root)
 		}
 	}
-	a.run()
-	a.sweep()
+	a.runShards(shards)
 	return a, nil
 }
 
@@ -288,8 +293,10 @@ func bounds(p *model.Profile) (start, end uint64) {
 
 // stream is one of the time-sorted record slices run merges.
 type stream struct {
-	n  int
-	at func(i int) uint64
+	n int
+	// at returns the time of record i and its thread's pid^tid, which
+	// says what shard it goes to (replay.mine).
+	at func(i int) (uint64, uint32)
 	do func(i int)
 }
 
@@ -299,7 +306,7 @@ type stream struct {
 func streamOf[R any](a *replay, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
 	return stream{
 		n:  len(rs),
-		at: func(i int) uint64 { t, _, _, _ := key(&rs[i]); return t },
+		at: func(i int) (uint64, uint32) { t, pid, tid, _ := key(&rs[i]); return t, pid ^ tid },
 		do: func(i int) {
 			t, pid, tid, in := key(&rs[i])
 			if os := a.osThread(pid, tid, t, in); os != nil {
@@ -309,18 +316,25 @@ func streamOf[R any](a *replay, rs []R, key func(r *R) (t uint64, pid, tid uint3
 	}
 }
 
-// run merges the time-sorted records and hands each to its thread or
-// goroutine. At equal times an adjustment comes first, then a switch, a
-// goroutine switch, an interrupt, an event and a sample: the profiler's
-// pause, a switch-in and an interrupt that ended then precede the event
-// that follows them.
+// run replays the records: it merges them in time order (merge) and
+// hands each to its thread or goroutine (the streams' do).
 func (a *replay) run() {
+	ss := a.streams()
+	merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+}
+
+// streams returns the time-sorted record slices of a.p, each handled by
+// a's thread or goroutine states, in the order merge gives equal times:
+// an adjustment comes first, then a switch, a goroutine switch, an
+// interrupt, an event and a sample: the profiler's pause, a switch-in
+// and an interrupt that ended then precede the event that follows them.
+func (a *replay) streams() []stream {
 	p := a.p
 	var goids []model.GoID // by thread, goroutine switches change nothing
 	if a.o.ByGoroutine {
 		goids = p.GoIDs
 	}
-	streams := []stream{
+	return []stream{
 		streamOf(a, p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
 			func(os *osThread, r *model.Adjust) { a.adjust(a.owner(os, r.Time), r) }),
 		streamOf(a, p.Switches, func(r *model.Switch) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, !r.Out },
@@ -342,19 +356,40 @@ func (a *replay) run() {
 		streamOf(a, p.Samples, func(r *model.Sample) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
 			func(os *osThread, r *model.Sample) { a.sample(a.owner(os, r.Time), r) }),
 	}
+}
+
+// merge visits the records of streams in time order (the first stream
+// first at equal times): visit gets the stream's index, the record's and
+// its thread's pid^tid.
+func merge(streams []stream, visit func(k, i int, key uint32)) {
+	// next is each stream's next record, head its time: a stream's time
+	// is read once per record, not once per comparison.
 	next := make([]int, len(streams))
+	head := make([]uint64, len(streams))
+	live := make([]bool, len(streams))
+	key := make([]uint32, len(streams))
+	for k := range streams {
+		if live[k] = streams[k].n > 0; live[k] {
+			head[k], key[k] = streams[k].at(0)
+		}
+	}
 	for {
-		best, t := -1, uint64(0)
+		best := -1
 		for k := range streams {
-			if s := &streams[k]; next[k] < s.n && (best < 0 || s.at(next[k]) < t) {
-				best, t = k, s.at(next[k])
+			if live[k] && (best < 0 || head[k] < head[best]) {
+				best = k
 			}
 		}
 		if best < 0 {
 			return
 		}
-		streams[best].do(next[best])
-		next[best]++
+		s := &streams[best]
+		visit(best, next[best], key[best])
+		if next[best]++; next[best] < s.n {
+			head[best], key[best] = s.at(next[best])
+		} else {
+			live[best] = false
+		}
 	}
 }
 
@@ -392,7 +427,7 @@ func (a *replay) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThrea
 	}
 	os, ok := a.os[k]
 	if !ok {
-		if a.o.match(pid, tid, mt) {
+		if a.o.match(pid, tid, mt) && a.mine(pid, tid) {
 			os = &osThread{key: k, mt: mt, off: in, end: a.threadEnd(mt)}
 		}
 		a.os[k] = os
