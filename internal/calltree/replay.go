@@ -1,4 +1,4 @@
-package instr
+package calltree
 
 import (
 	"cmp"
@@ -6,18 +6,65 @@ import (
 	"math"
 	"slices"
 
-	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
 
 // Build analyses the recording p (which must not be nil) as o selects:
-// the traced calls of an instrumented recording and, of any recording,
+// the traced calls of an instrumented recording (model.Event) with the
+// context switches, interrupts, the time lost to the profiler
+// (model.Adjust) and the samples taken alongside; and, of any recording,
 // each thread's time, dispatches, interrupts and samples, which the
-// threads view shows for sampling recordings too. See the package
-// documentation and docs/calibration.md.
+// threads view shows for sampling recordings too.
+//
+// It replays each thread's events through a shadow stack into a
+// call-stack tree (seed 000): per node the exact calls and callees, base
+// and cum wall time (raw and calibrated), CPU time, dispatches (voluntary
+// and involuntary), interrupts and samples, and the minimum and maximum
+// self time of one call. It also aggregates per function (seed 003):
+// calls, self, total, callers and callees, each with its exact share of
+// the function's time. Callflow lists each thread's events in order with
+// the metrics of the interval before each one (seed 004's log-gen).
+//
+// Seed 000's per-thread metric baselines: every thread incarnation (a
+// reused tid is another thread) is measured from its creation, or the
+// start of recording, to its exit, or the end of recording. Each event
+// reads and resets the deltas pending since the previous one and charges
+// them to the call then current; at the end every thread's pending
+// deltas are applied (the "non-zero list" sweep), to the calls still
+// open, so that a thread's tree adds up to its whole life, even when the
+// trace was cut short. A thread without events is measured all the same:
+// a tree of its root and samples.
+//
+// With Options.ByGoroutine, a Go target's goroutines are what gets a tree:
+// a thread's records belong to the goroutine it last switched to
+// (model.GoID), so that a call that returns on another thread still
+// matches; a goroutine's time parked counts as off CPU.
+//
+// Times are calibrated with the trace header's probe costs: every
+// interval between two consecutive events of a thread loses the cost of
+// its transition kind (entry→entry, entry→exit, exit→entry, exit→exit),
+// never going below zero. docs/calibration.md shows that this is seed 001's
+// t_exact = t_rough − t_I − m·t_O, per transition. Options.ExcludeInterrupts
+// also removes the interrupts' time (seed 004 §3).
+//
+// The replay compares and indexes functions and nodes by number (a
+// Table's FuncIDs, node indexes), never by name: see Table.
+//
+//	r, err := calltree.Build(prof, calltree.Options{Root: "handle_request"})
+//	if err != nil { ... }
+//	for _, pr := range r.Processes {
+//		for _, th := range pr.Threads {
+//			walk(&th.Root) // th.Root.Children, .Calls, .Base.WallNS, ...
+//		}
+//	}
+//
+// Everything in a Result marshals to JSON with the metric keys wall_ns,
+// wall_ns_raw, delta_ns, cpu_ns, dispatches, dispatches_voluntary,
+// dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
+// calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, false)
+	a, err := analyse(p, o, o.Flow)
 	if err != nil {
 		return nil, err
 	}
@@ -33,16 +80,12 @@ type threadKey struct {
 	goroutine bool
 }
 
-// funcID is a function's index in analysis.funcs: the replay compares and
-// hashes these numbers, never names.
-type funcID = calltree.FuncID
-
 // node is a tree node while the tree is built; nodes live in their
 // thread's slice and refer to each other by index. A node's children are
 // a list through firstChild and next (-1 ends it), in no order: tree
 // sorts them.
 type node struct {
-	fn               funcID
+	fn               FuncID
 	level            int
 	rl               int
 	firstChild, next int32
@@ -72,11 +115,13 @@ type pending struct {
 	samples           uint64
 }
 
-// thread is the state during the analysis of what gets a tree: a thread
+// thread is the state during the replay of what gets a tree: a thread
 // incarnation or, with Options.ByGoroutine, a goroutine.
 type thread struct {
-	key   threadKey
-	name  string
+	key  threadKey
+	name string
+	// root names the thread's root node, which has no function id.
+	root  string
 	nodes []node // nodes[0] is the thread's root
 	stack []frame
 	// onLoc and onFunc count the open calls per entry location id and
@@ -131,8 +176,8 @@ type osThread struct {
 	end uint64        // its exit, or the end of the recording
 }
 
-// analysis is the state of one pass over a profile.
-type analysis struct {
+// replay is the state of one pass over a profile.
+type replay struct {
 	p    *model.Profile
 	o    Options
 	flow bool
@@ -146,13 +191,10 @@ type analysis struct {
 	// trace does not say.
 	detached uint64
 
-	// table gives the functions of locations and sample stacks as ids;
-	// funcs are the functions by id, the table's and then the thread
-	// roots' names (intern).
-	table  *calltree.Table
-	funcs  []Func
-	ids    map[Func]funcID
-	stacks map[uint32][]funcID // sample stack id -> functions, outermost first
+	// t names the functions the replay knows by id; buf holds the
+	// function ids of the sample at hand.
+	t   *Table
+	buf []FuncID
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
@@ -167,7 +209,7 @@ type analysis struct {
 	labels      model.GoLabels
 }
 
-func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
+func analyse(p *model.Profile, o Options, flow bool) (*replay, error) {
 	if o.ByGoroutine && len(p.GoIDs) == 0 {
 		return nil, ErrNoGoroutines
 	}
@@ -175,21 +217,16 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 		return nil, err
 	}
 	p = model.FilterLabels(p, o.Labels)
-	a := &analysis{
+	a := &replay{
 		p:          p,
 		o:          o,
 		flow:       flow,
 		cpu:        len(p.Switches) > 0,
-		table:      calltree.NewTable(p),
-		stacks:     map[uint32][]funcID{},
+		t:          NewTable(p),
 		os:         map[threadKey]*osThread{},
 		goroutines: map[threadKey]*thread{},
 		recent:     map[uint64]*incarnation{},
 		labels:     p.GoLabels(),
-	}
-	a.funcs = make([]Func, a.table.Len())
-	for i := range a.funcs {
-		a.funcs[i] = a.table.Func(funcID(i))
 	}
 	a.start, a.end = bounds(p)
 	if p.End != nil {
@@ -259,7 +296,7 @@ type stream struct {
 // streamOf makes the stream of records rs: of record r, key returns the
 // time, pid, tid and whether it is a switch-in; do handles it with its
 // thread's state, unless that thread is filtered out.
-func streamOf[R any](a *analysis, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
+func streamOf[R any](a *replay, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
 	return stream{
 		n:  len(rs),
 		at: func(i int) uint64 { t, _, _, _ := key(&rs[i]); return t },
@@ -277,7 +314,7 @@ func streamOf[R any](a *analysis, rs []R, key func(r *R) (t uint64, pid, tid uin
 // goroutine switch, an interrupt, an event and a sample: the profiler's
 // pause, a switch-in and an interrupt that ended then precede the event
 // that follows them.
-func (a *analysis) run() {
+func (a *replay) run() {
 	p := a.p
 	var goids []model.GoID // by thread, goroutine switches change nothing
 	if a.o.ByGoroutine {
@@ -331,7 +368,7 @@ type incarnation struct {
 // osThread returns the state of the incarnation of pid/tid that a record
 // at time t belongs to, creating it (switched out when in: its first
 // record is a switch-in), or nil if o filters it out.
-func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
+func (a *replay) osThread(pid, tid uint32, t uint64, in bool) *osThread {
 	k := uint64(pid)<<32 | uint64(tid)
 	c := a.recent[k]
 	if c != nil && c.from <= t && t < c.until {
@@ -348,7 +385,7 @@ func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
 
 // osThreadOf is osThread for incarnation mt (nil when the trace lacks
 // the thread).
-func (a *analysis) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThread {
+func (a *replay) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThread {
 	k := threadKey{pid: pid, tid: tid}
 	if mt != nil {
 		k.start = mt.Start
@@ -366,7 +403,7 @@ func (a *analysis) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThr
 // threadEnd is when incarnation mt (nil if unknown) ended: its exit,
 // else the creation of the next incarnation of its tid (its exit was
 // lost), else the end of the recording.
-func (a *analysis) threadEnd(mt *model.Thread) uint64 {
+func (a *replay) threadEnd(mt *model.Thread) uint64 {
 	if mt == nil {
 		return a.end
 	}
@@ -382,7 +419,7 @@ func (a *analysis) threadEnd(mt *model.Thread) uint64 {
 // owner returns what the records of os at time t belong to: the
 // goroutine it runs or, before it ran any, the thread itself, whose
 // state is created then with its baseline.
-func (a *analysis) owner(os *osThread, t uint64) *thread {
+func (a *replay) owner(os *osThread, t uint64) *thread {
 	th := os.cur
 	if th == nil {
 		th = a.own(os, t)
@@ -393,7 +430,7 @@ func (a *analysis) owner(os *osThread, t uint64) *thread {
 
 // own returns the state of thread os itself, creating it at t with its
 // baseline.
-func (a *analysis) own(os *osThread, t uint64) *thread {
+func (a *replay) own(os *osThread, t uint64) *thread {
 	if os.own == nil {
 		name := "[unknown]"
 		if os.mt != nil && os.mt.Name != "" {
@@ -409,7 +446,7 @@ func (a *analysis) own(os *osThread, t uint64) *thread {
 // baseline is when the metrics of incarnation mt (nil if unknown),
 // whose first record is at t, start to count: its creation, else the
 // start of recording.
-func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
+func (a *replay) baseline(mt *model.Thread, t uint64) uint64 {
 	b := a.start
 	if mt != nil && mt.Start > 0 {
 		b = mt.Start
@@ -418,10 +455,10 @@ func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
 }
 
 // newThread creates the state of what gets a tree, measured from begin.
-func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thread {
-	th := &thread{key: k, name: name, kids: map[uint64]int32{},
+func (a *replay) newThread(k threadKey, name, root string, begin uint64) *thread {
+	th := &thread{key: k, name: name, root: root, kids: map[uint64]int32{},
 		open: a.o.Root == "", begin: begin, last: begin, offSince: begin}
-	th.nodes = append(th.nodes, node{fn: a.intern(Func{Name: root}), firstChild: -1, next: -1})
+	th.nodes = append(th.nodes, node{fn: -1, firstChild: -1, next: -1})
 	a.order = append(a.order, th)
 	return th
 }
@@ -429,7 +466,7 @@ func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thre
 // goSwitch handles thread os switching to goroutine g: the goroutine (or
 // the thread's own records) it ran before is parked, and g runs, on CPU
 // or not as the thread is.
-func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
+func (a *replay) goSwitch(os *osThread, g *model.GoID) {
 	k := threadKey{pid: os.key.pid, goid: g.GoID, goroutine: true}
 	next := a.goroutines[k]
 	if next == nil {
@@ -459,47 +496,19 @@ func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
 	}
 }
 
-// intern returns the id of function f, giving it the next one if new:
-// the thread roots' names, which are no location's.
-func (a *analysis) intern(f Func) funcID {
-	if a.ids == nil {
-		a.ids = make(map[Func]funcID, len(a.funcs))
-		for i, g := range a.funcs {
-			a.ids[g] = funcID(i)
-		}
+// fn returns the function of node n of th.
+func (a *replay) fn(th *thread, n int32) Func {
+	if n == 0 {
+		return Func{Name: th.root}
 	}
-	id, ok := a.ids[f]
-	if !ok {
-		id = funcID(len(a.funcs))
-		a.funcs = append(a.funcs, f)
-		a.ids[f] = id
-	}
-	return id
-}
-
-// fn returns the id of the function of location id: its physical
-// function, the last frame.
-func (a *analysis) fn(id uint32) funcID {
-	return a.table.LocFunc(id)
+	return a.t.Func(th.nodes[n].fn)
 }
 
 // isRoot reports whether location id is in the Root function: its
 // physical function as recorded, whatever grouping of code renamed the
 // frames to (a --root names a function even when the reports show files).
-func (a *analysis) isRoot(id uint32) bool {
+func (a *replay) isRoot(id uint32) bool {
 	return int(id) < len(a.p.Locations) && id != 0 && a.p.Locations[id].Symbol() == a.o.Root
-}
-
-// sampleFuncs returns the function-level stack of sample stack id,
-// outermost first, inlined functions after the function they were
-// inlined into; [Unknown] for a sample without a stack.
-func (a *analysis) sampleFuncs(id uint32) []funcID {
-	if fs, ok := a.stacks[id]; ok {
-		return fs
-	}
-	fs, _ := a.table.Stack(id, nil)
-	a.stacks[id] = fs
-	return fs
 }
 
 // current returns the index of the thread's current node: the top of its
@@ -513,7 +522,7 @@ func (th *thread) current() int32 {
 
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
-func (th *thread) child(parent int32, f funcID, rl int) int32 {
+func (th *thread) child(parent int32, f FuncID, rl int) int32 {
 	k := uint64(parent)<<32 | uint64(f)
 	if c, ok := th.kids[k]; ok {
 		return c
@@ -538,7 +547,7 @@ func count(cs *[]int32, i int) *int32 {
 }
 
 // onFn returns the number of open calls of function f on th.
-func (th *thread) onFn(f funcID) int {
+func (th *thread) onFn(f FuncID) int {
 	if int(f) < len(th.onFunc) {
 		return int(th.onFunc[f])
 	}
@@ -547,7 +556,7 @@ func (th *thread) onFn(f funcID) int {
 
 // inside reports whether th's records count: always without Root, and
 // while an activation of Root is on the shadow stack with it.
-func (a *analysis) inside(th *thread) bool {
+func (a *replay) inside(th *thread) bool {
 	return a.o.Root == "" || len(th.stack) > 0
 }
 
@@ -561,7 +570,7 @@ func (th *thread) offSegment(t uint64) (uint64, uint64) {
 }
 
 // switched handles a context switch of th.
-func (a *analysis) switched(th *thread, s *model.Switch) {
+func (a *replay) switched(th *thread, s *model.Switch) {
 	if !s.Out {
 		th.resume(s.Time)
 		return
@@ -602,7 +611,7 @@ func (th *thread) resume(t uint64) {
 
 // irq handles an interrupt handled while th ran: counted in the open
 // interval, with the part of its time inside it.
-func (a *analysis) irq(th *thread, q *model.IRQ) {
+func (a *replay) irq(th *thread, q *model.IRQ) {
 	if !th.open {
 		return
 	}
@@ -616,7 +625,7 @@ func (a *analysis) irq(th *thread, q *model.IRQ) {
 // and lasted r.Duration. The part of it inside the open interval is
 // removed from that interval's wall time, and its on-CPU part from the
 // CPU time.
-func (a *analysis) adjust(th *thread, r *model.Adjust) {
+func (a *replay) adjust(th *thread, r *model.Adjust) {
 	a.dropped += r.Dropped
 	if !th.open || r.Duration == 0 {
 		return
@@ -653,7 +662,7 @@ func (a *analysis) adjust(th *thread, r *model.Adjust) {
 // event (the thread's baseline, its end). It returns the interval's
 // metrics, samples included, in d when d is not nil (a callflow wants
 // them).
-func (a *analysis) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
+func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
 	off := th.pend.off
@@ -714,7 +723,7 @@ func (a *analysis) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 
 // delta returns d when a callflow wants the metrics of each interval,
 // else nil.
-func (a *analysis) delta(d *Metrics) *Metrics {
+func (a *replay) delta(d *Metrics) *Metrics {
 	if a.flow {
 		return d
 	}
@@ -722,8 +731,8 @@ func (a *analysis) delta(d *Metrics) *Metrics {
 }
 
 // event handles a function entry or exit of th.
-func (a *analysis) event(th *thread, e *model.Event) {
-	f := a.fn(e.Function)
+func (a *replay) event(th *thread, e *model.Event) {
+	f := a.t.LocFunc(e.Function)
 	if !a.inside(th) {
 		if !e.Entry || !a.isRoot(e.Function) {
 			return // outside the Root subgraph
@@ -761,7 +770,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 			th.repairs.Unmatched++
 			if a.flow {
 				th.flow = append(th.flow, FlowEvent{TimeNS: e.Time, Kind: FlowUnmatched,
-					Level: len(th.stack) + 1, Name: a.funcs[f].Name, Module: a.funcs[f].Module, Delta: d})
+					Level: len(th.stack) + 1, Name: a.t.Func(f).Name, Module: a.t.Func(f).Module, Delta: d})
 			}
 		} else {
 			for len(th.stack)-1 > i {
@@ -778,7 +787,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 
 // match returns the index of the innermost open call of th entered at
 // location loc or, failing that, of function f; -1 if there is none.
-func (th *thread) match(loc uint32, f funcID) int {
+func (th *thread) match(loc uint32, f FuncID) int {
 	if int(loc) < len(th.onLoc) && th.onLoc[loc] > 0 {
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			if th.stack[i].loc == loc {
@@ -797,7 +806,7 @@ func (th *thread) match(loc uint32, f funcID) int {
 }
 
 // pop closes the call on top of th's shadow stack at time t.
-func (a *analysis) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
+func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
 	n := &th.nodes[fr.node]
@@ -814,12 +823,12 @@ func (a *analysis) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 }
 
 // line appends a callflow line for node n when a callflow is wanted.
-func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
+func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
 	if !a.flow {
 		return
 	}
 	nd := &th.nodes[n]
-	f := &a.funcs[nd.fn]
+	f := a.fn(th, n)
 	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
 		Name: f.Name, Module: f.Module, Delta: d})
 }
@@ -831,11 +840,12 @@ func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics)
 // in a uretprobe's trampoline, after the function's frame is gone but
 // before its exit is written) goes below the caller it was really in,
 // never below the call it left, where it would look recursive.
-func (a *analysis) sample(th *thread, s *model.Sample) {
+func (a *replay) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
-	fs := a.sampleFuncs(s.Stack)
+	a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
+	fs := a.buf
 	n, depth, chain := int32(0), 0, fs
 	for depth = len(th.stack); depth > 0; depth-- {
 		cur := th.nodes[th.stack[depth-1].node].fn
@@ -890,7 +900,7 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 // thread's end, charged to the call then current, and the calls still
 // open end there. A thread the recording saw no record of has its
 // lifetime, off CPU: nothing says it ran.
-func (a *analysis) sweep() {
+func (a *replay) sweep() {
 	if !a.o.ByGoroutine {
 		for _, mt := range a.p.Threads {
 			if os := a.osThreadOf(mt.PID, mt.TID, mt, true); os != nil && os.own == nil {
@@ -914,13 +924,13 @@ func (a *analysis) sweep() {
 
 // closeAll closes th's open interval at t (a flow line of kind end) and
 // its open calls (lines of kind unclosed, counted in n).
-func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
+func (a *replay) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
 	if th.open {
 		var d Metrics
 		a.closeInterval(th, t, -1, a.delta(&d))
 		if a.flow && th.events > 0 {
 			nd := &th.nodes[th.current()]
-			f := &a.funcs[nd.fn]
+			f := a.fn(th, th.current())
 			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
 				Name: f.Name, Module: f.Module, Delta: d})
 		}
@@ -938,7 +948,7 @@ func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uin
 // the recording ended or, for a parked goroutine (or a thread's records
 // before its goroutines), when its thread last switched away from it;
 // never before its last record.
-func (a *analysis) endOf(th *thread) uint64 {
+func (a *replay) endOf(th *thread) uint64 {
 	end := th.os.end
 	if th.parked {
 		end = th.parkedSince
@@ -946,8 +956,8 @@ func (a *analysis) endOf(th *thread) uint64 {
 	return max(end, th.last, th.latest)
 }
 
-// result turns the analysis into a Result.
-func (a *analysis) result() *Result {
+// result turns the replay into a Result.
+func (a *replay) result() *Result {
 	r := &Result{
 		Calibration:        a.cal,
 		Raw:                a.o.Raw,
@@ -960,7 +970,11 @@ func (a *analysis) result() *Result {
 		Processes:          []Process{},
 		Warnings:           []string{},
 	}
-	for _, th := range a.sorted() {
+	threads := a.sorted()
+	if a.flow {
+		r.Flows = a.flows(threads)
+	}
+	for _, th := range threads {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
 			continue // nothing of it was measured (outside Root, or no time)
 		}
@@ -984,7 +998,7 @@ func (a *analysis) result() *Result {
 			EndNS:   th.end,
 			Events:  th.events,
 			Repairs: th.repairs,
-			Root:    th.tree(a.funcs, 0),
+			Root:    a.tree(th, 0),
 		}
 		if th.key.goroutine {
 			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
@@ -1013,7 +1027,7 @@ func (a *analysis) result() *Result {
 
 // sorted returns the threads by PID, goroutines (TID 0) first by id,
 // then threads by TID and Start.
-func (a *analysis) sorted() []*thread {
+func (a *replay) sorted() []*thread {
 	threads := slices.Clone(a.order)
 	slices.SortFunc(threads, func(x, y *thread) int {
 		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid),
@@ -1022,13 +1036,13 @@ func (a *analysis) sorted() []*thread {
 	return threads
 }
 
-// tree converts node i of th and its descendants to a Node, naming
-// their functions from funcs.
-func (th *thread) tree(funcs []Func, i int32) Node {
+// tree converts node i of th and its descendants to a Node.
+func (a *replay) tree(th *thread, i int32) Node {
 	nd := &th.nodes[i]
+	f := a.fn(th, i)
 	n := Node{
-		Name:      funcs[nd.fn].Name,
-		Module:    funcs[nd.fn].Module,
+		Name:      f.Name,
+		Module:    f.Module,
 		Level:     nd.level,
 		Recursion: nd.rl,
 		Sampled:   i != 0 && nd.calls == 0,
@@ -1041,7 +1055,7 @@ func (th *thread) tree(funcs []Func, i int32) Node {
 		n.MinSelfNS, n.MaxSelfNS = nd.min, nd.max
 	}
 	for c := nd.firstChild; c >= 0; c = th.nodes[c].next {
-		n.Children = append(n.Children, th.tree(funcs, c))
+		n.Children = append(n.Children, a.tree(th, c))
 	}
 	slices.SortFunc(n.Children, func(x, y Node) int {
 		return cmp.Or(cmp.Compare(y.Cum.WallNS, x.Cum.WallNS), cmp.Compare(y.Cum.Samples, x.Cum.Samples),
@@ -1058,13 +1072,13 @@ func (th *thread) tree(funcs []Func, i int32) Node {
 
 // mismatched reports whether the header's calibration was measured for
 // another probe mechanism than the recording's.
-func (a *analysis) mismatched() bool {
+func (a *replay) mismatched() bool {
 	c, h := a.p.Header.Calibration, &a.p.Header
 	return c != nil && c.Mechanism != "" && h.Instrument != "" && c.Mechanism != h.Instrument
 }
 
 // warnings returns the sentences about what is missing or repaired.
-func (a *analysis) warnings(r *Result) []string {
+func (a *replay) warnings(r *Result) []string {
 	w := []string{}
 	if c := a.p.Header.Calibration; len(a.p.Events) > 0 && !a.o.Raw {
 		if c == nil {

@@ -1,4 +1,4 @@
-package instr
+package calltree
 
 import (
 	"cmp"

@@ -1,8 +1,8 @@
-package instr
+package calltree
 
 // unlabelled reports whether a label filter leaves th out: a goroutine
 // that never carried the labels, a thread left with no event or sample.
-func (a *analysis) unlabelled(th *thread) bool {
+func (a *replay) unlabelled(th *thread) bool {
 	if len(a.o.Labels) == 0 {
 		return false
 	}
