@@ -112,7 +112,7 @@ type pending struct {
 	adjEnd            uint64 // end of the last pause
 	dispatches, invol uint64
 	irqs, irqNS       uint64
-	samples           uint64
+	samples, period   uint64
 }
 
 // thread is the state during the replay of what gets a tree: a thread
@@ -711,6 +711,7 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 			Interrupts:  th.pend.irqs,
 			InterruptNS: irq,
 			Samples:     th.pend.samples,
+			Period:      th.pend.period,
 		}
 		if a.cpu {
 			d.CPUNS = cpu
@@ -890,8 +891,10 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 		n = th.child(n, f, rl)
 	}
 	th.nodes[n].base.Samples++
+	th.nodes[n].base.Period += s.Period
 	if th.open {
 		th.pend.samples++
+		th.pend.period += s.Period
 	}
 }
 

@@ -108,6 +108,10 @@ type Metrics struct {
 	InterruptNS uint64 `json:"interrupt_ns"`
 	// Samples counts the samples merged into the tree.
 	Samples uint64 `json:"samples"`
+	// Period is the sum of those samples' periods (the event's unit:
+	// nanoseconds of cpu-clock, or events): the sampling views' second
+	// metric. Not in the instrumented views' JSON, which count samples.
+	Period uint64 `json:"-"`
 }
 
 // Add adds n to m, field by field.
@@ -122,6 +126,7 @@ func (m *Metrics) Add(n Metrics) {
 	m.Interrupts += n.Interrupts
 	m.InterruptNS += n.InterruptNS
 	m.Samples += n.Samples
+	m.Period += n.Period
 }
 
 // Node is a node of a thread's call-stack tree: one distinct path of

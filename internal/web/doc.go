@@ -16,9 +16,9 @@
 //	err = web.WriteHTML(f, p, web.HTMLOptions{Title: "trueprof.trace"})
 //
 // Build computes the page's data once: every thread incarnation's call
-// tree in columnar form (from instr.Build for instrumented recordings,
-// from the samples' stacks otherwise), line-level samples and the
-// timeline. The page's script derives the tables and graphs from it for
+// tree in columnar form (calltree.Build's, of the calls of instrumented
+// recordings, of the samples' stacks otherwise), line-level samples and
+// the timeline. The page's script derives the tables and graphs from it for
 // any thread selection, with the rules of report's arcflow and instr's
 // functions, which the Chromium tests check.
 //
