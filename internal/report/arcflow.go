@@ -50,76 +50,37 @@ type ArcflowReport struct {
 	Functions []ArcStanza `json:"functions"` // by cum, largest first, then base, name
 }
 
-type arcAcc struct {
-	base, cum         Metrics
-	parents, children map[Func]*ArcRow
-}
-
-func arcRow(m map[Func]*ArcRow, f Func) *ArcRow {
-	r := m[f]
-	if r == nil {
-		r = &ArcRow{Name: f.Name, Module: f.Module}
-		m[f] = r
+// buildArcflow makes a stanza of each of calltree's functions (data.result):
+// its callers and callees are its arcs, with the samples of its
+// outermost activations.
+func buildArcflow(d *data, o Options) (ArcflowReport, error) {
+	res, err := d.result()
+	if err != nil {
+		return ArcflowReport{}, err
 	}
-	return r
-}
-
-func buildArcflow(d *data, o Options) ArcflowReport {
-	accs := map[Func]*arcAcc{}
-	get := func(f Func) *arcAcc {
-		a := accs[f]
-		if a == nil {
-			a = &arcAcc{parents: map[Func]*ArcRow{}, children: map[Func]*ArcRow{}}
-			accs[f] = a
-		}
-		return a
-	}
-	caller := func(funcs []Func, i int) Func {
-		if i == 0 {
-			return Root
-		}
-		return funcs[i-1]
-	}
-	seen := map[Func]int{} // as in buildFlat: stack i+1 counted f already
-	for i := range d.Stacks {
-		s := &d.Stacks[i]
-		k := len(s.Funcs) - 1
-		for j, f := range s.Funcs {
-			if seen[f] == i+1 {
-				continue // only the outermost occurrence
-			}
-			seen[f] = i + 1
-			a := get(f)
-			a.cum.Add(s.Count)
-			arcRow(a.parents, caller(s.Funcs, j)).Cum.Add(s.Count)
-			if s.Funcs[k] != f {
-				c := arcRow(a.children, s.Funcs[j+1])
-				c.Cum.Add(s.Count)
-				if j+1 == k {
-					c.Base.Add(s.Count)
-				}
-			}
-		}
-		leaf := get(s.Funcs[k])
-		leaf.base.Add(s.Count)
-		arcRow(leaf.parents, caller(s.Funcs, k)).Base.Add(s.Count)
-	}
-
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
-	for f, a := range accs {
-		if hidden(a.cum.Samples, d.Total.Samples, o) {
+	callees := sampledCallees(res)
+	for i := range res.Functions {
+		f := &res.Functions[i]
+		if hidden(f.Total.Samples, d.Total.Samples, o) {
 			continue
 		}
-		r.Functions = append(r.Functions, ArcStanza{
-			Name:       f.Name,
-			Module:     f.Module,
-			Base:       a.base,
-			Cum:        a.cum,
-			CumPercent: percent(a.cum.Samples, d.Total.Samples),
-			Parents:    sortedArcRows(a.parents),
-			Children:   sortedArcRows(a.children),
-		})
+		fn := Func{Name: f.Name, Module: f.Module}
+		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), sortedArcRows(callees[fn]))
 	}
+	r.sort()
+	return r, nil
+}
+
+// add adds the stanza of function f with its base and cum of all samples.
+func (r *ArcflowReport) add(f Func, base, cum Metrics, all uint64, parents, children []ArcRow) {
+	r.Functions = append(r.Functions, ArcStanza{Name: f.Name, Module: f.Module, Base: base, Cum: cum,
+		CumPercent: percent(cum.Samples, all), Parents: parents, Children: children})
+}
+
+// sort orders the stanzas by cum, largest first, then base, name and
+// module.
+func (r *ArcflowReport) sort() {
 	slices.SortFunc(r.Functions, func(a, b ArcStanza) int {
 		return cmp.Or(
 			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
@@ -127,14 +88,91 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
-	return r
 }
 
+// arcRows are the caller rows of arcs with samples, sorted. An arc
+// without samples is a recursive activation's, which arcflow does not
+// count.
+func arcRows(arcs []calltree.Arc) []ArcRow {
+	rows := make([]ArcRow, 0, len(arcs))
+	for _, a := range arcs {
+		if a.Cum.Samples > 0 || a.Base.Samples > 0 {
+			rows = append(rows, ArcRow{Name: a.Name, Module: a.Module, Base: count(a.Base), Cum: count(a.Cum)})
+		}
+	}
+	sortArcRows(rows)
+	return rows
+}
+
+// sampledCallees returns the children rows of each function of res's
+// trees: under each outermost node of F (recursion 0), a child gets the
+// samples of its subtree that do not end in F (those stay F's base), in
+// base those that end in the child. So the children's cum adds up to
+// F's cum minus its base, recursion included: a sample is counted where
+// its stack leaves F's outermost activation for good.
+func sampledCallees(res *calltree.Result) map[Func]map[Func]*ArcRow {
+	rows := map[Func]map[Func]*ArcRow{}
+	var walk func(n *calltree.Node)
+	walk = func(n *calltree.Node) {
+		f := n.Func()
+		for i := range n.Children {
+			c := &n.Children[i]
+			if n.Level > 0 && n.Recursion == 0 {
+				m := rows[f]
+				if m == nil {
+					m = map[Func]*ArcRow{}
+					rows[f] = m
+				}
+				in := samplesIn(c, f)
+				if cum := (Metrics{Samples: c.Cum.Samples - in.Samples, Period: c.Cum.Period - in.Period}); cum.Samples > 0 {
+					g := c.Func()
+					row := m[g]
+					if row == nil {
+						row = &ArcRow{Name: g.Name, Module: g.Module}
+						m[g] = row
+					}
+					row.Cum.Add(cum)
+					if g != f {
+						row.Base.Add(count(c.Base))
+					}
+				}
+			}
+			walk(c)
+		}
+	}
+	for _, p := range res.Processes {
+		for i := range p.Threads {
+			walk(&p.Threads[i].Root)
+		}
+	}
+	return rows
+}
+
+// samplesIn is the base of the nodes of function f in n's subtree.
+func samplesIn(n *calltree.Node, f Func) Metrics {
+	var m Metrics
+	if n.Func() == f {
+		m = count(n.Base)
+	}
+	for i := range n.Children {
+		m.Add(samplesIn(&n.Children[i], f))
+	}
+	return m
+}
+
+// sortedArcRows returns the rows of m, sorted.
 func sortedArcRows(m map[Func]*ArcRow) []ArcRow {
 	rows := make([]ArcRow, 0, len(m))
 	for _, r := range m {
 		rows = append(rows, *r)
 	}
+	sortArcRows(rows)
+	return rows
+}
+
+// sortArcRows sorts rows by cum, largest first, then base, name and
+// module.
+func sortArcRows(rows []ArcRow) {
 	slices.SortFunc(rows, func(a, b ArcRow) int {
 		return cmp.Or(
 			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
@@ -142,11 +180,13 @@ func sortedArcRows(m map[Func]*ArcRow) []ArcRow {
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
-	return rows
 }
 
 func arcflowText(w io.Writer, d *data, o Options) error {
-	r := buildArcflow(d, o)
+	r, err := buildArcflow(d, o)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "Each stanza: the function's parents (callers), the function itself")
 	fmt.Fprintln(w, "(not indented, with its CUM%), then its children (callees).")
 	sep := strings.Repeat("-", 60)

@@ -15,7 +15,10 @@ func TestArcflowInvariants(t *testing.T) {
 	for iter := range 500 {
 		p := modeltest.RandomSamples(r)
 		d := prepare(p, Filter{}, false)
-		arc := buildArcflow(d, Options{})
+		arc, err := buildArcflow(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var bases Metrics
 		for _, s := range arc.Functions {
 			var pBase, pCum, cCum Metrics
@@ -54,7 +57,10 @@ func TestArcflowInvariants(t *testing.T) {
 		}
 
 		// Flat self and total are arcflow's self base and cum.
-		flat := buildFlat(d, Options{})
+		flat, err := buildFlat(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(flat.Functions) != len(arc.Functions) {
 			t.Fatalf("profile %d: %d flat functions, %d stanzas", iter, len(flat.Functions), len(arc.Functions))
 		}
@@ -71,7 +77,10 @@ func TestArcflowInvariants(t *testing.T) {
 
 		// Tree: bases add up to the total, a node's cum is its base plus
 		// its children's cum, and recursion levels count ancestors.
-		tree := buildTree(d, Options{})
+		tree, err := buildTree(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var treeBase Metrics
 		var check func(n *TreeNode, path []Func)
 		check = func(n *TreeNode, path []Func) {
@@ -117,7 +126,10 @@ func TestArcflowRecursion(t *testing.T) {
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g
 		Profile()
-	arc := buildArcflow(prepare(p, Filter{}, false), Options{})
+	arc, err := buildArcflow(prepare(p, Filter{}, false), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var f *ArcStanza
 	for i := range arc.Functions {
 		if arc.Functions[i].Name == "f" {

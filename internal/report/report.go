@@ -101,14 +101,14 @@ type Options struct {
 // keeps each report's computation shared by its text and JSON forms.
 type view struct {
 	text func(w io.Writer, d *data, o Options) error
-	json func(d *data, o Options) any
+	json func(d *data, o Options) (any, error)
 }
 
 var views = map[string]view{
-	"tprof":   {text: tprofText, json: func(d *data, o Options) any { return buildTprof(d, o) }},
-	"flat":    {text: flatText, json: func(d *data, o Options) any { return buildFlat(d, o) }},
-	"tree":    {text: treeText, json: func(d *data, o Options) any { return buildTree(d, o) }},
-	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
+	"tprof":   {text: tprofText, json: func(d *data, o Options) (any, error) { return buildTprof(d, o), nil }},
+	"flat":    {text: flatText, json: func(d *data, o Options) (any, error) { return buildFlat(d, o) }},
+	"tree":    {text: treeText, json: func(d *data, o Options) (any, error) { return buildTree(d, o) }},
+	"arcflow": {text: arcflowText, json: func(d *data, o Options) (any, error) { return buildArcflow(d, o) }},
 	// callflow has no sampling form: it lists traced entries and exits.
 	"callflow": {},
 	// threads measures threads from their records, whatever the
@@ -202,7 +202,11 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if o.Format == "json" {
 		enc := json.NewEncoder(bw)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(v.json(d, o)); err != nil {
+		r, err := v.json(d, o)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(r); err != nil {
 			return err
 		}
 	} else {

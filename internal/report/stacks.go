@@ -24,13 +24,37 @@ type Stack = calltree.Stack
 type data struct {
 	p *model.Profile // the profile the samples are of, label-filtered
 	*calltree.Samples
+	all *model.Profile   // the profile before the label filter
+	res *calltree.Result // the trees of the samples; see result
 }
 
 // prepare groups the samples of p that pass f by thread incarnation or,
 // byGoroutine, by goroutine (calltree.GroupSamples).
 func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
 	s := calltree.GroupSamples(p, f, byGoroutine)
-	return &data{p: s.Profile, Samples: s}
+	return &data{p: s.Profile, Samples: s, all: p}
+}
+
+// result returns the analysis of the samples by calltree.Build, where a
+// sample becomes a tree node, with the same filter and grouping: the
+// tree, flat and arcflow views render it. It is built on first use,
+// since tprof and the header need only the grouped stacks.
+func (d *data) result() (*calltree.Result, error) {
+	if d.res != nil {
+		return d.res, nil
+	}
+	m, err := d.Filter.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	f := d.Filter
+	res, err := calltree.Build(d.all, calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
+		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: d.ByGoroutine})
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	d.res = res
+	return res, nil
 }
 
 // processName returns "name_pid" for a process, the tprof convention.
