@@ -32,7 +32,7 @@ const (
 	FlowEnd FlowKind = "end"
 )
 
-// FlowEvent is one line of a callflow (seed 004's log-gen): an event of a
+// FlowEvent is one line of a callflow (log-gen): an event of a
 // thread with the metrics of the interval since the thread's previous
 // event.
 type FlowEvent struct {

@@ -18,21 +18,23 @@ import (
 // threads view shows for sampling recordings too.
 //
 // It replays each thread's events through a shadow stack into a
-// call-stack tree (seed 000): per node the exact calls and callees, base
+// call-stack tree: per node the exact calls and callees, base
 // and cum wall time (raw and calibrated), CPU time, dispatches (voluntary
 // and involuntary), interrupts and samples, and the minimum and maximum
-// self time of one call. It also aggregates per function (seed 003):
+// self time of one call. It also aggregates per function (the
+// function accumulator):
 // calls, self, total, callers and callees, each with its exact share of
 // the function's time. Callflow lists each thread's events in order with
-// the metrics of the interval before each one (seed 004's log-gen).
+// the metrics of the interval before each one (log-gen).
 //
-// Seed 000's per-thread metric baselines: every thread incarnation (a
+// Read-and-reset baselines: every thread incarnation (a
 // reused tid is another thread) is measured from its creation, or the
 // start of recording, to its exit, or the end of recording. Each event
 // reads and resets the deltas pending since the previous one and charges
 // them to the call then current; at the end every thread's pending
 // deltas are applied (the "non-zero list" sweep), to the calls still
-// open, so that a thread's tree adds up to its whole life, even when the
+// open, so that a thread's tree adds up to its whole life (the river of
+// time), even when the
 // trace was cut short. A thread without events is measured all the same:
 // a tree of its root and samples.
 //
@@ -44,9 +46,9 @@ import (
 // Times are calibrated with the trace header's probe costs: every
 // interval between two consecutive events of a thread loses the cost of
 // its transition kind (entry→entry, entry→exit, exit→entry, exit→exit),
-// never going below zero. docs/calibration.md shows that this is seed 001's
-// t_exact = t_rough − t_I − m·t_O, per transition. Options.ExcludeInterrupts
-// also removes the interrupts' time (seed 004 §3).
+// never going below zero. docs/calibration.md shows that this is probe
+// calibration's t_exact = t_rough − t_I − m·t_O, per transition. Options.ExcludeInterrupts
+// also removes the interrupts' time (IN).
 //
 // The replay compares and indexes functions and nodes by number (a
 // Table's FuncIDs, node indexes), never by name: see Table.
@@ -133,7 +135,7 @@ type thread struct {
 	// parent's index << 32 | the function's id.
 	kids map[uint64]int32
 
-	// Seed 000's read-and-reset: the metrics are measured from the
+	// Read-and-reset baselines: the metrics are measured from the
 	// thread's baseline (begin), and each event closes the open interval
 	// since the previous one (last; lastEntry its kind when events > 0),
 	// charging the pending deltas to the call then current. The end of
@@ -869,7 +871,7 @@ func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
 		Name: f.Name, Module: f.Module, Delta: d})
 }
 
-// sample merges a sample of th into its tree (seed 000): below the
+// sample merges a sample of th into its tree: below the
 // innermost open traced call whose function the sample's stack holds, the
 // frames deeper than it; outside any call, its whole stack below the
 // thread's root. A sample a few microseconds off its call's edges (taken
@@ -934,7 +936,7 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 }
 
 // sweep applies, at the end of the recording, every thread's pending
-// deltas (seed 000's non-zero list): each open interval closes at its
+// deltas (the non-zero list): each open interval closes at its
 // thread's end, charged to the call then current, and the calls still
 // open end there. A thread the recording saw no record of has its
 // lifetime, off CPU: nothing says it ran.

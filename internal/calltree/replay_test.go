@@ -385,10 +385,10 @@ func TestCalibration(t *testing.T) {
 	}
 }
 
-// TestSeed001 checks the per-transition calibration against seed 001's
-// formula when the overheads come from its model: entry code x1 before
+// TestCalibrationFormula checks the per-transition calibration against
+// probe calibration's formula (docs/architecture.md, glossary) when the overheads come from its model: entry code x1 before
 // its timestamp and y1 after, exit code x2 and y2.
-func TestSeed001(t *testing.T) {
+func TestCalibrationFormula(t *testing.T) {
 	x1, y1, x2, y2 := 1.0, 2.0, 0.5, 1.5
 	tI, tO := y1+x2, x1+y2
 	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).

@@ -29,7 +29,7 @@ type Options struct {
 	// wall_ns_raw and delta_ns is zero.
 	Raw bool
 	// Root restricts the analysis to the call subgraph of the function
-	// of that name (seed 001's Scheme B): a thread's events, samples,
+	// of that name (Scheme B): a thread's events, samples,
 	// switches and adjustments count only while at least one activation
 	// of Root is on its shadow stack. Empty means every event.
 	Root string
@@ -58,7 +58,7 @@ type Options struct {
 	// ExcludeInterrupts removes the time of the interrupts handled while
 	// a thread ran (model.IRQ) from its wall and CPU time, as it removes
 	// the profiler's pauses: they land at random, so repeatable
-	// measurements leave them out (seed 004 §3). Removing them from both
+	// measurements leave them out. Removing them from both
 	// keeps wall − CPU the time the thread was blocked or waiting.
 	ExcludeInterrupts bool
 	// Flow keeps, in Result.Flows, every event of the analysed threads
@@ -85,7 +85,7 @@ type Metrics struct {
 	WallNS float64 `json:"wall_ns"`
 	// WallNSRaw is the elapsed time between the events, as recorded.
 	WallNSRaw uint64 `json:"wall_ns_raw"`
-	// DeltaNS is WallNSRaw − WallNS: what calibration removed (seed 004's
+	// DeltaNS is WallNSRaw − WallNS: what calibration removed (log-rt's
 	// DELTA column).
 	DeltaNS float64 `json:"delta_ns"`
 	// CPUNS is the part of the time the thread was on a CPU, calibrated
@@ -93,14 +93,14 @@ type Metrics struct {
 	// (Result.CPUMeasured).
 	CPUNS float64 `json:"cpu_ns"`
 	// Dispatches counts the times the thread was switched out of its CPU
-	// (seed 004's DS): Voluntary when it blocked, Involuntary when it was
+	// (log-rt's DS): Voluntary when it blocked, Involuntary when it was
 	// preempted. Together with wall − CPU they tell blocking from
 	// waiting for a CPU.
 	Dispatches  uint64 `json:"dispatches"`
 	Voluntary   uint64 `json:"dispatches_voluntary"`
 	Involuntary uint64 `json:"dispatches_involuntary"`
 	// Interrupts counts the hardware interrupts and softirqs handled
-	// while the thread ran (seed 004's IN), InterruptNS their time: the
+	// while the thread ran (log-rt's IN), InterruptNS their time: the
 	// CPU time they took from the thread, which
 	// Options.ExcludeInterrupts removes from WallNS and CPUNS. Zero when
 	// the recording has none (Result.InterruptsMeasured).
@@ -134,7 +134,7 @@ func (m *Metrics) Add(n Metrics) {
 type Node struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
-	// Level is the depth from the thread's root, which is 0 (seed 004's
+	// Level is the depth from the thread's root, which is 0 (log-rt's
 	// LV).
 	Level int `json:"level"`
 	// Recursion is how many times this node's function occurs among its
@@ -262,7 +262,7 @@ type Arc struct {
 }
 
 // Function is the accumulated view of one function over all analysed
-// threads (seed 003's function accumulator).
+// threads (the function accumulator).
 type Function struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`

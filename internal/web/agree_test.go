@@ -274,7 +274,7 @@ func TestBrowserLargeProfile(t *testing.T) {
 	if rowsInDOM == 0 || rowsInDOM > 200 {
 		t.Errorf("%d rows in the DOM: want the visible ones only", rowsInDOM)
 	}
-	// The time filter starts where about 30 functions show (seed 003).
+	// The time filter starts where about 30 functions show (the call graph's initial time filter).
 	run(t, ctx, "the initial call graph", waitFor(`#graph-view svg g.node`))
 	graphNodes := eval[int](t, ctx, `+document.getElementById("graph-view").dataset.nodes`)
 	graphFilter := eval[string](t, ctx, `document.getElementById("graph-view").dataset.filter`)

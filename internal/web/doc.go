@@ -1,6 +1,6 @@
 // Package web shows a profile in a browser: a functions table, function
 // detail with exact per-caller shares, the call graph as a "river of
-// time" (seed 003 part II) laid out by an embedded WebAssembly Graphviz,
+// time" laid out by an embedded WebAssembly Graphviz,
 // flame and icicle graphs, annotated source or disassembly, and a
 // per-thread timeline, all linked by one selection.
 //
