@@ -181,6 +181,7 @@ type osThread struct {
 // replay is the state of one pass over a profile.
 type replay struct {
 	p    *model.Profile
+	sum  summary // of the records, which p may not hold (a Stream's)
 	o    Options
 	flow bool
 	ovh  [trace.Transitions]float64
@@ -206,6 +207,9 @@ type replay struct {
 	recent map[uint64]*incarnation
 	order  []*thread // in order of creation
 
+	// rootLocs marks the locations in Options.Root's function, by id.
+	rootLocs []bool
+
 	dropped     uint64
 	rootEntered bool
 	labels      model.GoLabels
@@ -215,36 +219,43 @@ type replay struct {
 	shard, shards uint32
 }
 
+// summary is what the replay needs to know of a recording's
+// time-ordered records before it reads them: how many of each kind, and
+// the first and last times.
+type summary struct {
+	counts      [model.RecordGoID + 1]uint64
+	first, last uint64
+}
+
+// summarize returns the summary of p's records.
+func summarize(p *model.Profile) summary {
+	var s summary
+	seen := false
+	span := func(k model.RecordKind, n int, at func(int) uint64) {
+		s.counts[k] = uint64(n)
+		if n > 0 {
+			if !seen || at(0) < s.first {
+				s.first, seen = at(0), true
+			}
+			s.last = max(s.last, at(n-1))
+		}
+	}
+	span(model.RecordEvent, len(p.Events), func(i int) uint64 { return p.Events[i].Time })
+	span(model.RecordSwitch, len(p.Switches), func(i int) uint64 { return p.Switches[i].Time })
+	span(model.RecordSample, len(p.Samples), func(i int) uint64 { return p.Samples[i].Time })
+	span(model.RecordAdjust, len(p.Adjusts), func(i int) uint64 { return p.Adjusts[i].Time })
+	span(model.RecordIRQ, len(p.IRQs), func(i int) uint64 { return p.IRQs[i].Time })
+	span(model.RecordGoID, len(p.GoIDs), func(i int) uint64 { return p.GoIDs[i].Time })
+	return s
+}
+
 // analyse replays p as o selects, its threads split between shards
 // replays run in parallel (see shardsFor).
 func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
-	if o.ByGoroutine && len(p.GoIDs) == 0 {
-		return nil, ErrNoGoroutines
-	}
-	if err := model.CheckThreadPattern(o.Thread); err != nil {
-		return nil, err
-	}
 	p = model.FilterLabels(p, o.Labels)
-	a := &replay{
-		p:          p,
-		o:          o,
-		flow:       flow,
-		cpu:        len(p.Switches) > 0,
-		t:          NewTable(p),
-		os:         map[threadKey]*osThread{},
-		goroutines: map[threadKey]*thread{},
-		recent:     map[uint64]*incarnation{},
-		labels:     p.GoLabels(),
-	}
-	a.start, a.end = bounds(p)
-	if p.End != nil {
-		a.detached = p.End.Detached
-	}
-	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
-		if err := checkCalibration(c); err != nil {
-			return nil, err
-		}
-		a.cal, a.ovh = c, c.Overhead
+	a, err := newReplay(p, summarize(p), o, flow)
+	if err != nil {
+		return nil, err
 	}
 	if o.Root != "" {
 		found := false
@@ -262,25 +273,51 @@ func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error
 	return a, nil
 }
 
-// bounds returns when the recording of p started and ended: the header's
-// start and the End record, else the first and last records (a trace cut
-// short has no End).
-func bounds(p *model.Profile) (start, end uint64) {
-	first := true
-	span := func(n int, at func(int) uint64) {
-		if n > 0 {
-			if first || at(0) < start {
-				start, first = at(0), false
-			}
-			end = max(end, at(n-1))
+// newReplay prepares the replay of a recording whose tables p holds and
+// whose records sum summarizes.
+func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, error) {
+	if o.ByGoroutine && sum.counts[model.RecordGoID] == 0 {
+		return nil, ErrNoGoroutines
+	}
+	if err := model.CheckThreadPattern(o.Thread); err != nil {
+		return nil, err
+	}
+	a := &replay{
+		p:          p,
+		sum:        sum,
+		o:          o,
+		flow:       flow,
+		cpu:        sum.counts[model.RecordSwitch] > 0,
+		t:          NewTable(p),
+		os:         map[threadKey]*osThread{},
+		goroutines: map[threadKey]*thread{},
+		recent:     map[uint64]*incarnation{},
+		labels:     p.GoLabels(),
+	}
+	if o.Root != "" {
+		a.rootLocs = make([]bool, len(p.Locations))
+		for id := 1; id < len(p.Locations); id++ {
+			a.rootLocs[id] = p.Locations[id].Symbol() == o.Root
 		}
 	}
-	span(len(p.Events), func(i int) uint64 { return p.Events[i].Time })
-	span(len(p.Switches), func(i int) uint64 { return p.Switches[i].Time })
-	span(len(p.Samples), func(i int) uint64 { return p.Samples[i].Time })
-	span(len(p.Adjusts), func(i int) uint64 { return p.Adjusts[i].Time })
-	span(len(p.IRQs), func(i int) uint64 { return p.IRQs[i].Time })
-	span(len(p.GoIDs), func(i int) uint64 { return p.GoIDs[i].Time })
+	a.start, a.end = bounds(p, sum)
+	if p.End != nil {
+		a.detached = p.End.Detached
+	}
+	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
+		if err := checkCalibration(c); err != nil {
+			return nil, err
+		}
+		a.cal, a.ovh = c, c.Overhead
+	}
+	return a, nil
+}
+
+// bounds returns when the recording of p, whose records sum summarizes,
+// started and ended: the header's start and the End record, else the
+// first and last records (a trace cut short has no End).
+func bounds(p *model.Profile, sum summary) (start, end uint64) {
+	start, end = sum.first, sum.last
 	if p.Header.StartNS > 0 {
 		start = p.Header.StartNS
 	}
@@ -303,18 +340,12 @@ type stream struct {
 }
 
 // streamOf makes the stream of records rs: of record r, key returns the
-// time, pid, tid and whether it is a switch-in; do handles it with its
-// thread's state, unless that thread is filtered out.
-func streamOf[R any](a *replay, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
+// time, pid and tid; do handles it.
+func streamOf[R any](rs []R, key func(r *R) (t uint64, pid, tid uint32), do func(r *R)) stream {
 	return stream{
 		n:  len(rs),
-		at: func(i int) (uint64, uint32) { t, pid, tid, _ := key(&rs[i]); return t, pid ^ tid },
-		do: func(i int) {
-			t, pid, tid, in := key(&rs[i])
-			if os := a.osThread(pid, tid, t, in); os != nil {
-				do(os, &rs[i])
-			}
-		},
+		at: func(i int) (uint64, uint32) { t, pid, tid := key(&rs[i]); return t, pid ^ tid },
+		do: func(i int) { do(&rs[i]) },
 	}
 }
 
@@ -326,10 +357,8 @@ func (a *replay) run() {
 }
 
 // streams returns the time-sorted record slices of a.p, each handled by
-// a's thread or goroutine states, in the order merge gives equal times:
-// an adjustment comes first, then a switch, a goroutine switch, an
-// interrupt, an event and a sample: the profiler's pause, a switch-in
-// and an interrupt that ended then precede the event that follows them.
+// a's thread or goroutine states, in the order merge gives equal times
+// (recordOrder).
 func (a *replay) streams() []stream {
 	p := a.p
 	var goids []model.GoID // by thread, goroutine switches change nothing
@@ -337,26 +366,82 @@ func (a *replay) streams() []stream {
 		goids = p.GoIDs
 	}
 	return []stream{
-		streamOf(a, p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Adjust) { a.adjust(a.owner(os, r.Time), r) }),
-		streamOf(a, p.Switches, func(r *model.Switch) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, !r.Out },
-			func(os *osThread, r *model.Switch) {
-				th := a.owner(os, r.Time)
-				os.off = r.Out
-				a.switched(th, r)
-			}),
-		streamOf(a, goids, func(r *model.GoID) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			a.goSwitch),
-		streamOf(a, p.IRQs, func(r *model.IRQ) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.IRQ) { a.irq(a.owner(os, r.Time), r) }),
-		streamOf(a, p.Events, func(r *model.Event) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Event) {
-				th := a.owner(os, r.Time)
-				os.off = false // the thread runs the probe
-				a.event(th, r)
-			}),
-		streamOf(a, p.Samples, func(r *model.Sample) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Sample) { a.sample(a.owner(os, r.Time), r) }),
+		streamOf(p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onAdjust),
+		streamOf(p.Switches, func(r *model.Switch) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onSwitch),
+		streamOf(goids, func(r *model.GoID) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onGoID),
+		streamOf(p.IRQs, func(r *model.IRQ) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onIRQ),
+		streamOf(p.Events, func(r *model.Event) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onEvent),
+		streamOf(p.Samples, func(r *model.Sample) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onSample),
+	}
+}
+
+// recordOrder is the order of the kinds of records at equal times: an
+// adjustment comes first, then a switch, a goroutine switch, an
+// interrupt, an event and a sample: the profiler's pause, a switch-in and
+// an interrupt that ended then precede the event that follows them.
+var recordOrder = [...]model.RecordKind{model.RecordAdjust, model.RecordSwitch, model.RecordGoID,
+	model.RecordIRQ, model.RecordEvent, model.RecordSample}
+
+// onRecord handles record r (of any kind) with its thread's state.
+func (a *replay) onRecord(r *model.Record) {
+	switch r.Kind {
+	case model.RecordAdjust:
+		a.onAdjust(&r.Adjust)
+	case model.RecordSwitch:
+		a.onSwitch(&r.Switch)
+	case model.RecordGoID:
+		if a.o.ByGoroutine { // by thread, goroutine switches change nothing
+			a.onGoID(&r.GoID)
+		}
+	case model.RecordIRQ:
+		a.onIRQ(&r.IRQ)
+	case model.RecordEvent:
+		a.onEvent(&r.Event)
+	case model.RecordSample:
+		a.onSample(&r.Sample)
+	}
+}
+
+// The handlers of each kind of record: each finds the state of the
+// record's thread incarnation (nil when filtered out) and its owner.
+
+func (a *replay) onAdjust(r *model.Adjust) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.adjust(a.owner(os, r.Time), r)
+	}
+}
+
+func (a *replay) onSwitch(r *model.Switch) {
+	if os := a.osThread(r.PID, r.TID, r.Time, !r.Out); os != nil {
+		th := a.owner(os, r.Time)
+		os.off = r.Out
+		a.switched(th, r)
+	}
+}
+
+func (a *replay) onGoID(r *model.GoID) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.goSwitch(os, r)
+	}
+}
+
+func (a *replay) onIRQ(r *model.IRQ) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.irq(a.owner(os, r.Time), r)
+	}
+}
+
+func (a *replay) onEvent(r *model.Event) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		th := a.owner(os, r.Time)
+		os.off = false // the thread runs the probe
+		a.event(th, r)
+	}
+}
+
+func (a *replay) onSample(r *model.Sample) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.sample(a.owner(os, r.Time), r)
 	}
 }
 
@@ -545,7 +630,7 @@ func (a *replay) fn(th *thread, n int32) Func {
 // physical function as recorded, whatever grouping of code renamed the
 // frames to (a --root names a function even when the reports show files).
 func (a *replay) isRoot(id uint32) bool {
-	return int(id) < len(a.p.Locations) && id != 0 && a.p.Locations[id].Symbol() == a.o.Root
+	return int(id) < len(a.rootLocs) && a.rootLocs[id]
 }
 
 // current returns the index of the thread's current node: the top of its
@@ -1003,7 +1088,7 @@ func (a *replay) result() *Result {
 		Raw:                a.o.Raw,
 		Root:               a.o.Root,
 		CPUMeasured:        a.cpu,
-		InterruptsMeasured: len(a.p.IRQs) > 0,
+		InterruptsMeasured: a.sum.counts[model.RecordIRQ] > 0,
 		ExcludeInterrupts:  a.o.ExcludeInterrupts,
 		ByGoroutine:        a.o.ByGoroutine,
 		Dropped:            a.dropped,
@@ -1120,7 +1205,7 @@ func (a *replay) mismatched() bool {
 // warnings returns the sentences about what is missing or repaired.
 func (a *replay) warnings(r *Result) []string {
 	w := []string{}
-	if c := a.p.Header.Calibration; len(a.p.Events) > 0 && !a.o.Raw {
+	if c := a.p.Header.Calibration; a.sum.counts[model.RecordEvent] > 0 && !a.o.Raw {
 		if c == nil {
 			w = append(w, "the trace has no calibration: times include the probes' own cost (run `trueprof calibrate` before recording)")
 		} else if a.mismatched() {
@@ -1131,7 +1216,7 @@ func (a *replay) warnings(r *Result) []string {
 	if !a.cpu {
 		w = append(w, "the trace has no context switches: cpu_ns and dispatches are not measured")
 	}
-	if a.o.ExcludeInterrupts && len(a.p.IRQs) == 0 {
+	if a.o.ExcludeInterrupts && a.sum.counts[model.RecordIRQ] == 0 {
 		w = append(w, "the trace has no interrupt records: excluding interrupts removed nothing")
 	}
 	if r.Dropped > 0 {
