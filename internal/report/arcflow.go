@@ -9,10 +9,6 @@ import (
 	"trueprof/internal/calltree"
 )
 
-// Root is the pseudo function that stands for "no caller" in arcflow's
-// parent rows: the outermost frame of a stack is called by Root.
-var Root = calltree.Root
-
 // ArcRow is a parent or child row of an arcflow stanza.
 type ArcRow struct {
 	Name   string  `json:"name"`
@@ -27,8 +23,8 @@ type ArcRow struct {
 // f1..fk (outermost first) and a function F at outermost position i:
 //
 //   - self cum counts the sample once; self base counts it if fk == F;
-//   - the parent f(i-1), or Root if i == 1, gets the sample in cum;
-//   - if fk == F, the leaf's parent f(k-1), or Root, gets it in base;
+//   - the parent f(i-1), or calltree.Root if i == 1, gets the sample in cum;
+//   - if fk == F, the leaf's parent f(k-1), or calltree.Root, gets it in base;
 //   - if fk != F, the child f(i+1) gets it in cum, and in base if it is fk.
 //
 // So the parents' base and cum add up to the self row's, and the

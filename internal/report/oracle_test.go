@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"testing"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 )
@@ -167,7 +168,7 @@ func stackArcflow(d *data, o Options) ArcflowReport {
 	}
 	caller := func(funcs []Func, i int) Func {
 		if i == 0 {
-			return Root
+			return calltree.Root
 		}
 		return funcs[i-1]
 	}

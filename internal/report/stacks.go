@@ -11,10 +11,6 @@ import (
 // Func identifies a function (calltree.Func).
 type Func = calltree.Func
 
-// Unknown is the pseudo function that samples without a stack are
-// counted under (calltree.Unknown).
-var Unknown = calltree.Unknown
-
 // Stack is the samples of one owner that share a call stack
 // (calltree.Stack).
 type Stack = calltree.Stack
