@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -296,7 +296,7 @@ func Intervals(p *model.Profile) [trace.Transitions][]uint64 {
 					cur = stack[len(stack)-1]
 				}
 				if isCal(cur) && e.Time >= prev.Time {
-					k := instr.Transition(prev.Entry, e.Entry)
+					k := calltree.Transition(prev.Entry, e.Entry)
 					out[k] = append(out[k], e.Time-prev.Time)
 				}
 			}

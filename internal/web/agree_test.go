@@ -16,7 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -94,17 +94,17 @@ func samplingStats(t *testing.T, p *model.Profile, f report.Filter) map[string]f
 	return out
 }
 
-// instrStats is what instr.Build's Functions say.
-func instrStats(t *testing.T, p *model.Profile, o instr.Options) map[string]fnStats {
+// instrStats is what calltree.Build's Functions say.
+func instrStats(t *testing.T, p *model.Profile, o calltree.Options) map[string]fnStats {
 	t.Helper()
-	res, err := instr.Build(p, o)
+	res, err := calltree.Build(p, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vec := func(m instr.Metrics) []float64 {
+	vec := func(m calltree.Metrics) []float64 {
 		return []float64{m.WallNS, m.CPUNS, float64(m.Dispatches), float64(m.Samples)}
 	}
-	arcs := func(as []instr.Arc) map[string]arcStats {
+	arcs := func(as []calltree.Arc) map[string]arcStats {
 		out := map[string]arcStats{}
 		for _, a := range as {
 			out[a.Name+"\x00"+a.Module] = arcStats{Calls: float64(a.Calls), Base: vec(a.Base), Cum: vec(a.Cum)}
@@ -183,7 +183,7 @@ func compareStats(t *testing.T, what string, got, want map[string]fnStats, calls
 // TestBrowserAgreesWithReports checks, in Chromium, that the numbers the
 // page derives (functions table, callers and callees with their shares)
 // are the text reports' own: report's arcflow for sampling profiles,
-// instr.Build's functions for instrumented ones, over the fixtures and
+// calltree.Build's functions for instrumented ones, over the fixtures and
 // random profiles, for every process and for each thread.
 func TestBrowserAgreesWithReports(t *testing.T) {
 	ctx := browser(t)
@@ -217,7 +217,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		instrumented := len(fx.p.Events) > 0
 		want := func(f report.Filter) map[string]fnStats {
 			if instrumented {
-				return instrStats(t, fx.p, instr.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
+				return instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
 			}
 			return samplingStats(t, fx.p, f)
 		}
@@ -353,7 +353,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		var want map[string]fnStats
 		if instrumented {
 			f := fx.filter
-			want = instrStats(t, fx.p, instr.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
+			want = instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
 		} else {
 			want = samplingStats(t, fx.p, fx.filter)
 		}
