@@ -3,7 +3,7 @@
 // the same programs beside it, in the same run.
 //
 // Hook trace: a synthetic instrumented recording written with
-// trace.Writer, one thread whose main calls mid n times and mid calls
+// trace.Writer (modeltest.WriteCalls), one thread whose main calls mid n times and mid calls
 // leaf twice (6 events per mid call, the shape of bench/hooks' fixture
 // recorded with -finstrument-functions), so that the engine is measured
 // apart from the recorder's drops. `trueprof report --view flat` and
@@ -44,7 +44,7 @@ import (
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
-	"trueprof/internal/trace"
+	"trueprof/internal/model/modeltest"
 )
 
 func main() {
@@ -191,51 +191,17 @@ func run(env []string, argv ...string) (time.Duration, int64) {
 	return wall, ru.Maxrss
 }
 
-// synthesize writes to path a hook trace of one thread: main calls mid
-// mids times, and mid calls leaf twice, 9 ns between events.
+// synthesize writes to path the hook trace of modeltest.WriteCalls: main
+// calls mid mids times, and mid calls leaf twice.
 func synthesize(path string, mids int) {
 	f, err := os.Create(path)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
-	w, err := trace.NewWriter(f, &trace.Header{Event: "dummy", Instrument: "hook"}, trace.Options{Mode: trace.ModeNormal})
-	if err != nil {
+	if err := modeltest.WriteCalls(f, mids); err != nil {
 		log.Fatal(err)
 	}
-	must := func(err error) {
-		if err != nil {
-			log.Fatal(err)
-		}
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
 	}
-	intern := func(s string) uint32 {
-		id, err := w.Intern(s)
-		must(err)
-		return id
-	}
-	mod, comm := intern("/usr/bin/calls_fi"), intern("calls_fi")
-	var locs [3]uint32
-	for i, name := range []string{"main", "mid", "leaf"} {
-		locs[i] = uint32(i + 1)
-		must(w.Write(&trace.Location{ID: locs[i], Address: 0x401000 + uint64(i)*0x40, Module: mod,
-			Offset: 0x1000 + uint64(i)*0x40, Lines: []trace.Line{{Function: intern(name)}}}))
-	}
-	t := uint64(1_000_000)
-	must(w.Write(&trace.Comm{Time: t, PID: 7, TID: 7, Name: comm, Exec: true}))
-	ev := func(k trace.EventKind, f uint32) {
-		t += 9
-		must(w.Write(&trace.Event{Time: t, PID: 7, TID: 7, Kind: k, Function: f}))
-	}
-	ev(trace.EventEntry, locs[0])
-	for range mids {
-		ev(trace.EventEntry, locs[1])
-		ev(trace.EventEntry, locs[2])
-		ev(trace.EventExit, locs[2])
-		ev(trace.EventEntry, locs[2])
-		ev(trace.EventExit, locs[2])
-		ev(trace.EventExit, locs[1])
-	}
-	ev(trace.EventExit, locs[0])
-	must(w.Write(&trace.End{Time: t + 10, Reason: intern("exited")}))
-	must(w.Close())
 }

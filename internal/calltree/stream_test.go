@@ -187,49 +187,6 @@ func TestBuildStreamFile(t *testing.T) {
 	}
 }
 
-// writeCalls writes to path the trace of one thread whose main calls mid
-// mids times, mid calling leaf twice: 6 events a mid call.
-func writeCalls(tb testing.TB, path string, mids int) {
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	w, err := trace.NewWriter(f, &trace.Header{Event: "dummy", Instrument: "hook"}, trace.Options{Mode: trace.ModeNormal})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var werr error
-	write := func(r trace.Record) {
-		if err := w.Write(r); err != nil && werr == nil {
-			werr = err
-		}
-	}
-	mod, _ := w.Intern("/usr/bin/calls")
-	for i, name := range []string{"main", "mid", "leaf"} {
-		s, _ := w.Intern(name)
-		write(&trace.Location{ID: uint32(i + 1), Module: mod, Offset: uint64(i) * 0x40, Lines: []trace.Line{{Function: s}}})
-	}
-	now := uint64(1000)
-	ev := func(k trace.EventKind, fn uint32) {
-		now += 9
-		write(&trace.Event{Time: now, PID: 7, TID: 7, Kind: k, Function: fn})
-	}
-	ev(trace.EventEntry, 1)
-	for range mids {
-		ev(trace.EventEntry, 2)
-		ev(trace.EventEntry, 3)
-		ev(trace.EventExit, 3)
-		ev(trace.EventEntry, 3)
-		ev(trace.EventExit, 3)
-		ev(trace.EventExit, 2)
-	}
-	ev(trace.EventExit, 1)
-	if err := w.Close(); err != nil || werr != nil {
-		tb.Fatal(err, werr)
-	}
-}
-
 // BenchmarkBuildStream analyses a trace file of 1.2M and 6M events read
 // with model.Open then Build (every record in memory) and with
 // model.OpenStream then BuildStream (none): B/op grows with the events
@@ -237,7 +194,14 @@ func writeCalls(tb testing.TB, path string, mids int) {
 func BenchmarkBuildStream(b *testing.B) {
 	for _, mids := range []int{200_000, 1_000_000} {
 		path := filepath.Join(b.TempDir(), "calls.trace")
-		writeCalls(b, path, mids)
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := modeltest.WriteCalls(f, mids); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
 		events := float64(6*mids + 2)
 		b.Run(fmt.Sprintf("load/events=%.0f", events), func(b *testing.B) {
 			b.ReportAllocs()
