@@ -9,8 +9,10 @@
 // apart from the recorder's drops. `trueprof report --view flat` and
 // `--view tree` are timed on one core (GOMAXPROCS=1) and on two, with
 // their peak RSS (wait4's ru_maxrss); then the other views (arcflow,
-// threads) and, with -scale, the same trace with that many times the
-// events, to check that memory stays flat. Beside them, uftrace records
+// threads), calltree.BuildStream on the trace read in two passes (this
+// program run again with -stream; the reports still load every record)
+// and, with -scale, the same trace with that many times the events, to
+// check that memory stays flat. Beside them, uftrace records
 // the same program built with -pg (n mid calls) and `uftrace report` is
 // timed.
 //
@@ -44,6 +46,8 @@ import (
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
+	"trueprof/internal/calltree"
+	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 )
 
@@ -52,8 +56,13 @@ func main() {
 	scale := flag.Int("scale", 0, "also analyse a trace with this many times the events, to compare peak memory (0: skip)")
 	runs := flag.Int("runs", 3, "repetitions of each measurement (medians are reported)")
 	seconds := flag.Float64("seconds", 10, "length of the sampled run (0: skip the sampling benchmark)")
+	stream := flag.String("stream", "", "(internal) analyse this trace with calltree.BuildStream and exit")
 	flag.Parse()
 	log.SetFlags(0)
+	if *stream != "" {
+		buildStream(*stream)
+		return
+	}
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-analysis-")
 	defer cleanup()
@@ -69,7 +78,9 @@ func main() {
 		wall time.Duration
 		rss  int64 // KiB
 	}
-	measure := func(name string, env []string, argv ...string) row {
+	// measure runs argv (with env) -runs times over a trace of events
+	// events.
+	measure := func(name string, events float64, env []string, argv ...string) row {
 		var walls []time.Duration
 		var rsss []int64
 		for range *runs {
@@ -77,21 +88,29 @@ func main() {
 			walls, rsss = append(walls, w), append(rsss, r)
 		}
 		rw := row{name, benchutil.Median(walls), benchutil.Median(rsss)}
-		fmt.Printf("%-34s %10.0f %12.3g %8d MB\n", name, benchutil.MS(rw.wall), n/rw.wall.Seconds(), rw.rss/1024)
+		fmt.Printf("%-34s %10.0f %12.3g %8d MB\n", name, benchutil.MS(rw.wall), events/rw.wall.Seconds(), rw.rss/1024)
 		return rw
 	}
 	one := []string{"GOMAXPROCS=1"}
-	flat1 := measure("report --view flat (1 core)", one, bin, "report", "-i", tr, "--view", "flat", "-o", os.DevNull)
-	tree1 := measure("report --view tree (1 core)", one, bin, "report", "-i", tr, "--view", "tree", "-o", os.DevNull)
-	flat := measure("report --view flat (2 cores)", nil, bin, "report", "-i", tr, "--view", "flat", "-o", os.DevNull)
-	measure("report --view tree (2 cores)", nil, bin, "report", "-i", tr, "--view", "tree", "-o", os.DevNull)
-	measure("report --view arcflow (2 cores)", nil, bin, "report", "-i", tr, "--view", "arcflow", "-o", os.DevNull)
-	measure("report --view threads (2 cores)", nil, bin, "report", "-i", tr, "--view", "threads", "-o", os.DevNull)
-	var big row
+	flat1 := measure("report --view flat (1 core)", n, one, bin, "report", "-i", tr, "--view", "flat", "-o", os.DevNull)
+	tree1 := measure("report --view tree (1 core)", n, one, bin, "report", "-i", tr, "--view", "tree", "-o", os.DevNull)
+	flat := measure("report --view flat (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "flat", "-o", os.DevNull)
+	measure("report --view tree (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "tree", "-o", os.DevNull)
+	measure("report --view arcflow (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "arcflow", "-o", os.DevNull)
+	measure("report --view threads (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "threads", "-o", os.DevNull)
+	// The engine over the trace read in two passes, which the reports do
+	// not use yet: this program again, analysing with BuildStream.
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	streamed := measure("calltree.BuildStream (2 cores)", n, nil, self, "-stream", tr)
+	var big, bigStreamed row
 	if *scale > 1 {
 		large := filepath.Join(dir, "hooks-large.trace")
 		synthesize(large, mids**scale)
-		big = measure(fmt.Sprintf("report --view flat, %dx events", *scale), nil, bin, "report", "-i", large, "--view", "flat", "-o", os.DevNull)
+		big = measure(fmt.Sprintf("report --view flat, %dx events", *scale), n*float64(*scale), nil, bin, "report", "-i", large, "--view", "flat", "-o", os.DevNull)
+		bigStreamed = measure(fmt.Sprintf("calltree.BuildStream, %dx events", *scale), n*float64(*scale), nil, self, "-stream", large)
 		os.Remove(large)
 	}
 
@@ -124,8 +143,11 @@ func main() {
 	rate := func(r row) float64 { return n / r.wall.Seconds() / 1e6 }
 	bar(rate(flat1) >= 20 && rate(tree1) >= 20, "flat and tree on one core: %.1fM and %.1fM events/s (bar: 20M)", rate(flat1), rate(tree1))
 	bar(flat.rss <= 512*1024, "peak RSS of flat: %d MB (bar: 512 MB)", flat.rss/1024)
+	bar(streamed.rss <= 512*1024, "peak RSS of BuildStream: %d MB (bar: 512 MB)", streamed.rss/1024)
 	if big.wall > 0 {
-		bar(float64(big.rss) <= 1.2*float64(flat.rss), "peak RSS at %dx the events: %d MB, %.2fx (bar: 1.2x)", *scale, big.rss/1024, float64(big.rss)/float64(flat.rss))
+		bar(float64(big.rss) <= 1.2*float64(flat.rss), "peak RSS of flat at %dx the events: %d MB, %.2fx (bar: 1.2x)", *scale, big.rss/1024, float64(big.rss)/float64(flat.rss))
+		bar(float64(bigStreamed.rss) <= 1.2*float64(streamed.rss), "peak RSS of BuildStream at %dx the events: %d MB, %.2fx (bar: 1.2x)",
+			*scale, bigStreamed.rss/1024, float64(bigStreamed.rss)/float64(streamed.rss))
 	}
 	if uftraceReport > 0 {
 		bar(flat.wall <= uftraceReport/2, "flat report %.0f ms vs uftrace report %.0f ms: %.2fx (bar: 0.5x)",
@@ -189,6 +211,19 @@ func run(env []string, argv ...string) (time.Duration, int64) {
 		return wall, 0
 	}
 	return wall, ru.Maxrss
+}
+
+// buildStream analyses the trace at path as a report's instrumented
+// views do, but reading it in two passes (model.OpenStream and
+// calltree.BuildStream).
+func buildStream(path string) {
+	s, err := model.OpenStream(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := calltree.BuildStream(s, calltree.Options{}); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // synthesize writes to path the hook trace of modeltest.WriteCalls: main
