@@ -13,8 +13,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Mode is how a Writer treats the size limit (seed 004's normal,
-// wrap-around and continuous modes).
+// Mode is how a Writer treats the size limit: the normal, wrap-around
+// and continuous modes of a trace buffer (docs/architecture.md, wrap mode).
 type Mode string
 
 // Recording modes.
@@ -26,7 +26,7 @@ const (
 	ModeNormal Mode = "normal"
 	// ModeWrap keeps the most recent Options.SizeLimit bytes of
 	// (compressed) samples and every other record. Samples are held in
-	// memory until Close, like the trace buffer of seed 004's PI tools;
+	// memory until Close, like a classic in-memory trace buffer;
 	// everything else is written as it comes.
 	ModeWrap Mode = "wrap"
 	// ModeContinuous writes everything, with no limit.
