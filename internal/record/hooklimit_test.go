@@ -10,23 +10,6 @@ import (
 	"trueprof/internal/trace"
 )
 
-// callsFixture is bench/hooks' dense load: main calls mid n times, mid
-// calls leaf twice, 6n+2 events in all.
-const callsFixture = `#include <stdio.h>
-#include <stdlib.h>
-volatile long sink;
-long leaf(long x) { return x * 3 + 1; }
-long mid(long x) { return leaf(x) + leaf(x + 1); }
-int main(int argc, char **argv) {
-	long n = atol(argv[1]), s = 0;
-	for (long i = 0; i < n; i++)
-		s += mid(i);
-	sink = s;
-	printf("%ld\n", 3 * n + 1);
-	return 0;
-}
-`
-
 // TestHookSizeLimit records 12,000,002 events of the dense load with
 // --size 2M in normal and wrap mode: the trace stays within 2.2 MB and
 // every event is kept, counted as lost by the limit, or counted as
@@ -34,7 +17,7 @@ int main(int argc, char **argv) {
 func TestHookSizeLimit(t *testing.T) {
 	const mids = 2_000_000
 	const limit = 2 << 20
-	bin := testutil.BuildC(t, t.TempDir(), "calls", callsFixture, "-O1", "-fno-inline", "-finstrument-functions")
+	bin := testutil.BuildC(t, t.TempDir(), "calls", testutil.CallsC, "-O1", "-fno-inline", "-finstrument-functions")
 	for _, mode := range []trace.Mode{trace.ModeNormal, trace.ModeWrap} {
 		t.Run(string(mode), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "trueprof.trace")
