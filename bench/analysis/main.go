@@ -49,6 +49,7 @@ import (
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
+	"trueprof/internal/testutil"
 )
 
 func main() {
@@ -116,7 +117,7 @@ func main() {
 
 	var uftraceReport time.Duration
 	if _, err := exec.LookPath("uftrace"); err == nil {
-		src := benchutil.Source(dir, "calls.c", benchutil.CallsFixture)
+		src := benchutil.Source(dir, "calls.c", testutil.CallsC)
 		pg := filepath.Join(dir, "calls-pg")
 		benchutil.Run("gcc", "-O1", "-fno-inline", "-pg", "-o", pg, src)
 		data := filepath.Join(dir, "uftrace.data")

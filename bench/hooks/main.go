@@ -44,11 +44,7 @@ func main() {
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-hooks-")
 	defer cleanup()
-<<<<<<< HEAD
-	src := benchutil.Source(dir, "calls.c", benchutil.CallsFixture)
-=======
 	src := benchutil.Source(dir, "calls.c", testutil.CallsC)
->>>>>>> hooks
 	plain := filepath.Join(dir, "calls-plain")
 	instr := filepath.Join(dir, "calls-instr")
 	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)

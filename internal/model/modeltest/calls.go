@@ -9,7 +9,7 @@ import (
 // WriteCalls writes to w the trace of a hook recording of one thread
 // (pid and tid 7) whose main calls mid mids times, mid calling leaf
 // twice: 6·mids+2 events, 9 ns apart, the shape of a
-// -finstrument-functions build of benchutil.CallsFixture. Benchmarks of
+// -finstrument-functions build of testutil.CallsC. Benchmarks of
 // the analysis read it as a file, apart from the recorder's drops.
 func WriteCalls(w io.Writer, mids int) error {
 	tw, err := trace.NewWriter(w, &trace.Header{Event: "dummy", Instrument: "hook"}, trace.Options{Mode: trace.ModeNormal})
