@@ -34,7 +34,7 @@ import (
 	"strings"
 
 	"trueprof/bench/internal/benchutil"
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 )
 
@@ -169,7 +169,7 @@ func sameRunEstimate(path string) float64 {
 		if a.TID != b.TID || d > 200 || !clean(a.Time, b.Time) {
 			continue
 		}
-		k := instr.Transition(a.Entry, b.Entry)
+		k := calltree.Transition(a.Entry, b.Entry)
 		na, nb := name(a.Function), name(b.Function)
 		switch {
 		case strings.HasPrefix(na, "cal_") && strings.HasPrefix(nb, "cal_") && na != "cal_burst" && nb != "cal_burst":
@@ -186,7 +186,7 @@ func sameRunEstimate(path string) float64 {
 			continue
 		}
 		if calN[k] == 0 {
-			log.Fatalf("%s: no calibration intervals of kind %s", path, instr.TransitionName(k))
+			log.Fatalf("%s: no calibration intervals of kind %s", path, calltree.TransitionName(k))
 		}
 		est += tinySum[k] - tinyN[k]*calSum[k]/calN[k]
 	}
@@ -203,7 +203,7 @@ func parseNS(out string) float64 {
 
 func programTime(argv []string) float64 { return parseNS(benchutil.Output(argv...)) }
 
-func analyse(path string) *instr.Result {
+func analyse(path string) *calltree.Result {
 	p, err := model.Open(path)
 	if err != nil {
 		log.Fatal(err)
@@ -211,26 +211,26 @@ func analyse(path string) *instr.Result {
 	if p.Err != nil {
 		log.Fatalf("%s: %v", path, p.Err)
 	}
-	res, err := instr.Build(p, instr.Options{})
+	res, err := calltree.Build(p, calltree.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	return res
 }
 
-func function(res *instr.Result, name string) instr.Function {
+func function(res *calltree.Result, name string) calltree.Function {
 	for _, f := range res.Functions {
 		if f.Name == name {
 			return f
 		}
 	}
 	log.Fatalf("no function %s in the profile", name)
-	return instr.Function{}
+	return calltree.Function{}
 }
 
 // selfShares are the functions' calibrated self times as shares of the
 // loop's calibrated cum.
-func selfShares(res *instr.Result, root string, fns ...string) map[string]float64 {
+func selfShares(res *calltree.Result, root string, fns ...string) map[string]float64 {
 	total := function(res, root).Total.WallNS
 	out := map[string]float64{}
 	for _, fn := range fns {

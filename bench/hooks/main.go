@@ -31,24 +31,8 @@ import (
 	"trueprof/bench/internal/benchutil"
 
 	"trueprof/internal/hook"
+	"trueprof/internal/testutil"
 )
-
-// fixture makes 3n+1 calls: main, then n times mid, which calls leaf
-// twice. Built with -O1 -fno-inline so that every call stays a call.
-const fixture = `#include <stdio.h>
-#include <stdlib.h>
-volatile long sink;
-long leaf(long x) { return x * 3 + 1; }
-long mid(long x) { return leaf(x) + leaf(x + 1); }
-int main(int argc, char **argv) {
-	long n = atol(argv[1]), s = 0;
-	for (long i = 0; i < n; i++)
-		s += mid(i);
-	sink = s;
-	printf("%ld\n", 3 * n + 1);
-	return 0;
-}
-`
 
 func main() {
 	runs := flag.Int("runs", 7, "repetitions of each measurement (medians are reported)")
@@ -60,7 +44,7 @@ func main() {
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-hooks-")
 	defer cleanup()
-	src := benchutil.Source(dir, "calls.c", fixture)
+	src := benchutil.Source(dir, "calls.c", testutil.CallsC)
 	plain := filepath.Join(dir, "calls-plain")
 	instr := filepath.Join(dir, "calls-instr")
 	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)

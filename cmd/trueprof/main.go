@@ -27,7 +27,6 @@ import (
 	"trueprof/internal/demo"
 	"trueprof/internal/export"
 	"trueprof/internal/hook"
-	"trueprof/internal/instr"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -286,17 +285,18 @@ func reportCmd() *cobra.Command {
 		Short: "Print a report of a trace: tprof, flat, tree, arcflow, callflow or threads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl, err := filter(cmd, pid, tid, thread, labels)
+			if err != nil {
+				return err
+			}
 			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
-			o := report.Options{View: view, Format: format, Min: min, Filter: filter(cmd, pid, tid, thread, labels), Raw: raw, Metric: metric, Root: root,
+			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 				if format == "html" {
-					if err := instr.CheckThreadPattern(thread); err != nil {
-						return err
-					}
 					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in, Filter: o.Filter, FilterLabel: o.Filter.String()})
 				}
 				return report.Write(w, p, o)
@@ -332,17 +332,14 @@ func exportCmd() *cobra.Command {
 		Short: "Export a trace for other tools: pprof (go tool pprof) or folded stacks (flame graphs)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := filter(cmd, pid, tid, thread, labels)
+			if err != nil {
+				return err
+			}
 			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
-			if err := instr.CheckThreadPattern(thread); err != nil {
-				return err
-			}
-			if _, err := instr.ParseLabels(labels); err != nil {
-				return err
-			}
-			o := filter(cmd, pid, tid, thread, labels)
 			write := export.PPROF
 			switch format {
 			case "pprof":
@@ -424,14 +421,17 @@ func labelFlag(c *cobra.Command, labels *[]string) {
 }
 
 // filter selects the --pid, --tid, --thread and --label given on the
-// command line.
-func filter(cmd *cobra.Command, pid, tid int, thread string, labels []string) report.Filter {
-	f := report.Filter{Thread: thread, Labels: labels}
+// command line; it fails for a bad thread glob or label pattern.
+func filter(cmd *cobra.Command, pid, tid int, thread string, labels []string) (model.Filter, error) {
+	f := model.Filter{Thread: thread, Labels: labels}
 	if cmd.Flags().Changed("pid") {
 		f.PID, f.HasPID = uint32(pid), true
 	}
 	if cmd.Flags().Changed("tid") {
 		f.TID, f.HasTID = uint32(tid), true
 	}
-	return f
+	if _, err := f.Compile(); err != nil {
+		return model.Filter{}, err
+	}
+	return f, nil
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
@@ -45,7 +45,7 @@ __attribute__((no_instrument_function)) int main(int argc, char **argv) {
 // need no repairs: a snapshot never reads a half-written chunk.
 func treeCalls(t *testing.T, p *model.Profile) map[string]uint64 {
 	t.Helper()
-	res, err := instr.Build(p, instr.Options{})
+	res, err := calltree.Build(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package calibrate measures what probes cost on this machine, so that
-// reports can remove that cost from instrumented times (seed 001's
-// calibration, per transition kind as in seed 004 §4.1).
+// reports can remove that cost from instrumented times (probe
+// calibration, t_exact = t_rough − t_I − m·t_O, per transition kind
+// EE/EX/XE/XX; docs/architecture.md).
 //
 // Run builds a bundled target of empty functions calling each other,
 // records it under a probe mechanism in batches, and takes a statistic of
@@ -35,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -178,7 +179,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	c.Host, c.Kernel = machine()
 	// Each interval holds the end of one probe and the start of the next,
 	// so the four kinds together hold every part of an entry probe and an
-	// exit probe twice: a call costs half their sum (t_I + t_O, seed 001).
+	// exit probe twice: a call costs half their sum (t_I + t_O).
 	c.PerCall = (c.Overhead[trace.EntryEntry] + c.Overhead[trace.EntryExit] + c.Overhead[trace.ExitEntry] + c.Overhead[trace.ExitExit]) / 2
 	return c, nil
 }
@@ -295,7 +296,7 @@ func Intervals(p *model.Profile) [trace.Transitions][]uint64 {
 					cur = stack[len(stack)-1]
 				}
 				if isCal(cur) && e.Time >= prev.Time {
-					k := instr.Transition(prev.Entry, e.Entry)
+					k := calltree.Transition(prev.Entry, e.Entry)
 					out[k] = append(out[k], e.Time-prev.Time)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/record"
 	"trueprof/internal/testutil"
@@ -45,7 +45,7 @@ func TestDemoCountsEveryCall(t *testing.T) {
 	if p.Err != nil {
 		t.Fatal(p.Err)
 	}
-	res, err := instr.Build(p, instr.Options{})
+	res, err := calltree.Build(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // writePPROF exports p to a file in a test directory.
@@ -37,9 +37,9 @@ func writePPROF(t *testing.T, p *model.Profile) string {
 // middle of stacks, recursion through inlined frames and names defined by
 // several modules.
 func TestPPROFAggregationMatchesPprof(t *testing.T) {
-	profiles := map[string]func() *model.Profile{"fixture": reporttest.Fixture}
+	profiles := map[string]func() *model.Profile{"fixture": modeltest.Fixture}
 	for i := range 3 {
-		profiles[fmt.Sprint("random", i)] = func() *model.Profile { return reporttest.Random(rand.New(rand.NewPCG(5, uint64(i)))) }
+		profiles[fmt.Sprint("random", i)] = func() *model.Profile { return modeltest.RandomSamples(rand.New(rand.NewPCG(5, uint64(i)))) }
 	}
 	aggregations := []struct {
 		a      model.Aggregation

@@ -5,8 +5,8 @@
 //
 // Usage:
 //
-//	err := export.PPROF(f, prof, report.Filter{})
-//	err = export.Folded(os.Stdout, prof, report.Filter{PID: 42, HasPID: true, Thread: "worker-*"})
+//	err := export.PPROF(f, prof, model.Filter{})
+//	err = export.Folded(os.Stdout, prof, model.Filter{PID: 42, HasPID: true, Thread: "worker-*"})
 //
 // docs/reports.md describes how the model maps onto each format.
 package export

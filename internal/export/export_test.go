@@ -19,8 +19,8 @@ import (
 	"github.com/google/pprof/profile"
 
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -117,7 +117,7 @@ func TestPPROFMatchesFlat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := reporttest.Fixture()
+			p := modeltest.Fixture()
 			file := filepath.Join(t.TempDir(), "profile.pb.gz")
 			var buf bytes.Buffer
 			if err := PPROF(&buf, p, tt.f); err != nil {
@@ -157,7 +157,7 @@ func TestPPROFMatchesFlat(t *testing.T) {
 func TestPPROFMatchesFlatRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range 8 {
-		p := reporttest.Random(r)
+		p := modeltest.RandomSamples(r)
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "profile.pb.gz")
 			var buf bytes.Buffer
@@ -179,7 +179,7 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 // TestPPROFRoundTrip parses the export back and checks what pprof's
 // reports do not show: types, period, times, labels, inline order.
 func TestPPROFRoundTrip(t *testing.T) {
-	p := reporttest.Fixture()
+	p := modeltest.Fixture()
 	var buf bytes.Buffer
 	if err := PPROF(&buf, p, report.Filter{}); err != nil {
 		t.Fatal(err)
@@ -207,8 +207,8 @@ func TestPPROFRoundTrip(t *testing.T) {
 	if prof.DurationNanos != 101_000_000 {
 		t.Errorf("DurationNanos %d, want 101ms (first to last sample)", prof.DurationNanos)
 	}
-	if prof.Mapping[0].File != reporttest.DefaultModule {
-		t.Errorf("first mapping %s, want the most sampled program %s", prof.Mapping[0].File, reporttest.DefaultModule)
+	if prof.Mapping[0].File != modeltest.DefaultModule {
+		t.Errorf("first mapping %s, want the most sampled program %s", prof.Mapping[0].File, modeltest.DefaultModule)
 	}
 	if len(prof.Comments) != 3 || !strings.Contains(prof.Comments[0], "LOST") {
 		t.Errorf("comments %q, want the 3 header warnings", prof.Comments)
@@ -242,7 +242,7 @@ func TestPPROFRoundTrip(t *testing.T) {
 			if l.Line[0].Function.Name != "inl_helper" {
 				t.Errorf("inlined location lines %s, %s", l.Line[0].Function.Name, l.Line[1].Function.Name)
 			}
-			if l.Mapping == nil || l.Mapping.File != reporttest.DefaultModule || !l.Mapping.HasInlineFrames {
+			if l.Mapping == nil || l.Mapping.File != modeltest.DefaultModule || !l.Mapping.HasInlineFrames {
 				t.Errorf("mapping %+v", l.Mapping)
 			}
 		}
@@ -255,7 +255,7 @@ func TestPPROFRoundTrip(t *testing.T) {
 // TestPPROFEmpty exports a profile without samples.
 func TestPPROFEmpty(t *testing.T) {
 	var buf bytes.Buffer
-	if err := PPROF(&buf, reporttest.New().Profile(), report.Filter{}); err != nil {
+	if err := PPROF(&buf, modeltest.New().Profile(), report.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := profile.Parse(&buf); err != nil {
@@ -274,7 +274,7 @@ func TestFoldedGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := Folded(&buf, reporttest.Fixture(), tt.f); err != nil {
+			if err := Folded(&buf, modeltest.Fixture(), tt.f); err != nil {
 				t.Fatal(err)
 			}
 			file := filepath.Join("testdata", tt.file)
@@ -284,7 +284,7 @@ func TestFoldedGolden(t *testing.T) {
 }
 
 func TestFoldedEscapes(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "java").
+	p := modeltest.New().Thread(1, 1, "java").
 		Add(1, 1, "run;indexOf", 2).
 		Add(1, 1, "", 1).
 		Profile()
@@ -304,7 +304,7 @@ func TestFoldedEscapes(t *testing.T) {
 // TestIncarnations: a reused tid's two threads are two pprof samples,
 // told apart by their names and creation; --thread selects by name.
 func TestIncarnations(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "io", 1_003_500_000).
+	p := modeltest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "io", 1_003_500_000).
 		Add(1, 2, "main;work", 3). // 1.001s to 1.003s: pool
 		Add(1, 2, "main;work", 2). // 1.004s and 1.005s: io
 		Add(1, 1, "main", 1).
@@ -333,7 +333,7 @@ func TestIncarnations(t *testing.T) {
 // with the goroutine and the runtime/pprof labels it carried when each
 // sample was taken (not those it carried later).
 func TestGoroutineLabels(t *testing.T) {
-	p := reporttest.GoFixture()
+	p := modeltest.GoFixture()
 	// Goroutine 1 gets its labels between its two samples (1011 µs and
 	// 1030 µs); goroutine 7 has them from the start.
 	p.Labels = []model.Labels{

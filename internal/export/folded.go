@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/report"
 )
 
 // Folded writes the samples of p that pass f as folded stacks, one line per
@@ -18,11 +18,11 @@ import (
 // for processes of the same name. Inlined functions are frames of their
 // own. A ';' in a name would split a frame in two, so it becomes ':', and
 // line breaks become spaces.
-func Folded(w io.Writer, p *model.Profile, f report.Filter) error {
+func Folded(w io.Writer, p *model.Profile, f model.Filter) error {
 	counts := map[string]uint64{}
 	names := map[uint32]string{}
 	var b strings.Builder
-	for _, s := range report.Stacks(p, f) {
+	for _, s := range calltree.GroupSamples(p, f, false).Stacks {
 		name, ok := names[s.PID]
 		if !ok {
 			name = "[unknown]"

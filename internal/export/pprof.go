@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/report"
 )
 
 // PPROF writes the samples of p that pass f to w as a gzipped pprof
@@ -41,7 +41,7 @@ import (
 // goroutine carried when the samples were taken, so that `go tool pprof
 // -tagfocus 'worker=^2$'` works; a thread's samples before it ran any
 // goroutine keep their thread labels.
-func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
+func PPROF(w io.Writer, p *model.Profile, f model.Filter) error {
 	prof, err := toPprof(p, f)
 	if err != nil {
 		return err
@@ -50,10 +50,13 @@ func PPROF(w io.Writer, p *model.Profile, f report.Filter) error {
 }
 
 // toPprof builds the pprof profile; it is separate from PPROF for tests.
-func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
-	h := report.NewHeader(p, f)
+func toPprof(p *model.Profile, f model.Filter) (*profile.Profile, error) {
+	// One pprof sample per thread incarnation and stack or, for a Go
+	// target, per goroutine, the labels it carried then, and stack.
+	samples := calltree.GroupSamples(p, f, len(p.GoIDs) > 0)
+	stacks := samples.Stacks
 	valueType := &profile.ValueType{Type: p.Header.Event, Unit: "count"}
-	if report.PeriodUnit(p.Header.Event) == "nanoseconds" {
+	if model.PeriodUnit(p.Header.Event) == "nanoseconds" {
 		valueType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
 	}
 	prof := &profile.Profile{
@@ -64,7 +67,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 		DefaultSampleType: "samples",
 		PeriodType:        valueType,
 		Period:            int64(p.Header.Period),
-		DurationNanos:     int64(h.SpanNS),
+		DurationNanos:     int64(samples.Last - samples.First),
 	}
 	if prof.Period == 0 && p.Header.Freq != 0 && valueType.Unit == "nanoseconds" {
 		prof.Period = int64(1e9 / p.Header.Freq)
@@ -72,15 +75,8 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	if !p.Header.StartTime.IsZero() {
 		prof.TimeNanos = p.Header.StartTime.UnixNano()
 	}
-	for _, w := range h.Warnings {
+	for _, w := range samples.Warnings() {
 		prof.Comments = append(prof.Comments, "trueprof: "+w)
-	}
-
-	// One pprof sample per thread incarnation and stack or, for a Go
-	// target, per goroutine, the labels it carried then, and stack.
-	stacks := report.Stacks(p, f)
-	if len(p.GoIDs) > 0 {
-		stacks = report.GoroutineStacks(p, f)
 	}
 
 	// The locations used, in order of first use, and each function name's
@@ -98,7 +94,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	for i := range stacks {
 		locs[i] = p.Stack(stacks[i].StackID, nil)
 		if len(locs[i]) == 0 {
-			addName(report.Unknown.Name, report.Unknown.Module)
+			addName(calltree.Unknown.Name, calltree.Unknown.Module)
 		}
 		for _, id := range locs[i] {
 			if usedLoc[id] {
@@ -106,7 +102,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 			}
 			usedLoc[id] = true
 			locIDs = append(locIDs, id)
-			frames, module := report.LocationFrames(p, id)
+			frames, module := calltree.Frames(p, id)
 			for _, fr := range frames {
 				addName(fr.Function, module)
 			}
@@ -122,7 +118,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	// Mappings, one per module, in module order.
 	mappings := map[string]*profile.Mapping{}
 	for _, id := range locIDs {
-		_, module := report.LocationFrames(p, id)
+		_, module := calltree.Frames(p, id)
 		if module != "" {
 			mappings[module] = &profile.Mapping{
 				File:            module,
@@ -140,7 +136,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	for i := range stacks {
 		seen := map[string]bool{}
 		for _, id := range locs[i] {
-			if _, module := report.LocationFrames(p, id); !seen[module] {
+			if _, module := calltree.Frames(p, id); !seen[module] {
 				seen[module] = true
 				weight[module] += stacks[i].Samples
 			}
@@ -188,7 +184,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 	// the function "[unknown]".
 	locations := map[uint32]*profile.Location{}
 	for _, id := range locIDs {
-		frames, module := report.LocationFrames(p, id)
+		frames, module := calltree.Frames(p, id)
 		l := &profile.Location{ID: uint64(id), Mapping: mappings[module]}
 		if int(id) < len(p.Locations) {
 			l.Address = p.Locations[id].Address
@@ -243,7 +239,7 @@ func toPprof(p *model.Profile, f report.Filter) (*profile.Profile, error) {
 			if unknown == nil {
 				unknown = &profile.Location{
 					ID:   unknownID,
-					Line: []profile.Line{{Function: function(report.Unknown.Name, report.Unknown.Module, "")}},
+					Line: []profile.Line{{Function: function(calltree.Unknown.Name, calltree.Unknown.Module, "")}},
 				}
 				prof.Location = append(prof.Location, unknown)
 			}

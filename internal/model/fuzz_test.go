@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
 // FuzzLoad feeds arbitrary bytes to Load, seeded with the trace package's
 // fixtures: it must never panic, and every stack it returns must be
-// walkable (parents before children, locations defined).
+// walkable (parents before children, locations defined), and reading it
+// as a Stream gives the same profile.
 func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("../trace/testdata/*.trace")
 	for _, s := range seeds {
@@ -30,6 +32,9 @@ func FuzzLoad(f *testing.F) {
 					t.Fatalf("sample refers to bad location %d", loc)
 				}
 			}
+		}
+		if _, got, err := streamed(t, data); err == nil && !reflect.DeepEqual(got, p) {
+			t.Fatalf("the stream differs from Load:\n got %+v\nwant %+v", got, p)
 		}
 	})
 }

@@ -32,11 +32,28 @@ func Load(r io.Reader) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := loader{
+	l := newLoader(tr, nil)
+	l.read(tr)
+	l.finish()
+	return l.p, nil
+}
+
+// newLoader returns a loader of the trace tr reads. With keep nil it
+// keeps every record (Load); otherwise it keeps the tables and hands
+// each time-ordered record (Record) to keep instead (OpenStream's first
+// pass).
+func newLoader(tr *trace.Reader, keep func(*Record)) *loader {
+	return &loader{
 		p:       &Profile{Header: tr.Header(), Locations: []Location{{}}, Stacks: []StackNode{{}}},
 		strings: map[uint32]string{0: ""},
 		current: map[[2]uint32]*Thread{},
+		keep:    keep,
 	}
+}
+
+// read adds the records of tr up to its end or the first damage, which
+// becomes Profile.Err, and counts them in l.records.
+func (l *loader) read(tr *trace.Reader) {
 	for {
 		rec, err := tr.Next()
 		if err == io.EOF {
@@ -52,12 +69,11 @@ func Load(r io.Reader) (*Profile, error) {
 			l.p.Err = &trace.FormatError{Offset: tr.Offset(), Err: fmt.Errorf("%w: %w", trace.ErrCorrupt, err)}
 			break
 		}
+		l.records++
 	}
 	if l.p.Err == nil && l.p.End == nil {
 		l.p.Err = ErrNoEnd
 	}
-	l.finish()
-	return l.p, nil
 }
 
 // loader accumulates records into a Profile.
@@ -66,6 +82,39 @@ type loader struct {
 	strings map[uint32]string
 	current map[[2]uint32]*Thread // the latest incarnation of each pid, tid
 	threads []*Thread             // every incarnation
+	keep    func(*Record)         // nil: the records go to p's slices
+	records int                   // records read without damage
+	rec     Record
+}
+
+// appendRecord appends r to p's slice of its kind.
+func (p *Profile) appendRecord(r *Record) {
+	switch r.Kind {
+	case RecordSample:
+		p.Samples = append(p.Samples, r.Sample)
+	case RecordEvent:
+		p.Events = append(p.Events, r.Event)
+	case RecordSwitch:
+		p.Switches = append(p.Switches, r.Switch)
+	case RecordAdjust:
+		p.Adjusts = append(p.Adjusts, r.Adjust)
+	case RecordIRQ:
+		p.IRQs = append(p.IRQs, r.IRQ)
+	case RecordGoID:
+		p.GoIDs = append(p.GoIDs, r.GoID)
+	}
+}
+
+// record hands a time-ordered record, converted into l.rec, to keep or
+// appends it to p's slice of its kind.
+func (l *loader) record(rec trace.Record) {
+	r := &l.rec
+	convert(rec, r)
+	if l.keep != nil {
+		l.keep(r)
+		return
+	}
+	l.p.appendRecord(r)
 }
 
 // errCorrupt marks records that are well formed but refer to things the
@@ -136,14 +185,11 @@ func (l *loader) add(rec trace.Record) error {
 		if int(r.Stack) >= len(p.Stacks) {
 			return fmt.Errorf("%w: sample refers to undefined stack %d", errCorrupt, r.Stack)
 		}
-		s := Sample{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Period: r.Period, Stack: r.Stack,
-			Truncated: r.Flags&trace.SampleTruncated != 0, Kernel: r.Flags&trace.SampleKernel != 0}
-		if s.Truncated {
-			s.Unwind = r.Reason()
+		if r.Flags&trace.SampleTruncated != 0 {
 			p.Truncated++
-			p.TruncatedBy[s.Unwind]++
+			p.TruncatedBy[r.Reason()]++
 		}
-		p.Samples = append(p.Samples, s)
+		l.record(r)
 		l.thread(r.PID, r.TID, r.Time)
 	case *trace.Comm:
 		name, err := l.str(r.Name)
@@ -199,21 +245,15 @@ func (l *loader) add(rec trace.Record) error {
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
 		}
-		p.Events = append(p.Events, Event{Time: r.Time, PID: r.PID, TID: r.TID, Entry: r.Kind == trace.EventEntry, Function: r.Function})
+		l.record(r)
 		l.thread(r.PID, r.TID, r.Time)
-	case *trace.Switch:
-		p.Switches = append(p.Switches, Switch{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Out: r.Out, Preempt: r.Preempt})
+	case *trace.Switch, *trace.Adjust, *trace.IRQ, *trace.GoID:
+		l.record(r)
 	case *trace.Probe:
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: probe for undefined location %d", errCorrupt, r.Function)
 		}
 		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech})
-	case *trace.Adjust:
-		p.Adjusts = append(p.Adjusts, Adjust{Time: r.Time, PID: r.PID, TID: r.TID, Duration: r.Duration, Dropped: r.Dropped})
-	case *trace.IRQ:
-		p.IRQs = append(p.IRQs, IRQ{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Soft: r.Kind == trace.IRQSoft, Vector: r.Vector, Duration: r.Duration})
-	case *trace.GoID:
-		p.GoIDs = append(p.GoIDs, GoID{Time: r.Time, PID: r.PID, TID: r.TID, GoID: r.GoID})
 	case *trace.Labels:
 		lb := Labels{Time: r.Time, PID: r.PID, GoID: r.GoID, Truncated: r.Truncated}
 		for _, pair := range r.Pairs {
@@ -263,14 +303,20 @@ func (l *loader) frames(mod string, off uint64, lines []trace.Line) ([]Frame, er
 			return nil, err
 		}
 		if fn == "" {
-			fn = fmt.Sprintf("%s+%#x", mod, off)
+			fn = AddressName(mod, off)
 		}
 		frames = append(frames, Frame{Function: fn, File: file, Line: int(ln.Line)})
 	}
 	if len(frames) == 0 {
-		frames = append(frames, Frame{Function: fmt.Sprintf("%s+%#x", mod, off)})
+		frames = append(frames, Frame{Function: AddressName(mod, off)})
 	}
 	return frames, nil
+}
+
+// AddressName names code that no symbol covers by where it is:
+// "module+0xoffset", as perf does.
+func AddressName(module string, offset uint64) string {
+	return fmt.Sprintf("%s+%#x", module, offset)
 }
 
 // finish sorts threads and derives processes; wrap mode writes samples out

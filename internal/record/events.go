@@ -2,6 +2,7 @@ package record
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 
 	"trueprof/internal/trace"
@@ -82,9 +83,18 @@ func (s *session) processEvent(e *instrEvent) error {
 	if err != nil {
 		return err
 	}
-	s.result.Events++
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.
 	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
-	return s.w.Write(&s.eventRec)
+	switch err := s.w.Write(&s.eventRec); {
+	case errors.Is(err, trace.ErrSizeLimit):
+		// Events count against --size like samples; the writer counts
+		// the refused ones in a Lost record at Close, and the recording
+		// goes on with its other records.
+		return nil
+	case err != nil:
+		return err
+	}
+	s.result.Events++
+	return nil
 }

@@ -7,7 +7,7 @@ import (
 	"trueprof/internal/trace"
 )
 
-// Interrupts (seed 004's IN metric) come from the irq tracepoints, opened
+// Interrupts (log-rt's IN metric) come from the irq tracepoints, opened
 // for all tasks on each CPU: an interrupt runs on whatever task was
 // current, and the samples name it. Handler entries and exits are paired
 // per CPU; an IRQ record is written at the exit when the interrupted

@@ -10,7 +10,7 @@ import (
 )
 
 // callGraph finds the direct callees of a module's functions, for --root
-// (seed 001's Scheme B): when a probed function first runs, the functions
+// (Scheme B): when a probed function first runs, the functions
 // it calls directly are probed in turn, so only the root's subgraph pays
 // for probes.
 type callGraph struct {

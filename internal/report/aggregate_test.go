@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // aggregations are the non-default groupings of code the golden files
@@ -29,9 +29,9 @@ func shareFiles(p *model.Profile) *model.Profile {
 		for k := range l.Frames {
 			f := &l.Frames[k]
 			switch {
-			case l.Module == reporttest.DefaultModule && (f.Function == "parse" || f.Function == "eval"):
+			case l.Module == modeltest.DefaultModule && (f.Function == "parse" || f.Function == "eval"):
 				f.File = "src/parse.c"
-			case l.Module == reporttest.DefaultModule:
+			case l.Module == modeltest.DefaultModule:
 				f.File = "src/app.c"
 			case l.Module == "/usr/bin/db":
 				f.File = "src/db.c"
@@ -64,7 +64,7 @@ func TestAggregationGolden(t *testing.T) {
 		}
 	}
 	for _, a := range aggregations {
-		runGolden(t, "", aggregated(t, reporttest.Fixture, a), opts)
+		runGolden(t, "", aggregated(t, modeltest.Fixture, a), opts)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestInstrAggregationGolden(t *testing.T) {
 		{View: "tree", Format: "text", Root: "compute"},
 	}
 	for _, a := range []model.Aggregation{{NoInlines: true}, {Granularity: model.Files}} {
-		runGolden(t, "instr-", aggregated(t, reporttest.InstrFixture, a), opts)
+		runGolden(t, "instr-", aggregated(t, modeltest.InstrFixture, a), opts)
 	}
 }
 
@@ -102,13 +102,13 @@ func TestNoInlinesSelf(t *testing.T) {
 		}
 		return m
 	}
-	def := self(reporttest.Fixture())
-	p := reporttest.Fixture()
+	def := self(modeltest.Fixture())
+	p := modeltest.Fixture()
 	if err := p.Aggregate(model.Aggregation{NoInlines: true}); err != nil {
 		t.Fatal(err)
 	}
 	noInl := self(p)
-	app, db := reporttest.DefaultModule, "/usr/bin/db"
+	app, db := modeltest.DefaultModule, "/usr/bin/db"
 	checks := []struct {
 		fn   report.Func
 		want uint64

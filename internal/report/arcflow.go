@@ -6,11 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"trueprof/internal/calltree"
 )
-
-// Root is the pseudo function that stands for "no caller" in arcflow's
-// parent rows: the outermost frame of a stack is called by Root.
-var Root = Func{Name: "<root>"}
 
 // ArcRow is a parent or child row of an arcflow stanza.
 type ArcRow struct {
@@ -21,13 +18,13 @@ type ArcRow struct {
 	Cum    Metrics `json:"cum"`
 }
 
-// ArcStanza is the caller/callee stanza of one function (seed 000): its
+// ArcStanza is the caller/callee stanza of one function (an arc per caller and callee): its
 // parents, itself, its children. For a sample whose function stack is
 // f1..fk (outermost first) and a function F at outermost position i:
 //
 //   - self cum counts the sample once; self base counts it if fk == F;
-//   - the parent f(i-1), or Root if i == 1, gets the sample in cum;
-//   - if fk == F, the leaf's parent f(k-1), or Root, gets it in base;
+//   - the parent f(i-1), or calltree.Root if i == 1, gets the sample in cum;
+//   - if fk == F, the leaf's parent f(k-1), or calltree.Root, gets it in base;
 //   - if fk != F, the child f(i+1) gets it in cum, and in base if it is fk.
 //
 // So the parents' base and cum add up to the self row's, and the
@@ -49,76 +46,37 @@ type ArcflowReport struct {
 	Functions []ArcStanza `json:"functions"` // by cum, largest first, then base, name
 }
 
-type arcAcc struct {
-	base, cum         Metrics
-	parents, children map[Func]*ArcRow
-}
-
-func arcRow(m map[Func]*ArcRow, f Func) *ArcRow {
-	r := m[f]
-	if r == nil {
-		r = &ArcRow{Name: f.Name, Module: f.Module}
-		m[f] = r
+// buildArcflow makes a stanza of each of calltree's functions (data.result):
+// its callers and callees are its arcs, with the samples of its
+// outermost activations.
+func buildArcflow(d *data, o Options) (ArcflowReport, error) {
+	res, err := d.result()
+	if err != nil {
+		return ArcflowReport{}, err
 	}
-	return r
-}
-
-func buildArcflow(d *data, o Options) ArcflowReport {
-	accs := map[Func]*arcAcc{}
-	get := func(f Func) *arcAcc {
-		a := accs[f]
-		if a == nil {
-			a = &arcAcc{parents: map[Func]*ArcRow{}, children: map[Func]*ArcRow{}}
-			accs[f] = a
-		}
-		return a
-	}
-	caller := func(funcs []Func, i int) Func {
-		if i == 0 {
-			return Root
-		}
-		return funcs[i-1]
-	}
-	seen := map[Func]int{} // as in buildFlat: stack i+1 counted f already
-	for i := range d.stacks {
-		s := &d.stacks[i]
-		k := len(s.Funcs) - 1
-		for j, f := range s.Funcs {
-			if seen[f] == i+1 {
-				continue // only the outermost occurrence
-			}
-			seen[f] = i + 1
-			a := get(f)
-			a.cum.add(s.Metrics)
-			arcRow(a.parents, caller(s.Funcs, j)).Cum.add(s.Metrics)
-			if s.Funcs[k] != f {
-				c := arcRow(a.children, s.Funcs[j+1])
-				c.Cum.add(s.Metrics)
-				if j+1 == k {
-					c.Base.add(s.Metrics)
-				}
-			}
-		}
-		leaf := get(s.Funcs[k])
-		leaf.base.add(s.Metrics)
-		arcRow(leaf.parents, caller(s.Funcs, k)).Base.add(s.Metrics)
-	}
-
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
-	for f, a := range accs {
-		if hidden(a.cum.Samples, d.total.Samples, o) {
+	callees := sampledCallees(res)
+	for i := range res.Functions {
+		f := &res.Functions[i]
+		if hidden(f.Total.Samples, d.Total.Samples, o) {
 			continue
 		}
-		r.Functions = append(r.Functions, ArcStanza{
-			Name:       f.Name,
-			Module:     f.Module,
-			Base:       a.base,
-			Cum:        a.cum,
-			CumPercent: percent(a.cum.Samples, d.total.Samples),
-			Parents:    sortedArcRows(a.parents),
-			Children:   sortedArcRows(a.children),
-		})
+		fn := Func{Name: f.Name, Module: f.Module}
+		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), sortedArcRows(callees[fn]))
 	}
+	r.sort()
+	return r, nil
+}
+
+// add adds the stanza of function f with its base and cum of all samples.
+func (r *ArcflowReport) add(f Func, base, cum Metrics, all uint64, parents, children []ArcRow) {
+	r.Functions = append(r.Functions, ArcStanza{Name: f.Name, Module: f.Module, Base: base, Cum: cum,
+		CumPercent: percent(cum.Samples, all), Parents: parents, Children: children})
+}
+
+// sort orders the stanzas by cum, largest first, then base, name and
+// module.
+func (r *ArcflowReport) sort() {
 	slices.SortFunc(r.Functions, func(a, b ArcStanza) int {
 		return cmp.Or(
 			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
@@ -126,14 +84,91 @@ func buildArcflow(d *data, o Options) ArcflowReport {
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
-	return r
 }
 
+// arcRows are the caller rows of arcs with samples, sorted. An arc
+// without samples is a recursive activation's, which arcflow does not
+// count.
+func arcRows(arcs []calltree.Arc) []ArcRow {
+	rows := make([]ArcRow, 0, len(arcs))
+	for _, a := range arcs {
+		if a.Cum.Samples > 0 || a.Base.Samples > 0 {
+			rows = append(rows, ArcRow{Name: a.Name, Module: a.Module, Base: count(a.Base), Cum: count(a.Cum)})
+		}
+	}
+	sortArcRows(rows)
+	return rows
+}
+
+// sampledCallees returns the children rows of each function of res's
+// trees: under each outermost node of F (recursion 0), a child gets the
+// samples of its subtree that do not end in F (those stay F's base), in
+// base those that end in the child. So the children's cum adds up to
+// F's cum minus its base, recursion included: a sample is counted where
+// its stack leaves F's outermost activation for good.
+func sampledCallees(res *calltree.Result) map[Func]map[Func]*ArcRow {
+	rows := map[Func]map[Func]*ArcRow{}
+	var walk func(n *calltree.Node)
+	walk = func(n *calltree.Node) {
+		f := n.Func()
+		for i := range n.Children {
+			c := &n.Children[i]
+			if n.Level > 0 && n.Recursion == 0 {
+				m := rows[f]
+				if m == nil {
+					m = map[Func]*ArcRow{}
+					rows[f] = m
+				}
+				in := samplesIn(c, f)
+				if cum := (Metrics{Samples: c.Cum.Samples - in.Samples, Period: c.Cum.Period - in.Period}); cum.Samples > 0 {
+					g := c.Func()
+					row := m[g]
+					if row == nil {
+						row = &ArcRow{Name: g.Name, Module: g.Module}
+						m[g] = row
+					}
+					row.Cum.Add(cum)
+					if g != f {
+						row.Base.Add(count(c.Base))
+					}
+				}
+			}
+			walk(c)
+		}
+	}
+	for _, p := range res.Processes {
+		for i := range p.Threads {
+			walk(&p.Threads[i].Root)
+		}
+	}
+	return rows
+}
+
+// samplesIn is the base of the nodes of function f in n's subtree.
+func samplesIn(n *calltree.Node, f Func) Metrics {
+	var m Metrics
+	if n.Func() == f {
+		m = count(n.Base)
+	}
+	for i := range n.Children {
+		m.Add(samplesIn(&n.Children[i], f))
+	}
+	return m
+}
+
+// sortedArcRows returns the rows of m, sorted.
 func sortedArcRows(m map[Func]*ArcRow) []ArcRow {
 	rows := make([]ArcRow, 0, len(m))
 	for _, r := range m {
 		rows = append(rows, *r)
 	}
+	sortArcRows(rows)
+	return rows
+}
+
+// sortArcRows sorts rows by cum, largest first, then base, name and
+// module.
+func sortArcRows(rows []ArcRow) {
 	slices.SortFunc(rows, func(a, b ArcRow) int {
 		return cmp.Or(
 			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
@@ -141,11 +176,13 @@ func sortedArcRows(m map[Func]*ArcRow) []ArcRow {
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
-	return rows
 }
 
 func arcflowText(w io.Writer, d *data, o Options) error {
-	r := buildArcflow(d, o)
+	r, err := buildArcflow(d, o)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "Each stanza: the function's parents (callers), the function itself")
 	fmt.Fprintln(w, "(not indented, with its CUM%), then its children (callees).")
 	sep := strings.Repeat("-", 60)
@@ -156,11 +193,11 @@ func arcflowText(w io.Writer, d *data, o Options) error {
 		fmt.Fprintln(w, sep)
 		fmt.Fprintf(w, "%6s %10s %10s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "NAME")
 		for _, p := range s.Parents {
-			row(p.Base, p.Cum, "", "    "+funcLabel(Func{p.Name, p.Module}))
+			row(p.Base, p.Cum, "", "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
 		}
-		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{s.Name, s.Module}))
+		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{Name: s.Name, Module: s.Module}))
 		for _, c := range s.Children {
-			row(c.Base, c.Cum, "", "    "+funcLabel(Func{c.Name, c.Module}))
+			row(c.Base, c.Cum, "", "    "+funcLabel(Func{Name: c.Name, Module: c.Module}))
 		}
 	}
 	if len(r.Functions) > 0 {

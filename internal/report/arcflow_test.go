@@ -5,30 +5,33 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
-// TestArcflowInvariants checks seed 000's four relationships on every
+// TestArcflowInvariants checks arcflow's four invariants on every
 // stanza of random profiles, and that arcflow agrees with flat and tree.
 func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
-		p := reporttest.Random(r)
+		p := modeltest.RandomSamples(r)
 		d := prepare(p, Filter{}, false)
-		arc := buildArcflow(d, Options{})
+		arc, err := buildArcflow(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var bases Metrics
 		for _, s := range arc.Functions {
 			var pBase, pCum, cCum Metrics
 			var pCalls uint64
 			for _, row := range s.Parents {
-				pBase.add(row.Base)
-				pCum.add(row.Cum)
+				pBase.Add(row.Base)
+				pCum.Add(row.Cum)
 				if row.Calls != nil {
 					pCalls += *row.Calls
 				}
 			}
 			for _, row := range s.Children {
-				cCum.add(row.Cum)
+				cCum.Add(row.Cum)
 			}
 			var selfCalls uint64
 			if s.Calls != nil {
@@ -44,26 +47,29 @@ func TestArcflowInvariants(t *testing.T) {
 			if pCum != s.Cum {
 				t.Errorf("%s: parents' cum %v != self cum %v", where, pCum, s.Cum)
 			}
-			if want := (Metrics{s.Cum.Samples - s.Base.Samples, s.Cum.Period - s.Base.Period}); cCum != want {
+			if want := (Metrics{Samples: s.Cum.Samples - s.Base.Samples, Period: s.Cum.Period - s.Base.Period}); cCum != want {
 				t.Errorf("%s: children's cum %v != self cum - base %v", where, cCum, want)
 			}
-			bases.add(s.Base)
+			bases.Add(s.Base)
 		}
-		if bases != d.total {
-			t.Errorf("profile %d: self bases add up to %v, want the total %v", iter, bases, d.total)
+		if bases != d.Total {
+			t.Errorf("profile %d: self bases add up to %v, want the total %v", iter, bases, d.Total)
 		}
 
 		// Flat self and total are arcflow's self base and cum.
-		flat := buildFlat(d, Options{})
+		flat, err := buildFlat(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(flat.Functions) != len(arc.Functions) {
 			t.Fatalf("profile %d: %d flat functions, %d stanzas", iter, len(flat.Functions), len(arc.Functions))
 		}
 		byFunc := map[Func]ArcStanza{}
 		for _, s := range arc.Functions {
-			byFunc[Func{s.Name, s.Module}] = s
+			byFunc[Func{Name: s.Name, Module: s.Module}] = s
 		}
 		for _, f := range flat.Functions {
-			s := byFunc[Func{f.Name, f.Module}]
+			s := byFunc[Func{Name: f.Name, Module: f.Module}]
 			if f.Self != s.Base || f.Total != s.Cum {
 				t.Errorf("profile %d: %s: flat self %v total %v, arcflow base %v cum %v", iter, f.Name, f.Self, f.Total, s.Base, s.Cum)
 			}
@@ -71,13 +77,16 @@ func TestArcflowInvariants(t *testing.T) {
 
 		// Tree: bases add up to the total, a node's cum is its base plus
 		// its children's cum, and recursion levels count ancestors.
-		tree := buildTree(d, Options{})
+		tree, err := buildTree(d, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var treeBase Metrics
 		var check func(n *TreeNode, path []Func)
 		check = func(n *TreeNode, path []Func) {
-			treeBase.add(n.Base)
+			treeBase.Add(n.Base)
 			sum := n.Base
-			f := Func{n.Name, n.Module}
+			f := Func{Name: n.Name, Module: n.Module}
 			rl := 0
 			for _, a := range path {
 				if a == f {
@@ -89,7 +98,7 @@ func TestArcflowInvariants(t *testing.T) {
 			}
 			for i := range n.Children {
 				c := &n.Children[i]
-				sum.add(c.Cum)
+				sum.Add(c.Cum)
 				if c.Level != n.Level+1 {
 					t.Errorf("profile %d: child level %d under level %d", iter, c.Level, n.Level)
 				}
@@ -104,20 +113,23 @@ func TestArcflowInvariants(t *testing.T) {
 				check(&pr.Threads[i].Root, nil)
 			}
 		}
-		if treeBase != d.total {
-			t.Errorf("profile %d: tree bases add up to %v, want %v", iter, treeBase, d.total)
+		if treeBase != d.Total {
+			t.Errorf("profile %d: tree bases add up to %v, want %v", iter, treeBase, d.Total)
 		}
 	}
 }
 
 // TestArcflowRecursion spells out one stanza of a recursive profile.
 func TestArcflowRecursion(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "x").
+	p := modeltest.New().Thread(1, 1, "x").
 		Add(1, 1, "main;f;f;g", 2). // f recurses, then calls g
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g
 		Profile()
-	arc := buildArcflow(prepare(p, Filter{}, false), Options{})
+	arc, err := buildArcflow(prepare(p, Filter{}, false), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var f *ArcStanza
 	for i := range arc.Functions {
 		if arc.Functions[i].Name == "f" {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
 // BenchmarkPrepare groups a million samples taken round-robin on 64
@@ -15,7 +15,7 @@ func BenchmarkPrepare(b *testing.B) {
 }
 
 func benchmarkPrepare(b *testing.B, byGoroutine bool) {
-	rb := reporttest.New()
+	rb := modeltest.New()
 	for pid := uint32(100); pid < 108; pid++ {
 		for tid := pid * 100; tid < pid*100+8; tid++ {
 			rb.Thread(pid, tid, "t")
@@ -43,8 +43,8 @@ func benchmarkPrepare(b *testing.B, byGoroutine bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if d := prepare(p, Filter{}, byGoroutine); d.total.Samples != n {
-			b.Fatal(d.total.Samples)
+		if d := prepare(p, Filter{}, byGoroutine); d.Total.Samples != n {
+			b.Fatal(d.Total.Samples)
 		}
 	}
 }

@@ -27,8 +27,8 @@ type CallflowThread struct {
 	Events    []CallflowEvent `json:"events"`              // in time order; never null
 }
 
-// CallflowReport is the JSON form of the callflow view (seed 004's
-// log-gen): every entry and exit of every analysed thread.
+// CallflowReport is the JSON form of the callflow view (the
+// log-gen report): every entry and exit of every analysed thread.
 type CallflowReport struct {
 	InstrHeader
 	// BaseNS is the time the offsets count from (trace clock): the
@@ -38,11 +38,10 @@ type CallflowReport struct {
 	Threads []CallflowThread `json:"threads"` // by pid, goroutine, tid and start; never null
 }
 
-func buildCallflow(in *instrData) (CallflowReport, error) {
-	flows, err := instr.Callflow(in.p, in.opts)
-	if err != nil {
-		return CallflowReport{}, fmt.Errorf("report: %w", err)
-	}
+// buildCallflow makes the callflow view of in, whose analysis kept the
+// callflows (Options.Flow).
+func buildCallflow(in *instrData) CallflowReport {
+	flows := in.r.Flows
 	rep := CallflowReport{InstrHeader: in.header, Threads: []CallflowThread{}}
 	first, seen := uint64(0), false
 	for _, ft := range flows {
@@ -67,7 +66,7 @@ func buildCallflow(in *instrData) (CallflowReport, error) {
 		}
 		rep.Threads = append(rep.Threads, ct)
 	}
-	return rep, nil
+	return rep
 }
 
 // flowNotes say what a repaired line is.
@@ -81,10 +80,7 @@ var flowNotes = map[instr.FlowKind]string{
 }
 
 func callflowView(in *instrData) (func(io.Writer), any, error) {
-	rep, err := buildCallflow(in)
-	if err != nil {
-		return nil, nil, err
-	}
+	rep := buildCallflow(in)
 	text := func(w io.Writer) {
 		h := &rep.InstrHeader
 		samples := h.Total.Samples > 0
@@ -126,7 +122,7 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 				case instr.FlowEnd, instr.FlowDetach:
 					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{e.Name, e.Module}), flowNotes[e.Kind])
+				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
 			}
 		}
 	}

@@ -7,7 +7,7 @@
 // A sampling recording is shown by tprof, flat, tree and arcflow from its
 // samples. An instrumented recording (model.Profile.Events not empty) is
 // analysed by package instr, and flat, tree, arcflow and callflow show its
-// exact calls and calibrated times (seed 004's log-rt and log-gen);
+// exact calls and calibrated times (the log-rt and log-gen reports);
 // Options.Raw, Metric, Root and ExcludeInterrupts select how. threads
 // shows either kind, from the same analysis, so that its rows add up to
 // the trees.

@@ -28,48 +28,41 @@ type FlatReport struct {
 	Functions []FlatFunction `json:"functions"`
 }
 
-// buildFlat computes self and total per function, sorted by self, then
-// total (both largest first), then name and module.
-func buildFlat(d *data, o Options) FlatReport {
-	type acc struct{ self, total Metrics }
-	funcs := map[Func]*acc{}
-	get := func(f Func) *acc {
-		a := funcs[f]
-		if a == nil {
-			a = &acc{}
-			funcs[f] = a
-		}
-		return a
+// buildFlat lists calltree's functions (data.result) with their self
+// and total samples, sorted by self, then total (both largest first),
+// then name and module.
+func buildFlat(d *data, o Options) (FlatReport, error) {
+	res, err := d.result()
+	if err != nil {
+		return FlatReport{}, err
 	}
-	// seen[f] == i+1 when f was already counted for stack i: a recursive
-	// function adds to its total once per sample.
-	seen := map[Func]int{}
-	for i := range d.stacks {
-		s := &d.stacks[i]
-		for _, f := range s.Funcs {
-			if seen[f] == i+1 {
-				continue
-			}
-			seen[f] = i + 1
-			get(f).total.add(s.Metrics)
-		}
-		get(s.Funcs[len(s.Funcs)-1]).self.add(s.Metrics)
-	}
-
 	r := FlatReport{Header: d.header("flat"), Functions: []FlatFunction{}}
-	for f, a := range funcs {
-		if hidden(a.self.Samples, d.total.Samples, o) {
+	for i := range res.Functions {
+		f := &res.Functions[i]
+		if hidden(f.Self.Samples, d.Total.Samples, o) {
 			continue
 		}
-		r.Functions = append(r.Functions, FlatFunction{
-			Name:         f.Name,
-			Module:       f.Module,
-			Self:         a.self,
-			Total:        a.total,
-			SelfPercent:  percent(a.self.Samples, d.total.Samples),
-			TotalPercent: percent(a.total.Samples, d.total.Samples),
-		})
+		r.add(Func{Name: f.Name, Module: f.Module}, count(f.Self), count(f.Total), d.Total.Samples)
 	}
+	r.sort()
+	return r, nil
+}
+
+// add adds the row of function f with self and total of all samples.
+func (r *FlatReport) add(f Func, self, total Metrics, all uint64) {
+	r.Functions = append(r.Functions, FlatFunction{
+		Name:         f.Name,
+		Module:       f.Module,
+		Self:         self,
+		Total:        total,
+		SelfPercent:  percent(self.Samples, all),
+		TotalPercent: percent(total.Samples, all),
+	})
+}
+
+// sort orders the rows by self, then total (both largest first), then
+// name and module.
+func (r *FlatReport) sort() {
 	slices.SortFunc(r.Functions, func(a, b FlatFunction) int {
 		return cmp.Or(
 			cmp.Compare(b.Self.Samples, a.Self.Samples),
@@ -77,18 +70,20 @@ func buildFlat(d *data, o Options) FlatReport {
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
-	return r
 }
 
 func flatText(w io.Writer, d *data, o Options) error {
-	r := buildFlat(d, o)
+	r, err := buildFlat(d, o)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "%10s %7s %7s %10s %7s  %s\n", "SELF", "SELF%", "SUM%", "TOTAL", "TOTAL%", "FUNCTION (MODULE)")
 	var sum uint64
 	for _, f := range r.Functions {
 		sum += f.Self.Samples
 		fmt.Fprintf(w, "%10d %6.2f%% %6.2f%% %10d %6.2f%%  %s\n",
-			f.Self.Samples, f.SelfPercent, percent(sum, d.total.Samples),
-			f.Total.Samples, f.TotalPercent, funcLabel(Func{f.Name, f.Module}))
+			f.Self.Samples, f.SelfPercent, percent(sum, d.Total.Samples),
+			f.Total.Samples, f.TotalPercent, funcLabel(Func{Name: f.Name, Module: f.Module}))
 	}
 	return nil
 }

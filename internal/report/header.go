@@ -109,16 +109,6 @@ type LostJSON struct {
 	Unparsed uint64 `json:"unparsed"` // malformed kernel records
 }
 
-// PeriodUnit returns the unit of a sample's Period for a sampling event:
-// the clock events count nanoseconds, the others count events.
-func PeriodUnit(event string) string {
-	switch event {
-	case "cpu-clock", "task-clock":
-		return "nanoseconds"
-	}
-	return "events"
-}
-
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f Filter) Header {
@@ -131,7 +121,7 @@ func (d *data) header(view string) Header {
 	h := d.baseHeader(view)
 	if len(d.p.Events) > 0 {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("this is an instrumented recording: this report counts only the %d samples taken alongside the traced calls, which the flat, tree, arcflow and callflow views show",
-			d.total.Samples))
+			d.Total.Samples))
 	}
 	return h
 }
@@ -139,18 +129,18 @@ func (d *data) header(view string) Header {
 // baseHeader is the header of every report of p: what was recorded and
 // what is missing, about samples.
 func (d *data) baseHeader(view string) Header {
-	p, f := d.p, d.filter
+	p, f := d.p, d.Filter
 	h := Header{
 		View:       view,
 		Event:      p.Header.Event,
 		Freq:       p.Header.Freq,
 		Period:     p.Header.Period,
-		PeriodUnit: PeriodUnit(p.Header.Event),
+		PeriodUnit: model.PeriodUnit(p.Header.Event),
 		StartTime:  p.Header.StartTime,
-		Total:      d.total,
-		FirstNS:    d.first,
-		LastNS:     d.last,
-		SpanNS:     d.last - d.first,
+		Total:      d.Total,
+		FirstNS:    d.First,
+		LastNS:     d.Last,
+		SpanNS:     d.Last - d.First,
 		Lost:       p.Lost.Total(),
 		LostByKind: LostJSON{
 			Kernel:   p.Lost.Kernel,
@@ -159,18 +149,17 @@ func (d *data) baseHeader(view string) Header {
 			Unparsed: p.Lost.Unparsed,
 		},
 		Throttled:        p.Throttled,
-		Truncated:        d.truncated,
-		TruncatedPercent: percent(d.truncated, d.total.Samples),
-		TruncatedBy:      truncatedBy(d.truncatedBy),
+		Truncated:        d.Truncated,
+		TruncatedPercent: d.TruncatedPercent(),
+		TruncatedBy:      truncatedBy(d.TruncatedBy),
 		StackBytes:       p.Header.StackBytes,
 		Complete:         p.End != nil,
 		Filter:           filterJSON(f),
-		Warnings:         []string{},
 	}
 	if p.Header.Callchain != "fp" {
 		h.Callchain = p.Header.Callchain
 	}
-	if d.byGoroutine {
+	if d.ByGoroutine {
 		h.By = "goroutine"
 	}
 	h.Granularity, h.NoInlines = granularityJSON(p.Aggregation)
@@ -193,29 +182,13 @@ func (d *data) baseHeader(view string) Header {
 		h.EndReason = p.End.Reason
 	}
 
-	noEnd := p.End == nil || errors.Is(p.Err, model.ErrNoEnd)
 	if p.Err != nil {
 		h.Error = p.Err.Error()
 	}
 	if fe, ok := errors.AsType[*trace.FormatError](p.Err); ok {
 		h.ErrorOffset = &fe.Offset
-		h.Warnings = append(h.Warnings, fmt.Sprintf("trace damaged at byte offset %d: showing everything before it (%v)", fe.Offset, fe.Err))
-	} else if p.Err != nil && !errors.Is(p.Err, model.ErrNoEnd) {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("trace damaged: showing everything before the error (%v)", p.Err))
-	} else if noEnd {
-		h.Warnings = append(h.Warnings, "the trace has no end record: the recorder did not stop cleanly (or is still running) and the last records may be missing")
 	}
-	if l := p.Lost; l.Total() > 0 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("%d records LOST (kernel %d, wrap %d, size %d, unparsed %d): the counts below are too low",
-			l.Total(), l.Kernel, l.Wrap, l.Size, l.Unparsed))
-	}
-	if p.Throttled > 0 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("the kernel THROTTLED sampling %d times: samples are missing while it was", p.Throttled))
-	}
-	if d.truncated > 0 {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("%d samples (%.2f%%) have a TRUNCATED call chain: the tree is incomplete",
-			d.truncated, h.TruncatedPercent))
-	}
+	h.Warnings = d.Warnings()
 	return h
 }
 

@@ -235,8 +235,13 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 		// A --root recording covers its root's subgraph: show that.
 		o.Root = p.Header.Root
 	}
+	m, err := o.Filter.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
 	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
-		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts, Labels: o.Filter.labels()}
+		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts, Labels: m.LabelMatcher(),
+		Flow: o.View == "callflow"}
 	r, err := instr.Build(p, opts)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)

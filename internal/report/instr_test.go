@@ -12,10 +12,9 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 	"trueprof/internal/trace"
 )
 
@@ -47,7 +46,7 @@ func TestInstrGolden(t *testing.T) {
 		report.Options{View: "threads", Format: "text", Metric: "cpu", ExcludeInterrupts: true},
 		report.Options{View: "threads", Format: "text", Filter: report.Filter{Thread: "work*"}},
 	)
-	runGolden(t, "instr-", reporttest.InstrFixture(), opts)
+	runGolden(t, "instr-", modeltest.InstrFixture(), opts)
 }
 
 // TestGoGolden renders a Go program's recording by goroutine, and its
@@ -59,11 +58,11 @@ func TestGoGolden(t *testing.T) {
 			opts = append(opts, report.Options{View: view, Format: format, By: "goroutine"})
 		}
 	}
-	runGolden(t, "go-", reporttest.GoFixture(), append(opts,
+	runGolden(t, "go-", modeltest.GoFixture(), append(opts,
 		report.Options{View: "callflow", Format: "text", By: "goroutine"},
 		report.Options{View: "flat", Format: "text", By: "goroutine"},
 		report.Options{View: "tree", Format: "text"}))
-	p := reporttest.GoFixture()
+	p := modeltest.GoFixture()
 	p.Events = nil
 	runGolden(t, "go-sampling-", p, opts)
 }
@@ -103,7 +102,7 @@ func hasMetrics(t *testing.T, where string, v any) {
 // TestInstrJSONSchema checks, by name, the fields consumers of the JSON
 // of instrumented views rely on.
 func TestInstrJSONSchema(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	for _, view := range []string{"flat", "tree", "arcflow", "callflow"} {
 		t.Run(view, func(t *testing.T) {
 			r := instrJSON(t, p, report.Options{View: view})
@@ -267,7 +266,7 @@ func writeText(t *testing.T, p *model.Profile, o report.Options) string {
 }
 
 func TestInstrRaw(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	var cal, raw report.InstrTreeReport
 	writeJSON(t, p, report.Options{View: "tree"}, &cal)
 	writeJSON(t, p, report.Options{View: "tree", Raw: true}, &raw)
@@ -334,7 +333,7 @@ func TestInstrRaw(t *testing.T) {
 }
 
 func TestInstrMetric(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	tests := []struct {
 		metric string
 		// main's row in the tree, and flat's first function
@@ -380,7 +379,7 @@ func TestInstrMetric(t *testing.T) {
 	}
 
 	// Without context switches CPU time is not measured: cpu is an error.
-	q := instrtest.New().Thread(1, 1, "a").Run(1, 1, "0 +main 10 -main").Profile()
+	q := modeltest.NewHooks().Thread(1, 1, "a").Run(1, 1, "0 +main 10 -main").Profile()
 	var buf bytes.Buffer
 	err := report.Write(&buf, q, report.Options{View: "flat", Format: "text", Metric: "cpu"})
 	if err == nil || !strings.Contains(err.Error(), "no context switches") || buf.Len() != 0 {
@@ -398,7 +397,7 @@ func TestInstrMetric(t *testing.T) {
 }
 
 func TestInstrMin(t *testing.T) {
-	p := reporttest.InstrFixture() // total wall 3.944ms
+	p := modeltest.InstrFixture() // total wall 3.944ms
 	tests := []struct {
 		name                         string
 		min                          float64
@@ -459,7 +458,7 @@ func TestInstrMin(t *testing.T) {
 }
 
 func TestInstrFilter(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	tests := []struct {
 		name               string
 		f                  report.Filter
@@ -516,7 +515,7 @@ func TestInstrFilter(t *testing.T) {
 }
 
 func TestInstrRoot(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	var flat report.InstrFlatReport
 	writeJSON(t, p, report.Options{View: "flat", Root: "compute"}, &flat)
 	var names []string
@@ -541,7 +540,7 @@ func TestInstrRoot(t *testing.T) {
 // TestInstrTprof checks that tprof of an instrumented recording counts
 // its samples and says so.
 func TestInstrTprof(t *testing.T) {
-	out := writeText(t, reporttest.InstrFixture(), report.Options{View: "tprof"})
+	out := writeText(t, modeltest.InstrFixture(), report.Options{View: "tprof"})
 	if !strings.Contains(out, "WARNING: this is an instrumented recording: this report counts only the 2 samples") {
 		t.Errorf("tprof:\n%s", out)
 	}
@@ -553,7 +552,7 @@ func TestInstrTprof(t *testing.T) {
 func TestInstrArcflow(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for iter := range 300 {
-		p := instrtest.Random(r, iter%2 == 0)
+		p := modeltest.RandomHooks(r, iter%2 == 0)
 		if len(p.Events) == 0 {
 			continue // a sampling profile
 		}
@@ -618,7 +617,7 @@ func near(a, b float64) bool { d := a - b; return d < 1e-6*(1+b) && d > -1e-6*(1
 // TestInstrTextDurations checks that text reports print human-readable
 // durations and JSON plain nanoseconds.
 func TestInstrTextDurations(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	out := writeText(t, p, report.Options{View: "flat"})
 	if !regexp.MustCompile(`\b1\.219ms\b`).MatchString(out) || !strings.Contains(out, "99.75µs") {
 		t.Errorf("flat text lacks durations 1.219ms and 99.75µs:\n%s", out)
@@ -635,7 +634,7 @@ func TestInstrTextDurations(t *testing.T) {
 // TestInstrProbesListed: probes placed while the program ran (--root's
 // callees) are listed with when, since their early calls were not seen.
 func TestInstrProbesListed(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	fn := p.Events[0].Function
 	p.Probes = []model.Probe{
 		{Time: p.Header.StartNS, Function: fn, Mech: trace.ProbeEntry},
@@ -654,7 +653,7 @@ func TestInstrProbesListed(t *testing.T) {
 // TestInstrDetached: the calls open when the probes came off are counted
 // in the header, text and JSON; without any, neither shows them.
 func TestInstrDetached(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	out := writeText(t, p, report.Options{View: "flat"})
 	h := instrJSON(t, p, report.Options{View: "flat"})
 	if strings.Contains(out, "Detach:") || strings.Contains(fmt.Sprint(h["repairs"]), "open_at_detach") {

@@ -11,7 +11,7 @@ import (
 )
 
 // InstrFlatFunction is one row of the flat view of an instrumented
-// recording: a function over every analysed thread (seed 003).
+// recording: a function over every analysed thread (a function accumulator).
 type InstrFlatFunction struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
@@ -93,7 +93,7 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			}
 			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s\n", calls,
 				mt.format(mt.of(&f.Self)), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
-				lo, hi, sampledLabel(Func{f.Name, f.Module}, f.Sampled))
+				lo, hi, sampledLabel(Func{Name: f.Name, Module: f.Module}, f.Sampled))
 		}
 	}
 	return text, rep, nil
@@ -114,7 +114,7 @@ type InstrArcRow struct {
 	Cum  instr.Metrics `json:"cum"`
 	// SharePercent is Cum as a share of the stanza function's total cum,
 	// in the header's metric: for a caller, the part of the function's
-	// time it is responsible for (seed 003).
+	// time it is responsible for (exact arcs).
 	SharePercent float64 `json:"share_percent"`
 }
 
@@ -196,11 +196,11 @@ func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
 			fmt.Fprintln(w, sep)
 			fmt.Fprintf(w, "%8s %10s %10s %7s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "SHARE", "NAME")
 			for _, p := range s.Parents {
-				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(Func{p.Name, p.Module}))
+				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
 			}
-			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(Func{s.Name, s.Module}, s.Sampled))
+			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(Func{Name: s.Name, Module: s.Module}, s.Sampled))
 			for _, c := range s.Children {
-				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(Func{c.Name, c.Module}, c.Calls == 0))
+				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(Func{Name: c.Name, Module: c.Module}, c.Calls == 0))
 			}
 		}
 		if len(rep.Functions) > 0 {

@@ -11,7 +11,7 @@ import (
 )
 
 // InstrTreeNode is a node of a thread's call-stack tree in an
-// instrumented recording (seed 004's log-rt): instr.Node with its share
+// instrumented recording (the log-rt report): instr.Node with its share
 // of the total.
 type InstrTreeNode struct {
 	Name   string `json:"name"`
@@ -181,7 +181,7 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 						fmt.Fprintf(w, " %6d", n.Base.Samples)
 					}
 					fmt.Fprintf(w, " %10s %6.2f%%  %s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
-						strings.Repeat("  ", n.Level), sampledLabel(Func{n.Name, n.Module}, n.Sampled))
+						strings.Repeat("  ", n.Level), sampledLabel(Func{Name: n.Name, Module: n.Module}, n.Sampled))
 					for i := range n.Children {
 						print(&n.Children[i])
 					}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
@@ -31,52 +32,9 @@ var (
 var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
 // Filter restricts a report or an export to the records of one process
-// and/or some threads. The zero Filter keeps everything.
-type Filter struct {
-	PID, TID       uint32
-	HasPID, HasTID bool // whether PID and TID are set
-	// Thread keeps the thread incarnations one of whose names matches
-	// this glob, or whose tid it is when a number (instr.MatchThread):
-	// names are stable from run to run, tids are not.
-	Thread string
-	// Labels keeps the records of goroutines that carry matching
-	// runtime/pprof labels at their time: KEY=GLOB patterns, ANDed
-	// across keys and ORed within one (instr.LabelMatcher), which say
-	// which request or job the goroutine serves. By goroutine, only the
-	// goroutines that ever carried them get a row or a tree.
-	Labels []string
-}
-
-// labels returns f's label matcher; Write has checked the patterns.
-func (f Filter) labels() instr.LabelMatcher {
-	m, _ := instr.ParseLabels(f.Labels)
-	return m
-}
-
-// Match reports whether a record of thread tid of process pid,
-// incarnation th (nil when the trace does not know it), passes f.
-func (f Filter) Match(pid, tid uint32, th *model.Thread) bool {
-	return (!f.HasPID || pid == f.PID) && (!f.HasTID || tid == f.TID) && (f.Thread == "" || instr.MatchThread(f.Thread, tid, th))
-}
-
-// String describes f for report headers: `pid 42 tid 43 thread
-// "worker-*"`, or "" for the zero Filter.
-func (f Filter) String() string {
-	var parts []string
-	if f.HasPID {
-		parts = append(parts, fmt.Sprintf("pid %d", f.PID))
-	}
-	if f.HasTID {
-		parts = append(parts, fmt.Sprintf("tid %d", f.TID))
-	}
-	if f.Thread != "" {
-		parts = append(parts, fmt.Sprintf("thread %q", f.Thread))
-	}
-	for _, l := range f.Labels {
-		parts = append(parts, fmt.Sprintf("label %q", l))
-	}
-	return strings.Join(parts, " ")
-}
+// and/or some threads and labelled goroutines (model.Filter). The zero
+// Filter keeps everything.
+type Filter = model.Filter
 
 // Options selects a report.
 type Options struct {
@@ -134,7 +92,7 @@ type Options struct {
 	// always holds every metric.
 	Metric string
 	// Root restricts the analysis to the calls made while the function
-	// of that name is on the thread's stack (seed 001's Scheme B; see
+	// of that name is on the thread's stack (Scheme B; see
 	// instr.Options.Root). Empty analyses everything.
 	Root string
 }
@@ -143,14 +101,14 @@ type Options struct {
 // keeps each report's computation shared by its text and JSON forms.
 type view struct {
 	text func(w io.Writer, d *data, o Options) error
-	json func(d *data, o Options) any
+	json func(d *data, o Options) (any, error)
 }
 
 var views = map[string]view{
-	"tprof":   {text: tprofText, json: func(d *data, o Options) any { return buildTprof(d, o) }},
-	"flat":    {text: flatText, json: func(d *data, o Options) any { return buildFlat(d, o) }},
-	"tree":    {text: treeText, json: func(d *data, o Options) any { return buildTree(d, o) }},
-	"arcflow": {text: arcflowText, json: func(d *data, o Options) any { return buildArcflow(d, o) }},
+	"tprof":   {text: tprofText, json: func(d *data, o Options) (any, error) { return buildTprof(d, o), nil }},
+	"flat":    {text: flatText, json: func(d *data, o Options) (any, error) { return buildFlat(d, o) }},
+	"tree":    {text: treeText, json: func(d *data, o Options) (any, error) { return buildTree(d, o) }},
+	"arcflow": {text: arcflowText, json: func(d *data, o Options) (any, error) { return buildArcflow(d, o) }},
 	// callflow has no sampling form: it lists traced entries and exits.
 	"callflow": {},
 	// threads measures threads from their records, whatever the
@@ -200,14 +158,11 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if o.By != "" && !slices.Contains(Groupings(), o.By) {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownGrouping, o.By, strings.Join(Groupings(), ", "))
 	}
-	if err := instr.CheckThreadPattern(o.Thread); err != nil {
+	if _, err := o.Filter.Compile(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	if p == nil {
 		return errors.New("report: nil profile")
-	}
-	if _, err := instr.ParseLabels(o.Labels); err != nil {
-		return fmt.Errorf("report: %w", err)
 	}
 	if len(o.Labels) > 0 && len(p.GoIDs) == 0 {
 		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
@@ -247,7 +202,11 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if o.Format == "json" {
 		enc := json.NewEncoder(bw)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(v.json(d, o)); err != nil {
+		r, err := v.json(d, o)
+		if err != nil {
+			return err
+		}
+		if err := enc.Encode(r); err != nil {
 			return err
 		}
 	} else {
@@ -260,17 +219,9 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	return bw.Flush()
 }
 
-// Metrics are the values summed over a set of samples. The JSON keys are
-// the metric names.
-type Metrics struct {
-	Samples uint64 `json:"samples"` // number of samples
-	Period  uint64 `json:"period"`  // sum of the samples' Period (ns for cpu-clock)
-}
-
-func (m *Metrics) add(n Metrics) {
-	m.Samples += n.Samples
-	m.Period += n.Period
-}
+// Metrics are the values summed over a set of samples (calltree.Count).
+// The JSON keys are the metric names.
+type Metrics = calltree.Count
 
 // percent returns n as a percentage of total, 0 when total is 0, rounded
 // to two decimals so that text and JSON show the same number.

@@ -13,8 +13,8 @@ import (
 
 	"trueprof/internal/instr"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
@@ -94,11 +94,11 @@ func TestGolden(t *testing.T) {
 		}
 	}
 	opts = append(opts, report.Options{View: "tree", Format: "text", Filter: report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}})
-	runGolden(t, "", reporttest.Fixture(), opts)
+	runGolden(t, "", modeltest.Fixture(), opts)
 }
 
 func TestWriteErrors(t *testing.T) {
-	p := reporttest.Fixture()
+	p := modeltest.Fixture()
 	tests := []struct {
 		name string
 		o    report.Options
@@ -157,7 +157,7 @@ func writeJSON(t *testing.T, p *model.Profile, o report.Options, v any) {
 // rely on, by name, without going through the report's own types.
 func TestFlatJSONSchema(t *testing.T) {
 	var buf bytes.Buffer
-	if err := report.Write(&buf, reporttest.Fixture(), report.Options{View: "flat", Format: "json"}); err != nil {
+	if err := report.Write(&buf, modeltest.Fixture(), report.Options{View: "flat", Format: "json"}); err != nil {
 		t.Fatal(err)
 	}
 	var r map[string]any
@@ -217,7 +217,7 @@ func TestFilter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r report.FlatReport
-			writeJSON(t, reporttest.Fixture(), report.Options{View: "flat", Filter: tt.f}, &r)
+			writeJSON(t, modeltest.Fixture(), report.Options{View: "flat", Filter: tt.f}, &r)
 			if r.Total.Samples != tt.samples || r.Processes != tt.processes || r.Threads != tt.threads || r.Truncated != tt.truncated {
 				t.Errorf("header: samples %d processes %d threads %d truncated %d, want %d %d %d %d",
 					r.Total.Samples, r.Processes, r.Threads, r.Truncated, tt.samples, tt.processes, tt.threads, tt.truncated)
@@ -250,7 +250,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestMin(t *testing.T) {
-	p := reporttest.Fixture() // 102 samples
+	p := modeltest.Fixture() // 102 samples
 	tests := []struct {
 		name string
 		min  float64
@@ -372,7 +372,7 @@ func TestHeaderWarnings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := reporttest.Fixture()
+			p := modeltest.Fixture()
 			tt.edit(p)
 			var buf bytes.Buffer
 			if err := report.Write(&buf, p, report.Options{View: "flat", Format: "text"}); err != nil {
@@ -409,7 +409,7 @@ func TestHeaderWarnings(t *testing.T) {
 // TestEmpty checks that a profile without samples gives well-formed,
 // empty reports rather than errors or nulls.
 func TestEmpty(t *testing.T) {
-	p := reporttest.New().Profile()
+	p := modeltest.New().Profile()
 	for _, view := range report.Views() {
 		for _, format := range report.Formats() {
 			var buf bytes.Buffer
@@ -433,7 +433,7 @@ func TestEmpty(t *testing.T) {
 // TestSamplingIncarnations: a reused tid's two threads are two trees and
 // two tprof threads, and --thread selects them by name.
 func TestSamplingIncarnations(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "pool", 1_003_500_000).
+	p := modeltest.New().Thread(1, 1, "app").Thread(1, 2, "pool").ThreadAt(1, 2, "pool", 1_003_500_000).
 		Add(1, 2, "main;work", 3).
 		Add(1, 2, "main;rest", 2).
 		Add(1, 1, "main", 1).
@@ -473,7 +473,7 @@ func TestSamplingIncarnations(t *testing.T) {
 // TestSamplingGoroutines: by goroutine, a thread's samples go to the
 // goroutine it last switched to, before that to the thread.
 func TestSamplingGoroutines(t *testing.T) {
-	p := reporttest.New().Thread(1, 1, "app").
+	p := modeltest.New().Thread(1, 1, "app").
 		Add(1, 1, "rt0", 1).    // 1.001s
 		Add(1, 1, "main", 2).   // 1.002s, 1.003s
 		Add(1, 1, "worker", 1). // 1.004s

@@ -1,246 +1,56 @@
 package report
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/trace"
 )
 
-// Func identifies a function: the same name in two modules is two
-// functions (two copies of a static helper, or a library and the program
-// both defining it).
-type Func struct {
-	Name   string `json:"name"`
-	Module string `json:"module"`
-}
+// Func identifies a function (calltree.Func).
+type Func = calltree.Func
 
-// Unknown is the pseudo function that samples without a stack are
-// counted under.
-var Unknown = Func{Name: "[unknown]"}
+// Stack is the samples of one owner that share a call stack
+// (calltree.Stack).
+type Stack = calltree.Stack
 
-// Stack is the samples of one thread incarnation (or goroutine) that
-// share a call stack.
-type Stack struct {
-	PID, TID uint32
-	// Thread is the incarnation of the thread the samples are of (nil
-	// when the trace does not know it, and for a goroutine): a tid the
-	// kernel reused is another thread, which no view mixes with the first.
-	Thread *model.Thread
-	// Goroutine is the goroutine the samples ran (grouping by goroutine);
-	// nil when grouping by thread, and for samples of a thread before it
-	// ran any. TID is then 0.
-	Goroutine *uint64
-	// Labels are the runtime/pprof labels the goroutine carried during
-	// the recording (model.LabelString), "" for none or a thread.
-	Labels string
-	// LabelsAt are the labels the goroutine carried when these samples
-	// were taken (grouping by goroutine splits a goroutine's samples by
-	// them): what pprof tags a sample with.
-	LabelsAt []model.LabelPair
-	// StackID is the trace's stack node of the samples (0: no stack).
-	StackID uint32
-	// Funcs is the function-level call stack, outermost first: each
-	// location's frames with inlined functions after the function they
-	// were inlined into. Never empty: a sample without a stack has
-	// []Func{Unknown}.
-	Funcs []Func
-	// Symbol is the physical function that was executing: the last frame
-	// of the leaf location (Funcs' last element may be inlined into it).
-	Symbol Func
-	Metrics
-	Truncated uint64 // how many of the samples had a truncated call chain
-}
-
-// owner says whose samples a Stack holds: a thread incarnation, or a
-// goroutine.
-type owner struct {
-	pid, tid  uint32
-	start     uint64
-	goroutine bool
-	goid      uint64
-}
-
-// compare orders owners by pid, goroutines (tid 0) by id before threads
-// by tid and start.
-func (o owner) compare(p owner) int {
-	return cmp.Or(cmp.Compare(o.pid, p.pid), cmp.Compare(o.tid, p.tid), cmp.Compare(o.start, p.start), cmp.Compare(o.goid, p.goid))
-}
-
-// Stacks returns the samples of p that pass f grouped by thread
-// incarnation and call stack, sorted by PID, TID, the incarnation's start
-// and stack. Inlined functions are functions of their own; samples
-// without a stack have the stack [Unknown]. Stacks running the same code
-// share their Funcs slice: do not modify it.
-func Stacks(p *model.Profile, f Filter) []Stack {
-	return prepare(p, f, false).stacks
-}
-
-// GoroutineStacks is Stacks grouped by goroutine for a Go target (by
-// the goroutine each sample's thread ran, and the labels it carried
-// then); a thread's samples before it ran any goroutine stay its own.
-func GoroutineStacks(p *model.Profile, f Filter) []Stack {
-	return prepare(p, f, true).stacks
-}
-
-// data is a profile prepared for the views: the filtered samples grouped
-// by owner and stack and expanded to functions, plus header totals.
+// data is a profile prepared for the sampling views: the filtered
+// samples grouped by owner and stack (calltree.GroupSamples).
 type data struct {
-	p           *model.Profile
-	filter      Filter
-	byGoroutine bool
-	stacks      []Stack
-
-	total       Metrics
-	truncated   uint64
-	truncatedBy [trace.NumUnwindReasons]uint64
-	first, last uint64 // time of the first and last sample; 0 if none
+	p *model.Profile // the profile the samples are of, label-filtered
+	*calltree.Samples
+	all *model.Profile   // the profile before the label filter
+	res *calltree.Result // the trees of the samples; see result
 }
 
 // prepare groups the samples of p that pass f by thread incarnation or,
-// byGoroutine, by the goroutine their thread last switched to (the
-// thread's own samples before it ran any).
+// byGoroutine, by goroutine (calltree.GroupSamples).
 func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
-	p = instr.FilterLabels(p, f.labels())
-	d := &data{p: p, filter: f, byGoroutine: byGoroutine}
-	var labels model.GoLabels
-	if byGoroutine {
-		labels = p.GoLabels()
-	}
-	type key struct {
-		owner
-		stack  uint32
-		labels string // model.LabelString of the goroutine's labels then
-	}
-	index := map[key]int{}
-	var keys []key
-	var groups []Stack
-	running := map[*model.Thread]uint64{} // the goroutine each thread runs
-	var g int                             // the next goroutine switch
-	threadAt := p.NewThreadLookup().At
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		th := threadAt(s.PID, s.TID, s.Time)
-		if !f.Match(s.PID, s.TID, th) {
-			continue
-		}
-		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {
-			r := &p.GoIDs[g]
-			running[threadAt(r.PID, r.TID, r.Time)] = r.GoID
-		}
-		k := key{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
-		if th != nil {
-			k.start = th.Start
-		}
-		goid, ok := running[th]
-		var now []model.LabelPair
-		if ok && th != nil {
-			k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
-			now = labels.At(s.PID, goid, s.Time)
-			k.labels = model.LabelString(now)
-		}
-		j, ok := index[k]
-		if !ok {
-			j = len(groups)
-			index[k] = j
-			keys = append(keys, k)
-			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
-			if k.goroutine {
-				st.Goroutine = new(uint64)
-				*st.Goroutine = goid
-				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
-				st.LabelsAt = now
-			} else {
-				st.Thread = th
-			}
-			groups = append(groups, st)
-		}
-		gr := &groups[j]
-		gr.Samples++
-		gr.Period += s.Period
-		if s.Truncated {
-			gr.Truncated++
-			d.truncated++
-			d.truncatedBy[s.Unwind]++
-		}
-		d.total.Samples++
-		d.total.Period += s.Period
-		if d.total.Samples == 1 || s.Time < d.first {
-			d.first = s.Time
-		}
-		d.last = max(d.last, s.Time)
-	}
-
-	// Expand each distinct stack once: threads running the same code share
-	// the slice, which the views only read.
-	expanded := map[uint32][]Func{}
-	symbols := map[uint32]Func{}
-	var locs []uint32
-	for j := range groups {
-		id := keys[j].stack
-		funcs, ok := expanded[id]
-		if !ok {
-			locs = p.Stack(id, locs[:0])
-			funcs, symbols[id] = expand(p, locs)
-			expanded[id] = funcs
-		}
-		groups[j].Funcs = funcs
-		groups[j].Symbol = symbols[id]
-	}
-
-	// Sort by owner and stack id so that every view walks the samples in
-	// the same order whatever the order of the trace.
-	order := make([]int, len(groups))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		ka, kb := keys[a], keys[b]
-		return cmp.Or(ka.owner.compare(kb.owner), cmp.Compare(ka.stack, kb.stack), cmp.Compare(ka.labels, kb.labels))
-	})
-	d.stacks = make([]Stack, len(groups))
-	for i, j := range order {
-		d.stacks[i] = groups[j]
-	}
-	return d
+	s := calltree.GroupSamples(p, f, byGoroutine)
+	return &data{p: s.Profile, Samples: s, all: p}
 }
 
-// expand turns location ids, leaf first, into the function-level stack
-// (outermost first) and the leaf's physical function.
-func expand(p *model.Profile, locs []uint32) (funcs []Func, symbol Func) {
-	for i := len(locs) - 1; i >= 0; i-- {
-		frames, module := LocationFrames(p, locs[i])
-		// Frames are innermost first: walk them backwards to go outer→inner.
-		for k := len(frames) - 1; k >= 0; k-- {
-			funcs = append(funcs, Func{Name: frames[k].Function, Module: module})
-		}
-		if i == 0 {
-			symbol = Func{Name: frames[len(frames)-1].Function, Module: module}
-		}
+// result returns the analysis of the samples by calltree.Build, where a
+// sample becomes a tree node, with the same filter and grouping: the
+// tree, flat and arcflow views render it. It is built on first use,
+// since tprof and the header need only the grouped stacks.
+func (d *data) result() (*calltree.Result, error) {
+	if d.res != nil {
+		return d.res, nil
 	}
-	if len(funcs) == 0 {
-		return []Func{Unknown}, Unknown
+	m, err := d.Filter.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
 	}
-	return funcs, symbol
-}
-
-// LocationFrames returns the frames (innermost first) and module of
-// location id of p. The list is never empty: a bad id becomes an Unknown
-// frame, and a location without frames (which the model promises never to
-// produce) a "module+0xoffset" frame, rather than a lost sample.
-func LocationFrames(p *model.Profile, id uint32) ([]model.Frame, string) {
-	if int(id) >= len(p.Locations) || id == 0 {
-		return []model.Frame{{Function: Unknown.Name}}, ""
+	f := d.Filter
+	res, err := calltree.Build(d.all, calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
+		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: d.ByGoroutine})
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
 	}
-	l := &p.Locations[id]
-	if len(l.Frames) == 0 {
-		return []model.Frame{{Function: fmt.Sprintf("%s+%#x", l.Module, l.Offset)}}, l.Module
-	}
-	return l.Frames, l.Module
+	d.res = res
+	return res, nil
 }
 
 // processName returns "name_pid" for a process, the tprof convention.

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // threadsJSON is what the two forms of the threads view share.
@@ -41,7 +41,7 @@ func sameInstr(a, b instr.Metrics) bool {
 func TestThreadsProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for iter := range 300 {
-		p := instrtest.Random(r, iter%2 == 0)
+		p := modeltest.RandomHooks(r, iter%2 == 0)
 		for _, o := range []report.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {By: "goroutine"},
 			{Filter: report.Filter{Thread: "t1*"}}, {By: "goroutine", Filter: report.Filter{Thread: "11"}}} {
 			if o.By == "goroutine" && len(p.GoIDs) == 0 {
@@ -63,7 +63,7 @@ func TestThreadsProperty(t *testing.T) {
 					continue
 				}
 				if mt := p.ThreadAt(row.PID, row.TID, row.StartNS); mt == nil || mt.Start != row.StartNS ||
-					o.Thread != "" && !instr.MatchThread(o.Thread, row.TID, mt) {
+					o.Thread != "" && !model.MatchThread(o.Thread, row.TID, mt) {
 					t.Errorf("%s: row of %s is no selected incarnation", where, row.Name)
 				}
 			}
@@ -124,7 +124,7 @@ func TestThreadsProperty(t *testing.T) {
 // TestThreadsView checks the threads view of the instrumented fixture by
 // the JSON keys the issue promises, and its text columns.
 func TestThreadsView(t *testing.T) {
-	p := reporttest.InstrFixture()
+	p := modeltest.InstrFixture()
 	r := instrJSON(t, p, report.Options{View: "threads"})
 	threads := r["threads"].([]any)
 	if len(threads) != 4 {

@@ -44,12 +44,12 @@ func (n *tprofNode) child(key, name string) *tprofNode {
 }
 
 // buildTprof builds the process → thread → module → symbol hierarchy of
-// seed 004's figure 4. The symbol is the physical function, as in perf
+// the classic tprof report. The symbol is the physical function, as in perf
 // report, not the inlined frame. A reused tid is another thread.
 func buildTprof(d *data, o Options) TprofReport {
 	root := &tprofNode{children: map[string]*tprofNode{}}
-	for i := range d.stacks {
-		s := &d.stacks[i]
+	for i := range d.Stacks {
+		s := &d.Stacks[i]
 		name := d.processName(s.PID)
 		pr := root.child(name, name)
 		pr.id = &s.PID
@@ -68,7 +68,7 @@ func buildTprof(d *data, o Options) TprofReport {
 	}
 	return TprofReport{
 		Header:    d.header("tprof"),
-		Processes: tprofRows(root, []string{"PID", "TID", "MOD", "SYM"}, d.total.Samples, o),
+		Processes: tprofRows(root, []string{"PID", "TID", "MOD", "SYM"}, d.Total.Samples, o),
 	}
 }
 

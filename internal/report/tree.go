@@ -6,9 +6,11 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"trueprof/internal/calltree"
 )
 
-// TreeNode is a node of a call-stack tree (seed 000): one distinct call
+// TreeNode is a node of a call-stack tree: one distinct call
 // stack prefix of a thread.
 type TreeNode struct {
 	Name   string `json:"name"`
@@ -20,11 +22,10 @@ type TreeNode struct {
 	Calls     *uint64 `json:"calls"` // always null: sampling does not count calls
 	// Base counts the samples whose stack ends exactly here; Cum adds the
 	// samples of all descendants.
-	Base        Metrics    `json:"base"`
-	Cum         Metrics    `json:"cum"`
-	CumPercent  float64    `json:"cum_percent"` // of the filtered total
-	Children    []TreeNode `json:"children"`    // by cum, largest first, then name; never null
-	childByFunc map[Func]int
+	Base       Metrics    `json:"base"`
+	Cum        Metrics    `json:"cum"`
+	CumPercent float64    `json:"cum_percent"` // of the filtered total
+	Children   []TreeNode `json:"children"`    // by cum, largest first, then name; never null
 }
 
 // TreeThread is the call-stack tree of one thread incarnation (a reused
@@ -55,45 +56,42 @@ type TreeReport struct {
 	Processes []TreeProcess `json:"processes"` // by samples, largest first, then pid
 }
 
-// buildTree merges each thread's function-level stacks from the outermost
-// frame into a tree. d.stacks is sorted by owner, so each thread's (or
-// goroutine's) stacks are contiguous.
-func buildTree(d *data, o Options) TreeReport {
+// buildTree renders the trees of calltree.Build (data.result), where a
+// sample became a node, keeping the threads and goroutines with samples.
+func buildTree(d *data, o Options) (TreeReport, error) {
+	res, err := d.result()
+	if err != nil {
+		return TreeReport{}, err
+	}
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
-	total := d.total.Samples
-	depth := map[Func]int{} // occurrences of each function on the current path
-	for i := 0; i < len(d.stacks); {
-		first := &d.stacks[i]
-		pid := first.PID
-		if len(r.Processes) == 0 || r.Processes[len(r.Processes)-1].PID != pid {
-			r.Processes = append(r.Processes, TreeProcess{PID: pid, Name: d.processName(pid), Threads: []TreeThread{}})
-		}
-		pr := &r.Processes[len(r.Processes)-1]
-		th := TreeThread{TID: first.TID, Goroutine: first.Goroutine, Name: ownerName(first)}
-		if first.Thread != nil {
-			th.Start = first.Thread.Start
-		}
-		th.Root = TreeNode{Name: th.Name, Children: []TreeNode{}}
-		for ; i < len(d.stacks) && sameOwner(&d.stacks[i], first); i++ {
-			s := &d.stacks[i]
-			n := &th.Root
-			n.Cum.add(s.Metrics)
-			clear(depth)
-			for _, f := range s.Funcs {
-				n = n.child(f, depth[f])
-				depth[f]++
-				n.Cum.add(s.Metrics)
+	total := d.Total.Samples
+	for _, p := range res.Processes {
+		pr := TreeProcess{PID: p.PID, Name: d.processName(p.PID), Threads: []TreeThread{}}
+		sampled := false
+		for i := range p.Threads {
+			t := &p.Threads[i]
+			if t.Root.Cum.Samples == 0 {
+				continue
 			}
-			n.Base.add(s.Metrics)
+			sampled = true
+			th := TreeThread{TID: t.TID, Start: t.Start, Goroutine: t.Goroutine, Name: t.Root.Name, Root: treeNode(&t.Root)}
+			pr.Total.Add(th.Root.Cum)
+			if th.Root.prune(total, o) {
+				pr.Threads = append(pr.Threads, th)
+			}
 		}
-		pr.Total.add(th.Root.Cum)
-		if th.Root.prune(total, o) {
-			pr.Threads = append(pr.Threads, th)
+		if sampled && !hidden(pr.Total.Samples, total, o) {
+			r.Processes = append(r.Processes, pr)
 		}
 	}
-	r.Processes = slices.DeleteFunc(r.Processes, func(p TreeProcess) bool {
-		return hidden(p.Total.Samples, total, o)
-	})
+	r.finish(total)
+	return r, nil
+}
+
+// finish fills in the processes' percentages of total and sorts them
+// by samples, largest first, then pid, and their threads by samples,
+// then goroutine, tid and start.
+func (r *TreeReport) finish(total uint64) {
 	for i := range r.Processes {
 		pr := &r.Processes[i]
 		pr.Percent = percent(pr.Total.Samples, total)
@@ -105,15 +103,23 @@ func buildTree(d *data, o Options) TreeReport {
 	slices.SortFunc(r.Processes, func(a, b TreeProcess) int {
 		return cmp.Or(cmp.Compare(b.Total.Samples, a.Total.Samples), cmp.Compare(a.PID, b.PID))
 	})
-	return r
 }
 
-// sameOwner reports whether two stacks are of the same thread
-// incarnation or goroutine.
-func sameOwner(s, t *Stack) bool {
-	return s.PID == t.PID && s.TID == t.TID && s.Thread == t.Thread &&
-		(s.Goroutine == nil) == (t.Goroutine == nil) && goid(s.Goroutine) == goid(t.Goroutine)
+// treeNode converts n and its descendants with samples: a sampling
+// node counts samples and their period, never calls or time.
+func treeNode(n *calltree.Node) TreeNode {
+	t := TreeNode{Name: n.Name, Module: n.Module, Level: n.Level, Recursion: n.Recursion,
+		Base: count(n.Base), Cum: count(n.Cum), Children: make([]TreeNode, 0, len(n.Children))}
+	for i := range n.Children {
+		if n.Children[i].Cum.Samples > 0 {
+			t.Children = append(t.Children, treeNode(&n.Children[i]))
+		}
+	}
+	return t
 }
+
+// count is the part of m the sampling views show.
+func count(m calltree.Metrics) Metrics { return Metrics{Samples: m.Samples, Period: m.Period} }
 
 // goid is a goroutine's id, 0 for none, for comparisons.
 func goid(g *uint64) uint64 {
@@ -123,30 +129,9 @@ func goid(g *uint64) uint64 {
 	return *g
 }
 
-// child returns n's child for f, creating it with recursion level rl.
-func (n *TreeNode) child(f Func, rl int) *TreeNode {
-	if j, ok := n.childByFunc[f]; ok {
-		return &n.Children[j]
-	}
-	if n.childByFunc == nil {
-		n.childByFunc = map[Func]int{}
-	}
-	n.childByFunc[f] = len(n.Children)
-	n.Children = append(n.Children, TreeNode{
-		Name:      f.Name,
-		Module:    f.Module,
-		Level:     n.Level + 1,
-		Recursion: rl,
-		Children:  []TreeNode{},
-	})
-	return &n.Children[len(n.Children)-1]
-}
-
 // prune drops the descendants of n below o.Min, sorts the rest, fills in
-// the percentages and reports whether n itself is kept. It runs once the
-// tree is complete, since child pointers are only stable until then.
+// the percentages and reports whether n itself is kept.
 func (n *TreeNode) prune(total uint64, o Options) bool {
-	n.childByFunc = nil
 	if hidden(n.Cum.Samples, total, o) {
 		return false
 	}
@@ -166,7 +151,10 @@ func (n *TreeNode) prune(total uint64, o Options) bool {
 }
 
 func treeText(w io.Writer, d *data, o Options) error {
-	r := buildTree(d, o)
+	r, err := buildTree(d, o)
+	if err != nil {
+		return err
+	}
 	for _, pr := range r.Processes {
 		fmt.Fprintf(w, "Process %s: %d samples (%.2f%%)\n", pr.Name, pr.Total.Samples, pr.Percent)
 		for _, th := range pr.Threads {
@@ -175,7 +163,7 @@ func treeText(w io.Writer, d *data, o Options) error {
 			print = func(n *TreeNode) {
 				fmt.Fprintf(w, "%4d %4d %6s %10d %10d %6.2f%%  %s%s\n",
 					n.Level, n.Recursion, "-", n.Base.Samples, n.Cum.Samples, n.CumPercent,
-					strings.Repeat("  ", n.Level), funcLabel(Func{n.Name, n.Module}))
+					strings.Repeat("  ", n.Level), funcLabel(Func{Name: n.Name, Module: n.Module}))
 				for i := range n.Children {
 					print(&n.Children[i])
 				}

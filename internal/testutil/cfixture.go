@@ -21,3 +21,22 @@ func ManyFunctionsC(n int) string {
 	b.WriteString("\tprintf(\"%ld\\n\", s);\n\treturn 0;\n}\n")
 	return b.String()
 }
+
+// CallsC is the dense call load of bench/hooks, bench/percall and the hook
+// tests: main calls mid n times (n = argv[1]) and mid calls leaf twice, so
+// 3n+1 calls and 6n+2 events when built with -finstrument-functions
+// (-O1 -fno-inline keeps every call a call). It prints 3n+1.
+const CallsC = `#include <stdio.h>
+#include <stdlib.h>
+volatile long sink;
+long leaf(long x) { return x * 3 + 1; }
+long mid(long x) { return leaf(x) + leaf(x + 1); }
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = 0;
+	for (long i = 0; i < n; i++)
+		s += mid(i);
+	sink = s;
+	printf("%ld\n", 3 * n + 1);
+	return 0;
+}
+`

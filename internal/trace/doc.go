@@ -6,7 +6,7 @@
 // its own, so a file cut at any byte — a recorder killed with SIGKILL,
 // a full disk — reads back up to its last complete chunk, and damage is
 // reported with the byte offset of the chunk it hit. Records follow the
-// model of seed 004's trace records: a major code (what it is), a minor
+// classic trace record layout (docs/architecture.md): a major code (what it is), a minor
 // code (a subtype or flags), a length and a timestamp, here as varints
 // delta-encoded within the chunk, so a sample takes about ten bytes
 // before compression. docs/trace-format.md describes the format byte by

@@ -19,7 +19,7 @@ type chunkBuilder struct {
 	// prevEvent is the previous event, for thread elision.
 	prevEvent Event
 	hasEvent  bool
-	lastTime  uint64 // time of the last sample, for Lost{LostWrap}
+	lastTime  uint64 // time of the last sample or event, for Lost{LostWrap}
 }
 
 func (c *chunkBuilder) reset() {
@@ -177,6 +177,7 @@ func (c *chunkBuilder) add(r Record) error {
 		}
 		b = binary.AppendUvarint(b, u(r.Function))
 		c.prevEvent, c.hasEvent = *r, true
+		c.lastTime = r.Time
 	case *Switch:
 		if r.Out {
 			minor |= 1

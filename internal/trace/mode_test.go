@@ -195,3 +195,127 @@ func TestFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// eventStream is an instrumented recording's records: a module, a
+// location, then n calls of one thread (entry and exit each), with an
+// adjustment every 1000 calls.
+func eventStream(n int) []Record {
+	recs := []Record{
+		&String{ID: 1, Text: "calls"},
+		&Location{ID: 1, Address: 0x1000, Module: 1, Offset: 0x1000},
+	}
+	t := uint64(1000)
+	for i := 0; i < n; i++ {
+		recs = append(recs, &Event{Time: t, PID: 7, TID: 7, Kind: EventEntry, Function: 1})
+		recs = append(recs, &Event{Time: t + 17 + uint64(i%5), PID: 7, TID: 7, Kind: EventExit, Function: 1})
+		if i%1000 == 999 {
+			recs = append(recs, &Adjust{Time: t + 30, PID: 7, TID: 7, Duration: 5})
+		}
+		t += 40 + uint64(i%7)
+	}
+	return recs
+}
+
+// TestModesBoundEvents checks that events count against the size limit
+// like samples, with their loss in a Lost record, and that adjustments
+// (like every record but samples and events) are all kept.
+func TestModesBoundEvents(t *testing.T) {
+	const limit = 16 << 10
+	stream := eventStream(200000)
+	var events, adjusts int
+	for _, r := range stream {
+		switch r.(type) {
+		case *Event:
+			events++
+		case *Adjust:
+			adjusts++
+		}
+	}
+	for _, tc := range []struct {
+		mode Mode
+		kind LostKind
+	}{
+		{ModeNormal, LostSize},
+		{ModeWrap, LostWrap},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			var buf bytes.Buffer
+			w, err := NewWriter(&buf, testHeader(), Options{Mode: tc.mode, SizeLimit: limit, ChunkSize: 16 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := 0
+			for _, r := range stream {
+				err := w.Write(r)
+				switch {
+				case errors.Is(err, ErrSizeLimit):
+					if _, ok := r.(*Event); !ok {
+						t.Fatalf("Write(%T) = ErrSizeLimit: only samples and events may be refused", r)
+					}
+					refused++
+				case err != nil:
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, got, err := readAll(t, buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept, keptAdjusts int
+			var lost uint64
+			var lastKept, firstKept uint64
+			for _, r := range got {
+				switch r := r.(type) {
+				case *Event:
+					if kept == 0 {
+						firstKept = r.Time
+					}
+					kept++
+					lastKept = r.Time
+				case *Adjust:
+					keptAdjusts++
+				case *Lost:
+					if r.Kind != tc.kind {
+						t.Errorf("Lost kind %d, want %d", r.Kind, tc.kind)
+					}
+					lost += r.Count
+				}
+			}
+			t.Logf("%s: file %d bytes for a %d-byte limit; %d of %d events kept, %d lost, %d refused by Write",
+				tc.mode, buf.Len(), limit, kept, events, lost, refused)
+			if kept == 0 || kept == events {
+				t.Fatalf("kept %d of %d events: the limit did not bound them", kept, events)
+			}
+			if uint64(kept)+lost != uint64(events) {
+				t.Errorf("kept %d + lost %d != %d events", kept, lost, events)
+			}
+			if keptAdjusts != adjusts {
+				t.Errorf("kept %d of %d adjustments: they are never bounded", keptAdjusts, adjusts)
+			}
+			// Normal keeps the oldest events, wrap the newest; the
+			// adjustments come on top of the limit.
+			var last uint64
+			for _, r := range stream {
+				if e, ok := r.(*Event); ok {
+					last = e.Time
+				}
+			}
+			switch tc.mode {
+			case ModeNormal:
+				if refused != int(lost) || lastKept == last {
+					t.Errorf("normal: %d refused, %d lost, last kept event at %d (stream ends at %d)", refused, lost, lastKept, last)
+				}
+			case ModeWrap:
+				if refused != 0 || lastKept != last || firstKept == 1000 {
+					t.Errorf("wrap: %d refused, kept events %d..%d of 1000..%d", refused, firstKept, lastKept, last)
+				}
+			}
+			if max := int64(limit + 8<<10); int64(buf.Len()) > max {
+				t.Errorf("file %d bytes, want at most %d", buf.Len(), max)
+			}
+		})
+	}
+}

@@ -41,12 +41,12 @@ type Header struct {
 	// which reports subtract from instrumented times.
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// Root is --root's function: the recording covers its subgraph
-	// (seed 001's Scheme B), and reports show that subgraph by default.
+	// (Scheme B, docs/architecture.md), and reports show that subgraph by default.
 	Root string `json:"root,omitempty"`
 }
 
 // Transition kinds: the pair of consecutive events on a thread that a
-// time interval lies between (seed 004 §4.1). Probe costs differ by kind.
+// time interval lies between (EE, EX, XE, XX). Probe costs differ by kind.
 const (
 	EntryEntry = iota // entry, then the entry of a callee
 	EntryExit         // entry, then the exit of the same function (a leaf)
@@ -55,7 +55,8 @@ const (
 	Transitions
 )
 
-// Calibration is the measured cost of a probe mechanism (seed 001): the
+// Calibration is the measured cost of a probe mechanism (probe calibration,
+// t_exact = t_rough − t_I − m·t_O): the
 // part of each probe's time that lands inside the measured interval
 // between two events of a thread, per transition kind, in nanoseconds.
 // docs/calibration.md explains the model.
@@ -70,8 +71,8 @@ type Calibration struct {
 	Samples   int                  `json:"samples"`     // measurements behind each value
 }
 
-// Major is a record's major code: what kind of record it is (seed 004,
-// figure 1). Values are part of the file format and never change meaning.
+// Major is a record's major code: what kind of record it is (the classic trace
+// record layout). Values are part of the file format and never change meaning.
 type Major uint8
 
 // Major codes.
@@ -175,7 +176,7 @@ type Location struct {
 	Lines   []Line // innermost (inlined) first, the physical function last; empty if unresolved
 }
 
-// StackNode is a node of the shared-prefix stack tree (seed 002): the call
+// StackNode is a node of the shared-prefix stack tree: the call
 // stack made of Location, called from the stack of node Parent. Parent 0 is
 // the root (the outermost frame). Each node is written once, before use.
 type StackNode struct {
@@ -430,7 +431,7 @@ type Probe struct {
 
 // Adjust records time thread TID spent in the profiler rather than in its
 // own code (a full ring, attaching probes), to be removed from every open
-// call, and events it could not record (seed 001's adjust-time events).
+// call, and events it could not record (adjust-time events).
 // Time is when the pause ended: it lasted from Time-Duration to Time.
 type Adjust struct {
 	Time     uint64
@@ -462,7 +463,7 @@ const (
 )
 
 // IRQ records an interrupt that was handled on CPU while thread TID of
-// PID was running there (seed 004's IN metric). Time is when the handler
+// PID was running there (the IN metric). Time is when the handler
 // ended; it ran for Duration ns before that. Vector is the IRQ number or
 // the softirq vector.
 type IRQ struct {

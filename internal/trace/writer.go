@@ -13,21 +13,21 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Mode is how a Writer treats the size limit (seed 004's normal,
-// wrap-around and continuous modes).
+// Mode is how a Writer treats the size limit: the normal, wrap-around
+// and continuous modes of a trace buffer (docs/architecture.md, wrap mode).
 type Mode string
 
 // Recording modes.
 const (
-	// ModeNormal stops accepting samples once the file has reached
-	// Options.SizeLimit (no limit if SizeLimit ≤ 0). Other records are
-	// still written, so the recorder can log what it lost and end the
-	// trace properly.
+	// ModeNormal stops accepting samples and events once the file has
+	// reached Options.SizeLimit (no limit if SizeLimit ≤ 0). Other
+	// records are still written, so the recorder can log what it lost
+	// and end the trace properly.
 	ModeNormal Mode = "normal"
 	// ModeWrap keeps the most recent Options.SizeLimit bytes of
-	// (compressed) samples and every other record. Samples are held in
-	// memory until Close, like the trace buffer of seed 004's PI tools;
-	// everything else is written as it comes.
+	// (compressed) samples and events, and every other record. Samples
+	// and events are held in memory until Close, like a classic in-memory
+	// trace buffer; everything else is written as it comes.
 	ModeWrap Mode = "wrap"
 	// ModeContinuous writes everything, with no limit.
 	ModeContinuous Mode = "continuous"
@@ -57,8 +57,8 @@ type Options struct {
 type Stats struct {
 	Records   uint64 // records accepted by Write and Intern, samples included
 	Samples   uint64 // samples accepted (in wrap mode, some may be discarded later)
-	Rejected  uint64 // normal mode: samples refused with ErrSizeLimit
-	Discarded uint64 // wrap mode: accepted samples discarded to stay within SizeLimit
+	Rejected  uint64 // normal mode: samples and events refused with ErrSizeLimit
+	Discarded uint64 // wrap mode: accepted samples and events discarded to stay within SizeLimit
 	Chunks    uint64 // chunks written to the file
 	RawBytes  int64  // uncompressed bytes of the chunks written
 	Retained  int64  // wrap mode: bytes of sample chunks held in memory
@@ -73,8 +73,8 @@ type Writer struct {
 	opt Options
 	enc *zstd.Encoder
 
-	main    chunkBuilder // every record in normal and continuous mode; non-samples in wrap mode
-	samples chunkBuilder // wrap mode: the open sample chunk
+	main    chunkBuilder // every record in normal and continuous mode; the unbounded ones in wrap mode
+	samples chunkBuilder // wrap mode: the open chunk of samples and events (bounded records)
 
 	sampleChunkSize int           // wrap mode: raw size at which a sample chunk ends
 	ring            []storedChunk // wrap mode: retained sample chunks, oldest first
@@ -84,18 +84,23 @@ type Writer struct {
 
 	strings map[string]uint32
 
-	size   int64
-	full   bool  // normal mode: the size limit was reached
-	err    error // first write error; every later call returns it
-	closed bool
-	stats  Stats
-	out    []byte // scratch: the chunk being written
+	size int64
+	full bool // normal mode: the size limit was reached
+	// rejectedEvents counts the events refused in normal mode, which
+	// Close reports in one Lost record (the recorder writes one per
+	// refused sample itself; events come by the tens of millions).
+	rejectedEvents uint64
+	lastRejected   uint64 // time of the last of them
+	err            error  // first write error; every later call returns it
+	closed         bool
+	stats          Stats
+	out            []byte // scratch: the chunk being written
 }
 
 // storedChunk is a complete chunk (header and payload) held in memory.
 type storedChunk struct {
 	data     []byte
-	samples  uint32
+	records  uint32 // samples and events
 	lastTime uint64
 }
 
@@ -194,30 +199,40 @@ func nextPow2(n int) int {
 // Write adds r to the trace. Records are buffered; they reach the
 // underlying writer when a chunk fills up, at Flush and at Close.
 //
-// In normal mode a *Sample is refused with ErrSizeLimit once the file
-// has (nearly) reached Options.SizeLimit; other records are always
-// accepted. In wrap mode, *End records are held back and written after
-// the retained samples at Close, so that End stays the last record.
+// Samples and events are the bounded records: in normal mode a *Sample
+// or *Event is refused with ErrSizeLimit once the file has (nearly)
+// reached Options.SizeLimit, and in wrap mode they go to the retained
+// chunks of which the oldest are discarded; other records (modules,
+// threads, switches, adjustments, ...) are always accepted. Close
+// counts refused events in a Lost{Kind: LostSize} record; refused
+// samples are the caller's to count. In wrap mode, *End records are held
+// back and written after the retained samples at Close, so that End
+// stays the last record.
 // Write returns ErrInvalidRecord for records it cannot encode and the
 // first error of the underlying writer after one occurred.
 func (w *Writer) Write(r Record) error {
 	if err := w.check(); err != nil {
 		return err
 	}
+	_, isSample := r.(*Sample)
 	switch r := r.(type) {
-	case *Sample:
+	case *Sample, *Event:
 		switch {
 		case w.opt.Mode == ModeWrap:
 			if err := w.samples.add(r); err != nil {
 				return err
 			}
-			w.count(true)
+			w.count(isSample)
 			if len(w.samples.raw) >= w.sampleChunkSize {
 				w.sealSamples()
 			}
 			return nil
 		case w.opt.Mode == ModeNormal && w.opt.SizeLimit > 0:
 			if err := w.makeRoom(); err != nil {
+				if e, ok := r.(*Event); ok {
+					w.rejectedEvents++
+					w.lastRejected = e.Time
+				}
 				return err
 			}
 		}
@@ -231,7 +246,6 @@ func (w *Writer) Write(r Record) error {
 	if err := w.main.add(r); err != nil {
 		return err
 	}
-	_, isSample := r.(*Sample)
 	w.count(isSample)
 	if len(w.main.raw) >= w.opt.ChunkSize {
 		return w.flushMain()
@@ -246,7 +260,8 @@ func (w *Writer) count(sample bool) {
 	}
 }
 
-// makeRoom decides whether one more sample fits a normal-mode file.
+// makeRoom decides whether one more sample or event fits a normal-mode
+// file.
 func (w *Writer) makeRoom() error {
 	if w.full {
 		w.stats.Rejected++
@@ -305,10 +320,11 @@ func (w *Writer) Flush() error {
 	return w.flushMain()
 }
 
-// Close flushes the trace and releases the compressor. In wrap mode it
-// first writes a Lost{Kind: LostWrap} record counting the discarded
-// samples (if any), then the retained sample chunks, then any End
-// records. Close does not close the underlying writer. Calling Close
+// Close flushes the trace and releases the compressor. In normal mode
+// it writes a Lost{Kind: LostSize} record counting the refused events
+// (if any). In wrap mode it first writes a Lost{Kind: LostWrap} record
+// counting the discarded samples and events (if any), then the retained
+// chunks, then any End records. Close does not close the underlying writer. Calling Close
 // again returns ErrClosed.
 func (w *Writer) Close() error {
 	if w.closed {
@@ -321,6 +337,14 @@ func (w *Writer) Close() error {
 	}()
 	if w.err != nil {
 		return w.err
+	}
+	if n := w.rejectedEvents; n > 0 {
+		// Written past the limit like every unbounded record: the loss
+		// must show.
+		if err := w.main.add(&Lost{Time: w.lastRejected, Kind: LostSize, Count: n}); err != nil {
+			return err
+		}
+		w.stats.Records++
 	}
 	if w.opt.Mode == ModeWrap {
 		w.sealSamples()
@@ -401,15 +425,15 @@ func (w *Writer) flushMain() error {
 	return nil
 }
 
-// sealSamples moves the open sample chunk into the ring, discarding the
-// oldest chunks beyond SizeLimit.
+// sealSamples moves the open chunk of samples and events into the ring,
+// discarding the oldest chunks beyond SizeLimit.
 func (w *Writer) sealSamples() {
 	if w.samples.records == 0 {
 		return
 	}
 	c := storedChunk{
 		data:     slices.Clone(w.encodeChunk(w.out[:0], &w.samples)),
-		samples:  w.samples.samples,
+		records:  w.samples.records,
 		lastTime: w.samples.lastTime,
 	}
 	w.stats.RawBytes += int64(len(w.samples.raw))
@@ -420,7 +444,7 @@ func (w *Writer) sealSamples() {
 	for w.ringBytes > w.opt.SizeLimit && drop < len(w.ring) {
 		old := w.ring[drop]
 		w.ringBytes -= int64(len(old.data))
-		w.stats.Discarded += uint64(old.samples)
+		w.stats.Discarded += uint64(old.records)
 		w.discardedTime = old.lastTime
 		drop++
 	}

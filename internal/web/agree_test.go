@@ -16,11 +16,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // fnStats is one function as the page computes it, or as the Go
@@ -95,17 +94,17 @@ func samplingStats(t *testing.T, p *model.Profile, f report.Filter) map[string]f
 	return out
 }
 
-// instrStats is what instr.Build's Functions say.
-func instrStats(t *testing.T, p *model.Profile, o instr.Options) map[string]fnStats {
+// instrStats is what calltree.Build's Functions say.
+func instrStats(t *testing.T, p *model.Profile, o calltree.Options) map[string]fnStats {
 	t.Helper()
-	res, err := instr.Build(p, o)
+	res, err := calltree.Build(p, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vec := func(m instr.Metrics) []float64 {
+	vec := func(m calltree.Metrics) []float64 {
 		return []float64{m.WallNS, m.CPUNS, float64(m.Dispatches), float64(m.Samples)}
 	}
-	arcs := func(as []instr.Arc) map[string]arcStats {
+	arcs := func(as []calltree.Arc) map[string]arcStats {
 		out := map[string]arcStats{}
 		for _, a := range as {
 			out[a.Name+"\x00"+a.Module] = arcStats{Calls: float64(a.Calls), Base: vec(a.Base), Cum: vec(a.Cum)}
@@ -184,7 +183,7 @@ func compareStats(t *testing.T, what string, got, want map[string]fnStats, calls
 // TestBrowserAgreesWithReports checks, in Chromium, that the numbers the
 // page derives (functions table, callers and callees with their shares)
 // are the text reports' own: report's arcflow for sampling profiles,
-// instr.Build's functions for instrumented ones, over the fixtures and
+// calltree.Build's functions for instrumented ones, over the fixtures and
 // random profiles, for every process and for each thread.
 func TestBrowserAgreesWithReports(t *testing.T) {
 	ctx := browser(t)
@@ -192,11 +191,11 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		name string
 		p    *model.Profile
 	}
-	fixtures := []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}}
+	fixtures := []fixture{{"sampling fixture", modeltest.Fixture()}, {"instrumented fixture", modeltest.InstrFixture()}}
 	// The page of a profile whose code is grouped otherwise (--no-inlines,
 	// --granularity) agrees with the reports of that profile.
 	for _, a := range []model.Aggregation{{Granularity: model.Lines, NoInlines: true}, {Granularity: model.Files}} {
-		for _, fx := range []fixture{{"sampling fixture", reporttest.Fixture()}, {"instrumented fixture", reporttest.InstrFixture()}} {
+		for _, fx := range []fixture{{"sampling fixture", modeltest.Fixture()}, {"instrumented fixture", modeltest.InstrFixture()}} {
 			if err := fx.p.Aggregate(a); err != nil {
 				t.Fatal(err)
 			}
@@ -205,8 +204,8 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	for i := range 4 {
-		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d", i), reporttest.Random(r)},
-			fixture{fmt.Sprintf("random instrumented %d", i), instrtest.Random(r, i%2 == 0)})
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d", i), modeltest.RandomSamples(r)},
+			fixture{fmt.Sprintf("random instrumented %d", i), modeltest.RandomHooks(r, i%2 == 0)})
 	}
 	for _, fx := range fixtures {
 		srv := httptest.NewServer(NewHandler(fx.p, fx.name))
@@ -218,7 +217,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		instrumented := len(fx.p.Events) > 0
 		want := func(f report.Filter) map[string]fnStats {
 			if instrumented {
-				return instrStats(t, fx.p, instr.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
+				return instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
 			}
 			return samplingStats(t, fx.p, f)
 		}
@@ -250,7 +249,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 // the initial time filter.
 func TestBrowserLargeProfile(t *testing.T) {
 	const n = 100_000
-	b := reporttest.New().Thread(1, 1, "big")
+	b := modeltest.New().Thread(1, 1, "big")
 	for i := range n {
 		b.Add(1, 1, fmt.Sprintf("main;g%d;f%d", i/100, i), 1+300/(1+i/100))
 	}
@@ -275,7 +274,7 @@ func TestBrowserLargeProfile(t *testing.T) {
 	if rowsInDOM == 0 || rowsInDOM > 200 {
 		t.Errorf("%d rows in the DOM: want the visible ones only", rowsInDOM)
 	}
-	// The time filter starts where about 30 functions show (seed 003).
+	// The time filter starts where about 30 functions show (the call graph's initial time filter).
 	run(t, ctx, "the initial call graph", waitFor(`#graph-view svg g.node`))
 	graphNodes := eval[int](t, ctx, `+document.getElementById("graph-view").dataset.nodes`)
 	graphFilter := eval[string](t, ctx, `document.getElementById("graph-view").dataset.filter`)
@@ -326,14 +325,14 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		filter report.Filter
 	}
 	fixtures := []fixture{
-		{"sampling fixture, --thread w*", reporttest.Fixture(), report.Filter{Thread: "w*"}},
-		{"sampling fixture, --pid 100", reporttest.Fixture(), report.Filter{PID: 100, HasPID: true}},
-		{"instrumented fixture, --thread *", reporttest.InstrFixture(), report.Filter{Thread: "*"}},
+		{"sampling fixture, --thread w*", modeltest.Fixture(), report.Filter{Thread: "w*"}},
+		{"sampling fixture, --pid 100", modeltest.Fixture(), report.Filter{PID: 100, HasPID: true}},
+		{"instrumented fixture, --thread *", modeltest.InstrFixture(), report.Filter{Thread: "*"}},
 	}
 	r := rand.New(rand.NewPCG(7, 9))
 	for i := range 2 {
-		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), reporttest.Random(r), report.Filter{Thread: "t[01]"}},
-			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), instrtest.Random(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), modeltest.RandomSamples(r), report.Filter{Thread: "t[01]"}},
+			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), modeltest.RandomHooks(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
 	}
 	for _, fx := range fixtures {
 		var html bytes.Buffer
@@ -354,7 +353,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		var want map[string]fnStats
 		if instrumented {
 			f := fx.filter
-			want = instrStats(t, fx.p, instr.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
+			want = instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
 		} else {
 			want = samplingStats(t, fx.p, fx.filter)
 		}
@@ -366,7 +365,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		}
 	}
 	var html bytes.Buffer
-	if err := WriteHTML(&html, reporttest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
+	if err := WriteHTML(&html, modeltest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
 		t.Error("a filter matching no thread: no error")
 	}
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"trueprof/examples"
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
 	"trueprof/internal/testutil"
@@ -426,7 +426,7 @@ func TestBrowserSourceCoverageNoDebugInfo(t *testing.T) {
 	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := instrtest.New().Thread(1, 1, "prog").Run(1, 1, "0 +main 10 +used 30 -used 45 -main")
+	b := modeltest.NewHooks().Thread(1, 1, "prog").Run(1, 1, "0 +main 10 +used 30 -used 45 -main")
 	b.Function("unused") // probed, never called
 	p := b.Profile()
 	lines := map[string]int{"main": 1, "used": 5, "unused": 9}

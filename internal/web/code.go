@@ -12,7 +12,7 @@ import (
 )
 
 // FuncCode is what a module's debug information says about the source
-// lines of a probed function (seed 003 fig. 9's coverage marks):
+// lines of a probed function (the source view's coverage marks):
 type FuncCode struct {
 	// Lines are the lines of the function's file that have its code
 	// (the DWARF line table over its symbol's range): a function never

@@ -18,8 +18,8 @@ import (
 	"trueprof/internal/trace"
 )
 
-// coverageFixture is a program whose source view has known seed 003
-// fig. 9 marks, written after each line: "|" executed, "#" not
+// coverageFixture is a program whose source view has known coverage
+// marks, written after each line: "|" executed, "#" not
 // executed, none where the data cannot tell or the line has no code.
 // Built at -O0, every statement has code. used and main are called:
 // their entry basic blocks (up to the first jump) are executed, the
@@ -108,7 +108,7 @@ func fixtureLine(t *testing.T, prefix string) string {
 	return ""
 }
 
-// TestBrowserSourceCoverage checks seed 003's fig. 9 marks on a real
+// TestBrowserSourceCoverage checks the coverage marks on a real
 // instrumented recording, from the server and from the HTML file, for
 // every line of the file: the DWARF line table says which lines have
 // code, entry probes which functions ran, the entry block's

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/trace"
@@ -180,13 +180,16 @@ type builder struct {
 	// phys is, per function, a location whose physical (outermost)
 	// frame it is: where its machine code is.
 	phys map[int]uint32
+	// calls, minSelf and maxSelf are the node columns of an
+	// instrumented recording, which Nodes has only then.
+	calls            []uint64
+	minSelf, maxSelf []float64
 }
 
-// Build computes the page's data for p. An instrumented recording (with
-// function events) shows instr.Build's trees (of the recording's root's
-// subgraph for a --root recording, as the reports); any other shows the
-// samples' stack trees. It fails only when the instrumented analysis
-// does.
+// Build computes the page's data for p from calltree.Build's trees: an
+// instrumented recording's (with function events) calls (of the
+// recording's root's subgraph for a --root recording, as the reports),
+// any other's sample stacks. It fails only when the analysis does.
 func Build(p *model.Profile, title string) (*Data, error) {
 	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
 		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
@@ -198,14 +201,18 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	if len(p.Events) > 0 {
 		// A --root recording covers its root's call subgraph, as its
 		// reports (and Header, from them) do.
-		res, err := instr.Build(p, instr.Options{Root: p.Header.Root})
+		res, err := calltree.Build(p, calltree.Options{Root: p.Header.Root})
 		if err != nil {
 			return nil, err
 		}
 		b.instrumented(res)
 		header = report.InstrHeaderOf(p, res)
 	} else {
-		b.sampling()
+		res, err := calltree.Build(p, calltree.Options{})
+		if err != nil {
+			return nil, err
+		}
+		b.sampling(res)
 		h := report.NewHeader(p, report.Filter{})
 		h.View = "flat"
 		header = h
@@ -270,7 +277,7 @@ func (b *builder) location(id uint32) []int {
 	if fs, ok := b.locFuncs[id]; ok {
 		return fs
 	}
-	frames, module := report.LocationFrames(b.p, id)
+	frames, module := calltree.Frames(b.p, id)
 	fs := make([]int, 0, len(frames))
 	for k := len(frames) - 1; k >= 0; k-- {
 		fr := frames[k]
@@ -285,117 +292,38 @@ func (b *builder) location(id uint32) []int {
 	return fs
 }
 
-// sampling builds one stack tree per thread incarnation from the samples:
-// node base is the samples (and period) whose stack ends there.
-func (b *builder) sampling() {
+// sampling shows the sample stack trees of res, calltree.Build's analysis
+// of a sampling recording: a node's base is the samples (and period)
+// whose stack ends there. Threads without samples are left out.
+func (b *builder) sampling(res *calltree.Result) {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
-	if report.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
+	if model.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
-
-	type tnode struct {
-		fn       int
-		base     [2]float64
-		children map[int]*tnode
-		order    []int
-	}
-	newNode := func(fn int) *tnode { return &tnode{fn: fn, children: map[int]*tnode{}} }
-	type thr struct {
-		t    *model.Thread
-		pid  uint32
-		tid  uint32
-		root *tnode
-	}
-	var thrs []*thr
-	byThread := map[*model.Thread]*thr{}
-	orphans := map[[2]uint32]*thr{} // samples of threads the trace never described
+	// The stacks' locations give the functions their files and lines,
+	// which the tree nodes do not carry.
+	seen := map[uint32]bool{}
 	var locs []uint32
-	stackFuncs := map[uint32][]int{}
-	unknown := -1
-	threads := b.p.NewThreadLookup()
 	for i := range b.p.Samples {
-		s := &b.p.Samples[i]
-		t := threads.At(s.PID, s.TID, s.Time)
-		var th *thr
-		if t != nil {
-			th = byThread[t]
-			if th == nil {
-				th = &thr{t: t, pid: t.PID, tid: t.TID, root: newNode(-1)}
-				byThread[t] = th
-				thrs = append(thrs, th)
-			}
-		} else {
-			k := [2]uint32{s.PID, s.TID}
-			th = orphans[k]
-			if th == nil {
-				th = &thr{pid: s.PID, tid: s.TID, root: newNode(-1)}
-				orphans[k] = th
-				thrs = append(thrs, th)
+		if id := b.p.Samples[i].Stack; !seen[id] {
+			seen[id] = true
+			for _, l := range b.p.Stack(id, locs[:0]) {
+				b.location(l)
 			}
 		}
-		funcs, ok := stackFuncs[s.Stack]
-		if !ok {
-			locs = b.p.Stack(s.Stack, locs[:0])
-			funcs = nil
-			for j := len(locs) - 1; j >= 0; j-- {
-				funcs = append(funcs, b.location(locs[j])...)
-			}
-			if len(funcs) == 0 {
-				if unknown < 0 {
-					unknown = b.fn(report.Unknown.Name, "", "", 0)
-				}
-				funcs = []int{unknown}
-			}
-			stackFuncs[s.Stack] = funcs
-		}
-		n := th.root
-		for _, f := range funcs {
-			c := n.children[f]
-			if c == nil {
-				c = newNode(f)
-				n.children[f] = c
-				n.order = append(n.order, f)
-			}
-			n = c
-		}
-		n.base[0]++
-		n.base[1] += float64(s.Period)
 	}
-	slices.SortFunc(thrs, func(x, y *thr) int {
-		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.tid, y.tid))
+	b.trees(res, func(th *calltree.Thread) bool { return th.Root.Cum.Samples > 0 }, func(m *calltree.Metrics) []float64 {
+		return []float64{float64(m.Samples), float64(m.Period)}
 	})
-	d.Nodes.Base = make([][]float64, 2)
-	var emit func(n *tnode, parent int)
-	emit = func(n *tnode, parent int) {
-		id := len(d.Nodes.Parent)
-		d.Nodes.Parent = append(d.Nodes.Parent, parent)
-		d.Nodes.Func = append(d.Nodes.Func, n.fn)
-		d.Nodes.Base[0] = append(d.Nodes.Base[0], n.base[0])
-		d.Nodes.Base[1] = append(d.Nodes.Base[1], n.base[1])
-		for _, f := range n.order {
-			emit(n.children[f], id)
-		}
-	}
-	for _, th := range thrs {
-		t := Thread{PID: th.pid, TID: th.tid, Root: len(d.Nodes.Parent), Name: "[unknown]"}
-		if th.t != nil {
-			t.Start, t.End = th.t.Start, th.t.End
-			if th.t.Name != "" {
-				t.Name = th.t.Name
-			}
-		}
-		d.Threads = append(d.Threads, t)
-		d.models = append(d.models, th.t)
-		emit(th.root, -1)
-	}
 }
 
-// instrumented flattens instr.Build's trees: exact calls, calibrated
-// times and per-call extremes.
-func (b *builder) instrumented(res *instr.Result) {
+// instrumented shows the trees of res, calltree.Build's analysis of an
+// instrumented recording: exact calls, calibrated times and per-call
+// extremes.
+func (b *builder) instrumented(res *calltree.Result) {
 	d := b.d
 	d.Kind = "instrumented"
 	d.Metrics = []MetricInfo{
@@ -418,9 +346,21 @@ func (b *builder) instrumented(res *instr.Result) {
 		}
 		b.phys[fs[0]] = pr.Function
 	}
-	d.Nodes.Base = make([][]float64, 4)
-	var emit func(n *instr.Node, parent int, root bool)
-	emit = func(n *instr.Node, parent int, root bool) {
+	b.trees(res, func(*calltree.Thread) bool { return true }, func(m *calltree.Metrics) []float64 {
+		return []float64{m.WallNS, m.CPUNS, float64(m.Dispatches), float64(m.Samples)}
+	})
+	d.Nodes.Calls, d.Nodes.MinSelf, d.Nodes.MaxSelf = b.calls, b.minSelf, b.maxSelf
+}
+
+// trees emits the trees of the threads of res that keep selects, in
+// pre-order, with the node columns metrics makes of a base (Data.Metrics
+// order); calls and per-call extremes go to b.calls, b.minSelf and
+// b.maxSelf. This is where a calltree node becomes a node of the page.
+func (b *builder) trees(res *calltree.Result, keep func(*calltree.Thread) bool, metrics func(*calltree.Metrics) []float64) {
+	d := b.d
+	d.Nodes.Base = make([][]float64, len(d.Metrics))
+	var emit func(n *calltree.Node, parent int, root bool)
+	emit = func(n *calltree.Node, parent int, root bool) {
 		id := len(d.Nodes.Parent)
 		f := -1
 		if !root {
@@ -429,19 +369,22 @@ func (b *builder) instrumented(res *instr.Result) {
 		nd := &d.Nodes
 		nd.Parent = append(nd.Parent, parent)
 		nd.Func = append(nd.Func, f)
-		nd.Calls = append(nd.Calls, n.Calls)
-		nd.Base[0] = append(nd.Base[0], n.Base.WallNS)
-		nd.Base[1] = append(nd.Base[1], n.Base.CPUNS)
-		nd.Base[2] = append(nd.Base[2], float64(n.Base.Dispatches))
-		nd.Base[3] = append(nd.Base[3], float64(n.Base.Samples))
-		nd.MinSelf = append(nd.MinSelf, n.MinSelfNS)
-		nd.MaxSelf = append(nd.MaxSelf, n.MaxSelfNS)
+		for k, v := range metrics(&n.Base) {
+			nd.Base[k] = append(nd.Base[k], v)
+		}
+		b.calls = append(b.calls, n.Calls)
+		b.minSelf = append(b.minSelf, n.MinSelfNS)
+		b.maxSelf = append(b.maxSelf, n.MaxSelfNS)
 		for i := range n.Children {
 			emit(&n.Children[i], id, false)
 		}
 	}
 	for _, pr := range res.Processes {
-		for _, th := range pr.Threads {
+		for i := range pr.Threads {
+			th := &pr.Threads[i]
+			if !keep(th) {
+				continue
+			}
 			t := Thread{PID: th.PID, TID: th.TID, Name: th.Name, Start: th.Start, Root: len(d.Nodes.Parent)}
 			mt := b.p.ThreadAt(th.PID, th.TID, th.Start)
 			if mt != nil && mt.Start == th.Start {
@@ -496,7 +439,7 @@ func (b *builder) lines() {
 		locs = b.p.Stack(s.Stack, locs[:0])
 		clear(seen)
 		for j, id := range locs {
-			frames, _ := report.LocationFrames(b.p, id)
+			frames, _ := calltree.Frames(b.p, id)
 			fr := frames[0] // innermost: the line executing in this location
 			if fr.File == "" || fr.Line <= 0 {
 				continue

@@ -6,10 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"trueprof/internal/instr/instrtest"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
-	"trueprof/internal/report/reporttest"
 )
 
 // flatJSON decodes the flat report of p, in JSON, into v.
@@ -28,7 +27,7 @@ func flatJSON(t *testing.T, p *model.Profile, v any) {
 // call subgraph, as its reports and the page's own header do: calls made
 // outside the root (placed probes stay) are not the page's.
 func TestBuildRootRecording(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "prog").
+	p := modeltest.NewHooks().Thread(1, 1, "prog").
 		Run(1, 1, "0 +main 10 +b 20 +c 30 -c 40 -b 50 +c 60 -c 70 +c 80 -c 90 -main").Profile()
 	p.Header.Root = "b"
 	d, err := Build(p, "root")
@@ -63,7 +62,7 @@ func TestBuildRootRecording(t *testing.T) {
 func TestBuildAggregated(t *testing.T) {
 	for _, a := range []model.Aggregation{{NoInlines: true}, {Granularity: model.Files}, {Granularity: model.Lines, NoInlines: true}} {
 		t.Run(a.String(), func(t *testing.T) {
-			p := reporttest.Fixture()
+			p := modeltest.Fixture()
 			if err := p.Aggregate(a); err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,6 @@
 // Package web shows a profile in a browser: a functions table, function
 // detail with exact per-caller shares, the call graph as a "river of
-// time" (seed 003 part II) laid out by an embedded WebAssembly Graphviz,
+// time" laid out by an embedded WebAssembly Graphviz,
 // flame and icicle graphs, annotated source or disassembly, and a
 // per-thread timeline, all linked by one selection.
 //
@@ -16,9 +16,9 @@
 //	err = web.WriteHTML(f, p, web.HTMLOptions{Title: "trueprof.trace"})
 //
 // Build computes the page's data once: every thread incarnation's call
-// tree in columnar form (from instr.Build for instrumented recordings,
-// from the samples' stacks otherwise), line-level samples and the
-// timeline. The page's script derives the tables and graphs from it for
+// tree in columnar form (calltree.Build's, of the calls of instrumented
+// recordings, of the samples' stacks otherwise), line-level samples and
+// the timeline. The page's script derives the tables and graphs from it for
 // any thread selection, with the rules of report's arcflow and instr's
 // functions, which the Chromium tests check.
 //

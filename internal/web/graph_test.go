@@ -1,7 +1,7 @@
 package web
 
-// End-to-end tests of the call graph's requirements (issue 5, seed 003
-// part II) on synthetic profiles whose times are known: arc widths under
+// End-to-end tests of the call graph's requirements (issue 5, the call
+// graph as a river of time) on synthetic profiles whose times are known: arc widths under
 // each weighting and under a virtual root, the recursion marks, the three
 // detail states of a node and the initial time filter.
 
@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
 // graphFixture is a sampling profile of 1,000 samples in one thread, so
@@ -30,7 +30,7 @@ import (
 //	            → eval (30) → apply → eval → apply → leaf   indirect recursion
 //	            → init (1)
 func graphFixture() *model.Profile {
-	b := reporttest.New().Thread(1, 1, "graph")
+	b := modeltest.New().Thread(1, 1, "graph")
 	b.Add(1, 1, "main;work;compute", 195).
 		Add(1, 1, "main;work;compute;tiny", 5).
 		Add(1, 1, "main;work;io", 80).
@@ -49,7 +49,7 @@ type graphArc struct {
 	cum      int
 }
 
-// wantWidth is the arc width seed 003 gives an arc carrying cum of the
+// wantWidth is the arc width the call graph gives an arc carrying cum of the
 // root's rootCum: none 1; linear the share rounded up to the next 10%,
 // divided by 10% (computed on integers, so exactly); logarithmic
 // min(9, max(1, log2(1000·T + 0.0001))).
@@ -275,7 +275,7 @@ func TestBrowserGraphNodeStates(t *testing.T) {
 // totals and the root's.
 func treeProfile(n int, seed uint64) (*model.Profile, map[string]int, int) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	b := reporttest.New().Thread(1, 1, "tree")
+	b := modeltest.New().Thread(1, 1, "tree")
 	stacks := []string{"main"}
 	parents := []int{-1}
 	self := []int{1 + r.IntN(5)}
@@ -303,7 +303,7 @@ func treeProfile(n int, seed uint64) (*model.Profile, map[string]int, int) {
 
 // TestBrowserGraphInitialFilter loads call trees of 10, 100 and 10,000
 // functions: the initial time filter (0 to 20%) shows every function
-// when there are at most 30, else about 30. The rule (seed 003 fig. 13)
+// when there are at most 30, else about 30. The rule
 // takes the 30th largest total rounded up to the next 0.1%: at most 30
 // functions pass (no two totals tie here), and in these profiles at
 // least 25.

@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report/reporttest"
+	"trueprof/internal/model/modeltest"
 )
 
-// fixtureWithSource returns the reporttest fixture with one location's
+// fixtureWithSource returns the modeltest fixture with one location's
 // file pointing at a real file in a temporary directory, plus names of
 // files the trace names that are dangerous or missing.
 func fixtureWithSource(t *testing.T) (p *model.Profile, src string) {
 	t.Helper()
-	p = reporttest.Fixture()
+	p = modeltest.Fixture()
 	dir := t.TempDir()
 	src = filepath.Join(dir, "compute.c")
 	if err := os.WriteFile(src, []byte("int compute(void) {\n\treturn 42;\n}\n"), 0o644); err != nil {
@@ -93,7 +93,7 @@ func TestServerSecurity(t *testing.T) {
 }
 
 func TestServeDefaultsToLoopback(t *testing.T) {
-	p := reporttest.Fixture()
+	p := modeltest.Fixture()
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
 	done := make(chan error, 1)

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/report"
 )
 
 // Errors of the source and disassembly look-ups; the server answers 404
@@ -120,7 +120,7 @@ func newDisassembler(p *model.Profile, d *Data) *disassembler {
 			continue
 		}
 		loc := p.Stacks[s.Stack].Location
-		if _, m := report.LocationFrames(p, loc); m != "" {
+		if _, m := calltree.Frames(p, loc); m != "" {
 			if x.samples[m] == nil {
 				x.samples[m] = map[uint64]uint64{}
 			}

@@ -1,4 +1,4 @@
-// detail.js: the function detail (seed 003 figs 10-11): what the
+// detail.js: the function detail (exact arcs): what the
 // function cost, who called it and what it called, each with calls and
 // the share of this function's total (cum) it is responsible for, from
 // the exact per-caller data.

@@ -1,4 +1,4 @@
-// graph.js: the call graph as a river of time (seed 003 part II).
+// graph.js: the call graph as a river of time (docs/architecture.md).
 // Nodes are functions, arcs caller→callee; an arc's width follows the
 // callee's cum time in calls from that caller, relative to the (virtual)
 // root, with no, linear or logarithmic weighting. A time filter (0-20%)
@@ -14,7 +14,7 @@ const COLLAPSED = 0, FILTERED = 1, ALL = 2;
 const STATE_MARK = ["▶", "◐", "▷"]; // filled, partly filled, open arrowhead
 const STATE_NAME = ["collapsed", "filtered", "all"];
 const MAX_NODES = 400; // beyond this the layout gets slow and unreadable
-const TARGET = 30; // functions shown at the initial filter (seed 003 fig. 13)
+const TARGET = 30; // functions shown at the initial time filter
 
 // arcWidth converts T, the arc's share of the root's time (0..1), to a
 // line width in points.
@@ -28,7 +28,7 @@ TP.arcWidth = function arcWidth(T, weighting) {
 
 // initialFilter picks the time filter (percent, 0.1 steps, 0..20) at
 // which about TARGET functions qualify: the TARGET-th largest total,
-// rounded up to the next step (seed 003 fig. 13). When many functions tie
+// rounded up to the next step. When many functions tie
 // around that value (flat profiles), it steps up until at most twice
 // TARGET qualify, rather than lay out hundreds.
 TP.initialFilter = function initialFilter(totals, rootTotal) {

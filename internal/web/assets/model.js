@@ -6,7 +6,7 @@
 //   self  = sum of the function's nodes' base;
 //   total = sum of the cum of its outermost nodes (recursion 0);
 //   a caller's cum = cum of the function's outermost nodes under it
-//   (exact per-caller data, not an average share: seed 003 figs 10-11);
+//   (exact per-caller data, not an average share: exact arcs);
 //   a callee's cum = cum of the callee's nodes under outermost nodes;
 //   for sampling profiles, as report's arcflow, minus the samples whose
 //   leaf is the function itself (deeper in a recursion): those are its

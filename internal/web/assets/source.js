@@ -1,6 +1,6 @@
 // source.js: the selected function's source file annotated with
 // line-level samples and, for instrumented recordings, each function's
-// calls and times at its first line (seed 003 fig. 9). Marks: "|" a line
+// calls and times at its first line (coverage marks). Marks: "|" a line
 // known executed (it has samples in the selected threads, or is in the
 // entry basic block of a function they called), "#" a line known not
 // executed (a line with code of a probed function they never called);

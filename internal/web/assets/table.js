@@ -1,4 +1,4 @@
-// table.js: the functions table (seed 003 fig. 8). Virtualised: only the
+// table.js: the functions table (one function accumulator a row). Virtualised: only the
 // rows in view exist in the DOM, so 100k functions scroll, sort and
 // filter without a pause; filtering is debounced.
 (function () {

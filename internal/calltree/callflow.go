@@ -1,4 +1,4 @@
-package instr
+package calltree
 
 import "trueprof/internal/model"
 
@@ -32,7 +32,7 @@ const (
 	FlowEnd FlowKind = "end"
 )
 
-// FlowEvent is one line of a callflow (seed 004's log-gen): an event of a
+// FlowEvent is one line of a callflow (log-gen): an event of a
 // thread with the metrics of the interval since the thread's previous
 // event.
 type FlowEvent struct {
@@ -61,18 +61,24 @@ type FlowThread struct {
 	Events    []FlowEvent `json:"events"` // in time order; never null
 }
 
-// Callflow returns, per thread (sorted by PID, then goroutines by id,
-// then TID and Start), the ordered entries and exits that Build would analyse
-// with the same Options, each with the metrics of the interval before it,
-// and the thread's end. Repairs appear as synthesised lines. Threads
-// without events are left out.
+// Callflow returns Build's Result.Flows with Options.Flow set: per
+// thread (sorted by PID, then goroutines by id, then TID and Start), the
+// ordered entries and exits that Build analyses, each with the metrics of
+// the interval before it, and the thread's end. Repairs appear as
+// synthesised lines. Threads without events are left out.
 func Callflow(p *model.Profile, o Options) ([]FlowThread, error) {
-	a, err := analyse(p, o, true)
+	o.Flow = true
+	r, err := Build(p, o)
 	if err != nil {
 		return nil, err
 	}
+	return r.Flows, nil
+}
+
+// flows returns the callflows of a's threads (see Callflow).
+func (a *replay) flows(threads []*thread) []FlowThread {
 	out := []FlowThread{}
-	for _, th := range a.sorted() {
+	for _, th := range threads {
 		if len(th.flow) == 0 {
 			continue
 		}
@@ -82,5 +88,5 @@ func Callflow(p *model.Profile, o Options) ([]FlowThread, error) {
 		}
 		out = append(out, ft)
 	}
-	return out, nil
+	return out
 }

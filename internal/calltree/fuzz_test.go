@@ -1,4 +1,4 @@
-package instr_test
+package calltree_test
 
 import (
 	"cmp"
@@ -7,16 +7,16 @@ import (
 	"slices"
 	"testing"
 
-	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 )
 
 // fuzzProfile turns bytes into an instrumented profile: each 3-byte group
 // is one record of one of three threads, with any location id (valid or
 // not), so that exits rarely match and every repair path runs.
 func fuzzProfile(data []byte) *model.Profile {
-	b := instrtest.New().Thread(1, 1, "a").ThreadAt(1, 2, "b", 0).ThreadAt(1, 2, "b2", 500).Calibrate(3, 2.5, 1, 7)
+	b := modeltest.NewHooks().Thread(1, 1, "a").ThreadAt(1, 2, "b", 0).ThreadAt(1, 2, "b2", 500).Calibrate(3, 2.5, 1, 7)
 	for _, f := range []string{"f", "g", "h"} {
 		b.Function(f)
 	}
@@ -60,11 +60,11 @@ func FuzzBuild(f *testing.F) {
 		if len(p.Events) == 0 {
 			return
 		}
-		for _, o := range []instr.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {ByGoroutine: true}} {
+		for _, o := range []calltree.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {ByGoroutine: true}} {
 			if o.ByGoroutine && len(p.GoIDs) == 0 {
 				continue
 			}
-			r, err := instr.Build(p, o)
+			r, err := calltree.Build(p, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 		checkLifetimes(t, "fuzz", p)
-		if _, err := instr.Build(p, instr.Options{Root: "g"}); err != nil && !errors.Is(err, instr.ErrRootNotFound) {
+		if _, err := calltree.Build(p, calltree.Options{Root: "g"}); err != nil && !errors.Is(err, calltree.ErrRootNotFound) {
 			t.Fatal(err)
 		}
 	})

@@ -1,4 +1,4 @@
-package instr_test
+package calltree_test
 
 import (
 	"encoding/json"
@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 )
 
 // build runs Build and fails the test on error.
-func build(t *testing.T, p *model.Profile, o instr.Options) *instr.Result {
+func build(t *testing.T, p *model.Profile, o calltree.Options) *calltree.Result {
 	t.Helper()
-	r, err := instr.Build(p, o)
+	r, err := calltree.Build(p, o)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -25,7 +25,7 @@ func build(t *testing.T, p *model.Profile, o instr.Options) *instr.Result {
 }
 
 // thread returns the tree of thread tid.
-func thread(t *testing.T, r *instr.Result, tid uint32) *instr.Thread {
+func thread(t *testing.T, r *calltree.Result, tid uint32) *calltree.Thread {
 	t.Helper()
 	for i := range r.Processes {
 		for j := range r.Processes[i].Threads {
@@ -39,7 +39,7 @@ func thread(t *testing.T, r *instr.Result, tid uint32) *instr.Thread {
 }
 
 // node returns the node at path ("main;f;g", names only) below root.
-func node(t *testing.T, root *instr.Node, path string) *instr.Node {
+func node(t *testing.T, root *calltree.Node, path string) *calltree.Node {
 	t.Helper()
 	n := root
 next:
@@ -55,7 +55,7 @@ next:
 	return n
 }
 
-func names(ns []instr.Node) []string {
+func names(ns []calltree.Node) []string {
 	var s []string
 	for _, n := range ns {
 		s = append(s, n.Name)
@@ -64,7 +64,7 @@ func names(ns []instr.Node) []string {
 }
 
 // function returns the accumulator of function name.
-func function(t *testing.T, r *instr.Result, name string) *instr.Function {
+func function(t *testing.T, r *calltree.Result, name string) *calltree.Function {
 	t.Helper()
 	for i := range r.Functions {
 		if r.Functions[i].Name == name {
@@ -75,7 +75,7 @@ func function(t *testing.T, r *instr.Result, name string) *instr.Function {
 	return nil
 }
 
-func arc(t *testing.T, arcs []instr.Arc, name string) *instr.Arc {
+func arc(t *testing.T, arcs []calltree.Arc, name string) *calltree.Arc {
 	t.Helper()
 	for i := range arcs {
 		if arcs[i].Name == name {
@@ -97,7 +97,7 @@ type want struct {
 	baseWall, cumWall float64
 }
 
-func check(t *testing.T, n *instr.Node, w want) {
+func check(t *testing.T, n *calltree.Node, w want) {
 	t.Helper()
 	got := want{n.Calls, n.Callees, n.Level, n.Recursion, n.Base.WallNSRaw, n.Cum.WallNSRaw, n.Base.WallNS, n.Cum.WallNS}
 	if got.calls != w.calls || got.callees != w.callees || got.level != w.level || got.rl != w.rl ||
@@ -107,9 +107,9 @@ func check(t *testing.T, n *instr.Node, w want) {
 }
 
 func TestNested(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 30 +g 35 -g 50 -f 60 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	th := thread(t, r, 1)
 	if th.Root.Name != "app_1" || th.FirstNS != 0 || th.LastNS != 60 || th.Events != 6 {
 		t.Errorf("thread: %+v", th)
@@ -141,9 +141,9 @@ func TestNested(t *testing.T) {
 }
 
 func TestRecursion(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +f 10 +f 20 +f 25 -f 30 -f 40 -f").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	check(t, node(t, root, "f"), want{1, 1, 1, 0, 20, 40, 20, 40})
 	check(t, node(t, root, "f;f"), want{1, 1, 2, 1, 15, 20, 15, 20})
@@ -166,20 +166,20 @@ func TestRecursion(t *testing.T) {
 
 func TestMissingExit(t *testing.T) {
 	// g throws, f catches: g's exit never comes.
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 +g 30 -f 40 -main 50 +main 55 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	check(t, node(t, root, "main"), want{2, 1, 1, 0, 25, 45, 25, 45})
 	check(t, node(t, root, "main;f"), want{1, 1, 2, 0, 10, 20, 10, 20})
 	check(t, node(t, root, "main;f;g"), want{1, 0, 3, 0, 10, 10, 10, 10})
-	if r.Repairs != (instr.Repairs{Popped: 1}) {
+	if r.Repairs != (calltree.Repairs{Popped: 1}) {
 		t.Errorf("repairs %+v", r.Repairs)
 	}
 	if root.Base.WallNSRaw != 10 { // between the two calls of main
 		t.Errorf("root base %d", root.Base.WallNSRaw)
 	}
-	fl, err := instr.Callflow(p, instr.Options{})
+	fl, err := calltree.Callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +199,13 @@ func itoa(i int) string {
 }
 
 func TestUnmatchedExit(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(0, 2, 0, 3).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(0, 2, 0, 3).
 		Run(1, 1, "0 +main 10 -x 20 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	main := node(t, &thread(t, r, 1).Root, "main")
 	// The ignored exit still ends an interval: entry→exit, then exit→exit.
 	check(t, main, want{1, 0, 1, 0, 20, 20, 20 - 2 - 3, 20 - 2 - 3})
-	if r.Repairs != (instr.Repairs{Unmatched: 1}) {
+	if r.Repairs != (calltree.Repairs{Unmatched: 1}) {
 		t.Errorf("repairs %+v", r.Repairs)
 	}
 	if len(thread(t, r, 1).Root.Children) != 1 {
@@ -214,13 +214,13 @@ func TestUnmatchedExit(t *testing.T) {
 }
 
 func TestUnclosed(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 25 +g").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	check(t, node(t, root, "main;f;g"), want{1, 0, 3, 0, 0, 0, 0, 0})
 	check(t, node(t, root, "main"), want{1, 1, 1, 0, 10, 25, 10, 25})
-	if r.Repairs != (instr.Repairs{Unclosed: 3}) {
+	if r.Repairs != (calltree.Repairs{Unclosed: 3}) {
 		t.Errorf("repairs %+v", r.Repairs)
 	}
 }
@@ -229,29 +229,29 @@ func TestUnclosed(t *testing.T) {
 // the thread's time after is its own; a thread that exited before keeps
 // its calls open until its exit, a repair.
 func TestDetached(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 1, "app", 0).ThreadAt(1, 2, "gone", 0).
+	p := modeltest.NewHooks().ThreadAt(1, 1, "app", 0).ThreadAt(1, 2, "gone", 0).
 		Run(1, 1, "0 +main 10 +f 20 -f 25 +f").
 		Run(1, 2, "0 +g 5 exit").Profile()
 	p.End.Time, p.End.Detached = 100, 30
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	check(t, node(t, root, "main;f"), want{2, 0, 2, 0, 15, 15, 15, 15})
 	check(t, node(t, root, "main"), want{1, 2, 1, 0, 15, 30, 15, 30})
 	if root.Base.WallNSRaw != 70 {
 		t.Errorf("after the detach the thread's own: %d ns, want 70", root.Base.WallNSRaw)
 	}
-	if r.Repairs != (instr.Repairs{Detached: 2, Unclosed: 1}) {
+	if r.Repairs != (calltree.Repairs{Detached: 2, Unclosed: 1}) {
 		t.Errorf("repairs %+v", r.Repairs)
 	}
-	fl, err := instr.Callflow(p, instr.Options{})
+	fl, err := calltree.Callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []instr.FlowKind
+	var kinds []calltree.FlowKind
 	for _, e := range fl[0].Events[4:] {
 		kinds = append(kinds, e.Kind)
 	}
-	if want := []instr.FlowKind{instr.FlowDetach, instr.FlowDetached, instr.FlowDetached, instr.FlowEnd}; !slices.Equal(kinds, want) {
+	if want := []calltree.FlowKind{calltree.FlowDetach, calltree.FlowDetached, calltree.FlowDetached, calltree.FlowEnd}; !slices.Equal(kinds, want) {
 		t.Errorf("callflow ends %v, want %v", kinds, want)
 	}
 }
@@ -261,9 +261,9 @@ func TestDetached(t *testing.T) {
 // frame is gone and before its exit is written) goes below the caller,
 // never below the call, where it would look recursive.
 func TestSampleLeftCall(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 s:_start;main;[uprobes] 25 s:_start;x 30 -f 40 -main").Profile()
-	root := &thread(t, build(t, p, instr.Options{}), 1).Root
+	root := &thread(t, build(t, p, calltree.Options{}), 1).Root
 	if n := node(t, root, "main;[uprobes]"); !n.Sampled || n.Recursion != 0 || n.Cum.Samples != 1 {
 		t.Errorf("main;[uprobes]: %+v", n)
 	}
@@ -274,10 +274,10 @@ func TestSampleLeftCall(t *testing.T) {
 }
 
 func TestThreadsInterleaved(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "worker").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "worker").
 		Run(1, 1, "0 +main 10 +f 30 -f 40 -main").
 		Run(1, 2, "5 +main 15 +g 25 -g 50 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	if len(r.Processes) != 1 || len(r.Processes[0].Threads) != 2 || r.Processes[0].Name != "app" {
 		t.Fatalf("processes %+v", r.Processes)
 	}
@@ -296,16 +296,16 @@ func TestThreadsInterleaved(t *testing.T) {
 	}
 
 	// The TID filter keeps one thread, unchanged.
-	r2 := build(t, p, instr.Options{TID: 2, HasTID: true})
+	r2 := build(t, p, calltree.Options{TID: 2, HasTID: true})
 	if len(r2.Processes) != 1 || len(r2.Processes[0].Threads) != 1 || r2.Total != thread(t, r, 2).Root.Cum {
 		t.Errorf("filtered: %+v", r2.Processes)
 	}
 }
 
 func TestThreadIncarnations(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 2, "old", 0).ThreadAt(1, 2, "new", 100).
+	p := modeltest.NewHooks().ThreadAt(1, 2, "old", 0).ThreadAt(1, 2, "new", 100).
 		Run(1, 2, "0 +a 10 +b 150 +c 160 -c").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	th := r.Processes[0].Threads
 	if len(th) != 2 || th[0].Name != "old" || th[1].Name != "new" || th[1].Start != 100 {
 		t.Fatalf("threads %+v", th)
@@ -322,10 +322,10 @@ func TestThreadIncarnations(t *testing.T) {
 }
 
 func TestSwitches(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "w").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "w").
 		Run(1, 1, "0 +main 10 +f 20 out 50 in 60 -f 65 preempt 68 in 70 -main").
 		Run(1, 2, "0 +main 10 preempt 15 in 20 out 30 in 40 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	if !r.CPUMeasured {
 		t.Fatal("cpu not measured")
 	}
@@ -351,8 +351,8 @@ func TestCalibration(t *testing.T) {
 	// EX, XX), each longer than its overhead.
 	const script = "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main"
 	ee, ex, xe, xx := 3.0, 2.5, 4.0, 1.0
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).Run(1, 1, script).Profile()
-	r := build(t, p, instr.Options{})
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).Run(1, 1, script).Profile()
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	main, f := node(t, root, "main"), node(t, root, "main;f")
 	check(t, main, want{1, 3, 1, 0, 22, 40, 22 - ee - 2*xe - xx, 40 - (ee + 3*ex + 2*xe + xx)})
@@ -368,7 +368,7 @@ func TestCalibration(t *testing.T) {
 	}
 
 	// Raw reports the unadjusted times.
-	raw := build(t, p, instr.Options{Raw: true})
+	raw := build(t, p, calltree.Options{Raw: true})
 	check(t, node(t, &thread(t, raw, 1).Root, "main"), want{1, 3, 1, 0, 22, 40, 22, 40})
 	if raw.Calibration != nil || !raw.Raw || raw.Total.DeltaNS != 0 {
 		t.Errorf("raw: calibration %v, delta %v", raw.Calibration, raw.Total.DeltaNS)
@@ -376,24 +376,24 @@ func TestCalibration(t *testing.T) {
 
 	// Leaves shorter than their overhead are clamped at zero, never
 	// negative: f's calls take 2, 3 and 1 ns against 2.5.
-	p = instrtest.New().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
+	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
 		Run(1, 1, "0 +main 10 +f 12 -f 20 +f 23 -f 30 +f 31 -f 40 -main").Profile()
-	r = build(t, p, instr.Options{})
+	r = build(t, p, calltree.Options{})
 	f = node(t, &thread(t, r, 1).Root, "main;f")
 	if !near(f.Base.WallNS, 0.5) || f.MinSelfNS != 0 || !near(f.MaxSelfNS, 0.5) {
 		t.Errorf("clamped f: %+v min %v max %v", f.Base, f.MinSelfNS, f.MaxSelfNS)
 	}
 }
 
-// TestSeed001 checks the per-transition calibration against seed 001's
-// formula when the overheads come from its model: entry code x1 before
+// TestCalibrationFormula checks the per-transition calibration against
+// probe calibration's formula (docs/architecture.md, glossary) when the overheads come from its model: entry code x1 before
 // its timestamp and y1 after, exit code x2 and y2.
-func TestSeed001(t *testing.T) {
+func TestCalibrationFormula(t *testing.T) {
 	x1, y1, x2, y2 := 1.0, 2.0, 0.5, 1.5
 	tI, tO := y1+x2, x1+y2
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(y1+x1, y1+x2, y2+x1, y2+x2).
 		Run(1, 1, "0 +main 10 +f 15 -f 20 +f 26 -f 30 +f 37 -f 40 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	main := node(t, &thread(t, r, 1).Root, "main")
 	// t_exact = t_rough − t_I − m·t_O, with t_rough main's self.
 	if m := 3.0; !near(main.Base.WallNS, float64(main.Base.WallNSRaw)-tI-m*tO) {
@@ -407,9 +407,9 @@ func TestSeed001(t *testing.T) {
 
 func TestAdjust(t *testing.T) {
 	// f's interval [10, 50] has a 20ns pause ending at 40.
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 40 adj:20:3 50 -f 60 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	f := node(t, &thread(t, r, 1).Root, "main;f")
 	if f.Base.WallNSRaw != 40 || !near(f.Base.WallNS, 40-20-1) || !near(f.Base.DeltaNS, 21) {
 		t.Errorf("f: %+v", f.Base)
@@ -417,15 +417,15 @@ func TestAdjust(t *testing.T) {
 	if r.Dropped != 3 || !strings.Contains(strings.Join(r.Warnings, "\n"), "3 events were DROPPED") {
 		t.Errorf("dropped %d, warnings %q", r.Dropped, r.Warnings)
 	}
-	if raw := build(t, p, instr.Options{Raw: true}); node(t, &thread(t, raw, 1).Root, "main;f").Base.WallNS != 40 {
+	if raw := build(t, p, calltree.Options{Raw: true}); node(t, &thread(t, raw, 1).Root, "main;f").Base.WallNS != 40 {
 		t.Error("Raw subtracted the adjustment")
 	}
 
 	// A pause partly off CPU: window [15, 40], off [20, 30]. Only its
 	// on-CPU part (15ns) leaves the CPU time; all of it leaves the wall.
-	p = instrtest.New().Thread(1, 1, "app").
+	p = modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 out 30 in 40 adj:25 50 -f 60 -main").Profile()
-	r = build(t, p, instr.Options{})
+	r = build(t, p, calltree.Options{})
 	f = node(t, &thread(t, r, 1).Root, "main;f")
 	if f.Base.WallNSRaw != 40 || f.Base.WallNS != 15 || f.Base.CPUNS != 15 || f.Base.Dispatches != 1 {
 		t.Errorf("f: %+v", f.Base)
@@ -433,19 +433,19 @@ func TestAdjust(t *testing.T) {
 
 	// A pause longer than the interval is clipped to it; two pauses
 	// never overlap.
-	p = instrtest.New().Thread(1, 1, "app").
+	p = modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 15 adj:100 20 adj:10 30 -f 40 -main").Profile()
-	r = build(t, p, instr.Options{})
+	r = build(t, p, calltree.Options{})
 	if f := node(t, &thread(t, r, 1).Root, "main;f"); f.Base.WallNSRaw != 20 || f.Base.WallNS != 10 {
 		t.Errorf("clipped: %+v", f.Base)
 	}
 }
 
 func TestRoot(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "idle").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "idle").
 		Run(1, 1, "0 +main 10 +a 20 -a 25 s:main;a 30 +r 40 +a 45 s:main;r;a;u 50 -a 60 +r 65 -r 70 -r 80 +b 90 -b 100 -main").
 		Run(1, 2, "0 +main 10 -main").Profile()
-	r := build(t, p, instr.Options{Root: "r"})
+	r := build(t, p, calltree.Options{Root: "r"})
 	if len(r.Processes[0].Threads) != 1 {
 		t.Fatalf("threads outside the root are kept: %+v", r.Processes[0].Threads)
 	}
@@ -462,16 +462,16 @@ func TestRoot(t *testing.T) {
 	if r.Calls != 3 || r.Events != 6 {
 		t.Errorf("calls %d events %d", r.Calls, r.Events)
 	}
-	if _, err := instr.Build(p, instr.Options{Root: "nosuch"}); !errors.Is(err, instr.ErrRootNotFound) {
+	if _, err := calltree.Build(p, calltree.Options{Root: "nosuch"}); !errors.Is(err, calltree.ErrRootNotFound) {
 		t.Errorf("unknown root: %v", err)
 	}
 }
 
 func TestSamples(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").
 		Run(1, 1, "0 +main 10 +f 20 s:_start;main;f;u1;u2 25 s:_start;main;f 30 s:_start;x;y 35 s:_start;main;f>inl 40 -f "+
 			"45 s:_start;main;z 47 s: 50 -main 60 s:_start;main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	root := &thread(t, r, 1).Root
 	f := node(t, root, "main;f")
 	if f.Sampled || f.Base.Samples != 1 || f.Cum.Samples != 4 {
@@ -491,9 +491,9 @@ func TestSamples(t *testing.T) {
 }
 
 func TestCallflow(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
 		Run(1, 1, "100 +main 110 +f 115 preempt 117 in 120 -f 130 -main 131 -main").Profile()
-	fl, err := instr.Callflow(p, instr.Options{})
+	fl, err := calltree.Callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestCallflow(t *testing.T) {
 		t.Fatalf("callflow %+v", fl)
 	}
 	ev := fl[0].Events
-	wantKinds := []instr.FlowKind{instr.FlowEntry, instr.FlowEntry, instr.FlowExit, instr.FlowExit, instr.FlowUnmatched, instr.FlowEnd}
+	wantKinds := []calltree.FlowKind{calltree.FlowEntry, calltree.FlowEntry, calltree.FlowExit, calltree.FlowExit, calltree.FlowUnmatched, calltree.FlowEnd}
 	wantLevels := []int{1, 2, 2, 1, 1, 0}
 	for i, e := range ev {
 		if e.Kind != wantKinds[i] || e.Level != wantLevels[i] {
@@ -514,35 +514,35 @@ func TestCallflow(t *testing.T) {
 	if d := ev[3].Delta; d.WallNSRaw != 10 || d.WallNS != 6 || d.CPUNS != 6 {
 		t.Errorf("main's exit delta: %+v", d)
 	}
-	if ev[0].Delta != (instr.Metrics{}) || ev[0].TimeNS != 100 {
+	if ev[0].Delta != (calltree.Metrics{}) || ev[0].TimeNS != 100 {
 		t.Errorf("first line: %+v", ev[0])
 	}
 }
 
 func TestErrors(t *testing.T) {
-	if r, err := instr.Build(&model.Profile{}, instr.Options{}); err != nil || len(r.Processes) != 0 {
+	if r, err := calltree.Build(&model.Profile{}, calltree.Options{}); err != nil || len(r.Processes) != 0 {
 		t.Errorf("empty profile: %v %+v", err, r)
 	}
-	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main").Profile()
-	if _, err := instr.Build(p, instr.Options{ByGoroutine: true}); !errors.Is(err, instr.ErrNoGoroutines) {
+	p := modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 s:main").Profile()
+	if _, err := calltree.Build(p, calltree.Options{ByGoroutine: true}); !errors.Is(err, calltree.ErrNoGoroutines) {
 		t.Errorf("goroutines of a C program: %v", err)
 	}
-	if _, err := instr.Build(p, instr.Options{Thread: "[x"}); !errors.Is(err, path.ErrBadPattern) {
+	if _, err := calltree.Build(p, calltree.Options{Thread: "[x"}); !errors.Is(err, path.ErrBadPattern) {
 		t.Errorf("bad thread pattern: %v", err)
 	}
-	p = instrtest.New().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
-	if _, err := instr.Build(p, instr.Options{}); !errors.Is(err, instr.ErrBadCalibration) {
+	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, -1, 0, 0).Run(1, 1, "0 +main 1 -main").Profile()
+	if _, err := calltree.Build(p, calltree.Options{}); !errors.Is(err, calltree.ErrBadCalibration) {
 		t.Errorf("negative overhead: %v", err)
 	}
-	if _, err := instr.Build(p, instr.Options{Raw: true}); err != nil {
+	if _, err := calltree.Build(p, calltree.Options{Raw: true}); err != nil {
 		t.Errorf("Raw ignores the calibration: %v", err)
 	}
 }
 
 func TestJSON(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 20 s:main;f;u 30 -f 40 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -567,8 +567,13 @@ func TestJSON(t *testing.T) {
 	if !strings.Contains(string(b), `"children":[]`) || strings.Contains(string(b), `"children":null`) {
 		t.Errorf("leaf children are not []: %s", b)
 	}
-	var back instr.Result
-	if err := json.Unmarshal(b, &back); err != nil || back.Total != r.Total || len(back.Functions) != len(r.Functions) {
+	if _, ok := total["period"]; ok || r.Total.Period != 1 {
+		t.Errorf("period is %d and in the JSON (%v): the instrumented views count samples, never print periods", r.Total.Period, total)
+	}
+	var back calltree.Result
+	want := r.Total
+	want.Period = 0
+	if err := json.Unmarshal(b, &back); err != nil || back.Total != want || len(back.Functions) != len(r.Functions) {
 		t.Errorf("round trip: %v %+v", err, back.Total)
 	}
 }
@@ -576,7 +581,7 @@ func TestJSON(t *testing.T) {
 // BenchmarkBuild analyses a million events: four threads whose main
 // calls f, which calls g, with switches and samples.
 func BenchmarkBuild(b *testing.B) {
-	ib := instrtest.New().Calibrate(10, 12, 9, 11)
+	ib := modeltest.NewHooks().Calibrate(10, 12, 9, 11)
 	for tid := uint32(1); tid <= 4; tid++ {
 		ib.Thread(1, tid, "t")
 		var sb strings.Builder
@@ -604,7 +609,7 @@ func BenchmarkBuild(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := instr.Build(p, instr.Options{}); err != nil {
+		if _, err := calltree.Build(p, calltree.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -612,10 +617,10 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 func TestCalibrationMechanismMismatch(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 -main").Profile()
 	p.Header.Instrument = "uprobe" // the calibration is of hooks
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	if r.Calibration != nil || r.Total.WallNS != 10 || !strings.Contains(strings.Join(r.Warnings, "\n"), "not applied") {
 		t.Errorf("calibration %v, wall %v, warnings %q", r.Calibration, r.Total.WallNS, r.Warnings)
 	}
@@ -625,9 +630,9 @@ func TestCalibrationMechanismMismatch(t *testing.T) {
 // 000's baseline) to its exit, even outside any event: before its first
 // event at its root, after its last in the call then open.
 func TestBaselineAndEnd(t *testing.T) {
-	p := instrtest.New().ThreadAt(1, 2, "w", 100).
+	p := modeltest.NewHooks().ThreadAt(1, 2, "w", 100).
 		Run(1, 2, "130 out 140 in 150 +main 170 +f 190 preempt 200 in 250 irq:10 260 exit").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	th := thread(t, r, 2)
 	if th.BeginNS != 100 || th.EndNS != 260 || th.FirstNS != 150 || th.LastNS != 170 || th.Repairs.Unclosed != 2 {
 		t.Errorf("thread: %+v", th)
@@ -643,30 +648,30 @@ func TestBaselineAndEnd(t *testing.T) {
 	if root.Cum.WallNSRaw != 160 {
 		t.Errorf("root cum %d, want the thread's life, 160", root.Cum.WallNSRaw)
 	}
-	fl, err := instr.Callflow(p, instr.Options{})
+	fl, err := calltree.Callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := fl[0].Events
-	if len(ev) != 5 || ev[0].Delta.WallNSRaw != 50 || ev[2].Kind != instr.FlowEnd || ev[2].Delta.WallNSRaw != 90 || ev[2].Name != "f" ||
-		ev[3].Kind != instr.FlowUnclosed || ev[3].TimeNS != 260 {
+	if len(ev) != 5 || ev[0].Delta.WallNSRaw != 50 || ev[2].Kind != calltree.FlowEnd || ev[2].Delta.WallNSRaw != 90 || ev[2].Name != "f" ||
+		ev[3].Kind != calltree.FlowUnclosed || ev[3].TimeNS != 260 {
 		t.Errorf("callflow %+v", ev)
 	}
 
 	// Without a creation time, the start of recording; a first switch-in
 	// says the thread was off CPU until then.
-	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "80 in 90 +main 100 -main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "80 in 90 +main 100 -main").Profile()
 	p.Header.StartNS = 50
-	th = thread(t, build(t, p, instr.Options{}), 1)
+	th = thread(t, build(t, p, calltree.Options{}), 1)
 	if th.BeginNS != 50 || th.Root.Base.WallNSRaw != 40 || th.Root.Base.CPUNS != 10 {
 		t.Errorf("from the start: %+v", th)
 	}
 
 	// A thread with no record lived off CPU; the end of a recording cut
 	// short is its last record.
-	p = instrtest.New().Thread(1, 1, "app").Thread(1, 3, "idle").Run(1, 1, "0 +main 10 out 20 in 30 s:main").Profile()
+	p = modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 3, "idle").Run(1, 1, "0 +main 10 out 20 in 30 s:main").Profile()
 	p.End = nil
-	r = build(t, p, instr.Options{})
+	r = build(t, p, calltree.Options{})
 	if idle := thread(t, r, 3); idle.Root.Cum.WallNSRaw != 30 || idle.Root.Cum.CPUNS != 0 || idle.EndNS != 30 {
 		t.Errorf("idle: %+v", idle)
 	}
@@ -677,8 +682,8 @@ func TestBaselineAndEnd(t *testing.T) {
 
 // TestSampling: a recording without events still measures each thread.
 func TestSampling(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 s:main;f 10 out 30 in 40 s:main;g 50 softirq:5").Profile()
-	r := build(t, p, instr.Options{})
+	p := modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 s:main;f 10 out 30 in 40 s:main;g 50 softirq:5").Profile()
+	r := build(t, p, calltree.Options{})
 	th := thread(t, r, 1)
 	if th.Root.Cum.WallNSRaw != 50 || th.Root.Cum.CPUNS != 30 || th.Root.Cum.Samples != 2 || th.Root.Cum.Interrupts != 1 ||
 		node(t, &th.Root, "main;f").Cum.Samples != 1 || len(r.Warnings) != 0 {
@@ -689,9 +694,9 @@ func TestSampling(t *testing.T) {
 // TestInterrupts: the IN metric per node, the part of an interrupt
 // inside the interval it ended in, and excluding them.
 func TestInterrupts(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 10 +f 15 irq:20 20 softirq:3 30 -f 40 -main").Profile()
-	r := build(t, p, instr.Options{})
+	r := build(t, p, calltree.Options{})
 	if !r.InterruptsMeasured {
 		t.Error("interrupts not measured")
 	}
@@ -699,17 +704,17 @@ func TestInterrupts(t *testing.T) {
 	if f.Base.Interrupts != 2 || f.Base.InterruptNS != 8 || f.Base.WallNS != 19 {
 		t.Errorf("f: %+v", f.Base)
 	}
-	x := build(t, p, instr.Options{ExcludeInterrupts: true})
+	x := build(t, p, calltree.Options{ExcludeInterrupts: true})
 	f = node(t, &thread(t, x, 1).Root, "main;f")
 	if f.Base.WallNS != 11 || f.Base.DeltaNS != 9 || f.Base.InterruptNS != 8 || !x.ExcludeInterrupts {
 		t.Errorf("f without interrupts: %+v", f.Base)
 	}
-	x = build(t, p, instr.Options{ExcludeInterrupts: true, Raw: true})
+	x = build(t, p, calltree.Options{ExcludeInterrupts: true, Raw: true})
 	if f = node(t, &thread(t, x, 1).Root, "main;f"); f.Base.WallNS != 12 {
 		t.Errorf("f raw without interrupts: %+v", f.Base)
 	}
-	p = instrtest.New().Thread(1, 1, "app").Run(1, 1, "0 +main 10 -main").Profile()
-	if w := build(t, p, instr.Options{ExcludeInterrupts: true}).Warnings; !strings.Contains(strings.Join(w, "\n"), "no interrupt records") {
+	p = modeltest.NewHooks().Thread(1, 1, "app").Run(1, 1, "0 +main 10 -main").Profile()
+	if w := build(t, p, calltree.Options{ExcludeInterrupts: true}).Warnings; !strings.Contains(strings.Join(w, "\n"), "no interrupt records") {
 		t.Errorf("warnings %q", w)
 	}
 }
@@ -717,10 +722,10 @@ func TestInterrupts(t *testing.T) {
 // TestGoroutines: with ByGoroutine a goroutine's calls match across the
 // threads it ran on, and its parked time is off CPU.
 func TestGoroutines(t *testing.T) {
-	p := instrtest.New().Thread(1, 1, "app").Thread(1, 2, "app").
+	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "app").
 		Run(1, 1, "0 +rt 5 -rt 10 go:7 20 +handle 30 +read 40 go:8 45 +other 50 -other 55 preempt").
 		Run(1, 2, "60 go:7 70 -read 80 -handle 90 go:9").Profile()
-	r := build(t, p, instr.Options{ByGoroutine: true})
+	r := build(t, p, calltree.Options{ByGoroutine: true})
 	// Thread 2 runs a goroutine from its first record; goroutine 9 runs
 	// for no time.
 	if !r.ByGoroutine || len(r.Processes) != 1 || len(r.Processes[0].Threads) != 3 {
@@ -732,7 +737,7 @@ func TestGoroutines(t *testing.T) {
 	}
 	g := ths[0]
 	if g.Goroutine == nil || *g.Goroutine != 7 || g.Name != "goroutine 7" || g.Root.Name != "goroutine 7" ||
-		!slices.Equal(g.OSThreads, []uint32{1, 2}) || g.BeginNS != 10 || g.EndNS != 90 || g.Repairs != (instr.Repairs{}) {
+		!slices.Equal(g.OSThreads, []uint32{1, 2}) || g.BeginNS != 10 || g.EndNS != 90 || g.Repairs != (calltree.Repairs{}) {
 		t.Fatalf("goroutine 7: %+v", g)
 	}
 	read := node(t, &g.Root, "handle;read")
@@ -743,21 +748,21 @@ func TestGoroutines(t *testing.T) {
 		t.Errorf("goroutine 8, preempted with its thread: %+v", g8)
 	}
 	// By thread, the same events are two threads' unmatched calls.
-	if r := build(t, p, instr.Options{}); r.Repairs.Unmatched != 2 {
+	if r := build(t, p, calltree.Options{}); r.Repairs.Unmatched != 2 {
 		t.Errorf("by thread: %+v", r.Repairs)
 	}
 }
 
 // TestThreadPattern: a thread is selected by any of its names or its tid.
 func TestThreadPattern(t *testing.T) {
-	b := instrtest.New().Thread(1, 1, "app").ThreadAt(1, 2, "pool-1", 0).ThreadAt(1, 2, "reader", 100)
+	b := modeltest.NewHooks().Thread(1, 1, "app").ThreadAt(1, 2, "pool-1", 0).ThreadAt(1, 2, "reader", 100)
 	p := b.Run(1, 1, "0 +main 10 -main").Run(1, 2, "5 +work 15 -work 120 +read 130 -read").Profile()
 	p.Threads[1].Names = []string{"app", "pool-1"} // renamed after creation
 	for pattern, want := range map[string][]string{
 		"pool-*": {"pool-1"}, "app": {"app", "pool-1"}, "2": {"pool-1", "reader"}, "r?ader": {"reader"}, "nosuch": nil,
 	} {
 		var got []string
-		for _, pr := range build(t, p, instr.Options{Thread: pattern}).Processes {
+		for _, pr := range build(t, p, calltree.Options{Thread: pattern}).Processes {
 			for _, th := range pr.Threads {
 				got = append(got, th.Name)
 			}

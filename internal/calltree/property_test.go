@@ -1,4 +1,4 @@
-package instr_test
+package calltree_test
 
 import (
 	"cmp"
@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
-	"trueprof/internal/instr/instrtest"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/model/modeltest"
 	"trueprof/internal/trace"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestProperties(t *testing.T) {
 	for seed := range 600 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
-		p := instrtest.Random(r, seed%2 == 0)
+		p := modeltest.RandomHooks(r, seed%2 == 0)
 		broken := seed%3 == 0
 		if broken {
 			p.Events = slices.DeleteFunc(p.Events, func(model.Event) bool { return r.IntN(6) == 0 })
@@ -30,11 +30,11 @@ func TestProperties(t *testing.T) {
 			continue
 		}
 		name := fmt.Sprintf("seed %d", seed)
-		for _, o := range []instr.Options{{}, {Raw: true}, {ByGoroutine: true}, {ByGoroutine: true, Raw: true}, {ExcludeInterrupts: true}} {
+		for _, o := range []calltree.Options{{}, {Raw: true}, {ByGoroutine: true}, {ByGoroutine: true, Raw: true}, {ExcludeInterrupts: true}} {
 			if o.ByGoroutine && len(p.GoIDs) == 0 {
 				continue
 			}
-			res, err := instr.Build(p, o)
+			res, err := calltree.Build(p, o)
 			if err != nil {
 				t.Fatalf("%s: %+v: %v", name, o, err)
 			}
@@ -42,7 +42,7 @@ func TestProperties(t *testing.T) {
 			checkFunctions(t, name, res)
 			checkCallflow(t, name, p, res, o)
 		}
-		res, _ := instr.Build(p, instr.Options{})
+		res, _ := calltree.Build(p, calltree.Options{})
 		checkFilter(t, name, p, res)
 		checkLifetimes(t, name, p)
 		checkInterrupts(t, name, p)
@@ -54,7 +54,7 @@ func TestProperties(t *testing.T) {
 }
 
 // sameMetrics compares metrics, the float ones up to rounding.
-func sameMetrics(a, b instr.Metrics) bool {
+func sameMetrics(a, b calltree.Metrics) bool {
 	return near(a.WallNS, b.WallNS) && a.WallNSRaw == b.WallNSRaw && near(a.DeltaNS, b.DeltaNS) &&
 		near(a.CPUNS, b.CPUNS) && a.Dispatches == b.Dispatches && a.Voluntary == b.Voluntary && a.Involuntary == b.Involuntary &&
 		a.Interrupts == b.Interrupts && a.InterruptNS == b.InterruptNS && a.Samples == b.Samples
@@ -62,10 +62,10 @@ func sameMetrics(a, b instr.Metrics) bool {
 
 // walk calls fn for n and its descendants with their depth below n and
 // the occurrences of their function among their ancestors (n excluded).
-func walk(n *instr.Node, fn func(n *instr.Node, depth, rl int)) {
-	on := map[instr.Func]int{}
-	var rec func(c *instr.Node, depth int)
-	rec = func(c *instr.Node, depth int) {
+func walk(n *calltree.Node, fn func(n *calltree.Node, depth, rl int)) {
+	on := map[calltree.Func]int{}
+	var rec func(c *calltree.Node, depth int)
+	rec = func(c *calltree.Node, depth int) {
 		f := c.Func()
 		fn(c, depth, on[f])
 		if depth > 0 {
@@ -85,16 +85,16 @@ func walk(n *instr.Node, fn func(n *instr.Node, depth, rl int)) {
 // Σ children calls, levels and recursion levels, calibrated values
 // within [0, raw], tree totals = Σ thread totals, every event and sample
 // accounted for.
-func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, o instr.Options) {
+func checkTree(t *testing.T, name string, p *model.Profile, r *calltree.Result, o calltree.Options) {
 	t.Helper()
-	var total instr.Metrics
+	var total calltree.Metrics
 	var events, samples uint64
-	var repairs instr.Repairs
+	var repairs calltree.Repairs
 	for _, pr := range r.Processes {
-		var ptotal instr.Metrics
+		var ptotal calltree.Metrics
 		for ti := range pr.Threads {
 			th := &pr.Threads[ti]
-			walk(&th.Root, func(n *instr.Node, depth, rl int) {
+			walk(&th.Root, func(n *calltree.Node, depth, rl int) {
 				sum := n.Base
 				var callees uint64
 				for i := range n.Children {
@@ -110,7 +110,7 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, o i
 				if depth > 0 && n.Sampled != (n.Calls == 0) {
 					t.Errorf("%s: node %s: sampled %v with %d calls", name, n.Name, n.Sampled, n.Calls)
 				}
-				for _, m := range []instr.Metrics{n.Base, n.Cum} {
+				for _, m := range []calltree.Metrics{n.Base, n.Cum} {
 					if m.WallNS < 0 || m.CPUNS < 0 || m.WallNS > float64(m.WallNSRaw)+1e-6 || m.CPUNS > m.WallNS+1e-6 ||
 						!near(m.DeltaNS, float64(m.WallNSRaw)-m.WallNS) || m.Voluntary+m.Involuntary != m.Dispatches ||
 						m.InterruptNS > m.WallNSRaw || (m.InterruptNS > 0 && m.Interrupts == 0) {
@@ -159,20 +159,20 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *instr.Result, o i
 // base to its self and their cum to its total; the callees' cum to its
 // total minus the base of its outermost nodes; the functions' self and
 // the threads' root base add up to the total.
-func checkFunctions(t *testing.T, name string, r *instr.Result) {
+func checkFunctions(t *testing.T, name string, r *calltree.Result) {
 	t.Helper()
 	type acc struct {
 		calls, callees uint64
-		self, total    instr.Metrics
-		outerBase      instr.Metrics
+		self, total    calltree.Metrics
+		outerBase      calltree.Metrics
 	}
-	want := map[instr.Func]*acc{}
-	var sum instr.Metrics
+	want := map[calltree.Func]*acc{}
+	var sum calltree.Metrics
 	for _, pr := range r.Processes {
 		for ti := range pr.Threads {
 			root := &pr.Threads[ti].Root
 			sum.Add(root.Base)
-			walk(root, func(n *instr.Node, depth, _ int) {
+			walk(root, func(n *calltree.Node, depth, _ int) {
 				if depth == 0 {
 					return
 				}
@@ -195,7 +195,7 @@ func checkFunctions(t *testing.T, name string, r *instr.Result) {
 		t.Errorf("%s: %d functions, want %d", name, len(r.Functions), len(want))
 	}
 	for _, f := range r.Functions {
-		w := want[instr.Func{Name: f.Name, Module: f.Module}]
+		w := want[calltree.Func{Name: f.Name, Module: f.Module}]
 		if w == nil {
 			t.Errorf("%s: unexpected function %s", name, f.Name)
 			continue
@@ -205,7 +205,7 @@ func checkFunctions(t *testing.T, name string, r *instr.Result) {
 			t.Errorf("%s: %s: calls %d self %+v total %+v, want %d %+v %+v", name, f.Name, f.Calls, f.Self, f.Total, w.calls, w.self, w.total)
 		}
 		var calls, ceeCalls uint64
-		var base, cum, ceeCum instr.Metrics
+		var base, cum, ceeCum calltree.Metrics
 		for _, a := range f.Callers {
 			calls += a.Calls
 			base.Add(a.Base)
@@ -234,9 +234,9 @@ func checkFunctions(t *testing.T, name string, r *instr.Result) {
 // checkCallflow: each thread's callflow deltas add up to its root's cum
 // (samples aside: those outside any interval are in no delta), and it
 // has one entry line per call.
-func checkCallflow(t *testing.T, name string, p *model.Profile, r *instr.Result, o instr.Options) {
+func checkCallflow(t *testing.T, name string, p *model.Profile, r *calltree.Result, o calltree.Options) {
 	t.Helper()
-	flows, err := instr.Callflow(p, o)
+	flows, err := calltree.Callflow(p, o)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -250,17 +250,17 @@ func checkCallflow(t *testing.T, name string, p *model.Profile, r *instr.Result,
 			if i >= len(flows) || flows[i].TID != th.TID || flows[i].Start != th.Start || !reflect.DeepEqual(flows[i].Goroutine, th.Goroutine) {
 				t.Fatalf("%s: callflow threads do not match the tree's", name)
 			}
-			var sum instr.Metrics
+			var sum calltree.Metrics
 			var entries uint64
 			for _, e := range flows[i].Events {
 				sum.Add(e.Delta)
-				if e.Kind == instr.FlowEntry {
+				if e.Kind == calltree.FlowEntry {
 					entries++
 				}
 			}
 			sum.Samples = th.Root.Cum.Samples
 			var calls uint64
-			walk(&th.Root, func(n *instr.Node, _, _ int) { calls += n.Calls })
+			walk(&th.Root, func(n *calltree.Node, _, _ int) { calls += n.Calls })
 			if !sameMetrics(sum, th.Root.Cum) || entries != calls {
 				t.Errorf("%s: tid %d: callflow adds to %+v (%d entries), tree %+v (%d calls)", name, th.TID, sum, entries, th.Root.Cum, calls)
 			}
@@ -274,16 +274,16 @@ func checkCallflow(t *testing.T, name string, p *model.Profile, r *instr.Result,
 
 // checkFilter: a thread analysed alone is the same as in the whole, and
 // so is each incarnation of it when selected by name.
-func checkFilter(t *testing.T, name string, p *model.Profile, r *instr.Result) {
+func checkFilter(t *testing.T, name string, p *model.Profile, r *calltree.Result) {
 	t.Helper()
 	for _, pr := range r.Processes {
 		for _, th := range pr.Threads {
-			for _, o := range []instr.Options{
+			for _, o := range []calltree.Options{
 				{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true},
 				{Thread: fmt.Sprint(th.TID)},
 				{Thread: th.Name},
 			} {
-				one, err := instr.Build(p, o)
+				one, err := calltree.Build(p, o)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -394,11 +394,11 @@ func incarnations(p *model.Profile) map[*model.Thread]*incarnation {
 // interrupts, samples and events. Nothing pending is lost.
 func checkLifetimes(t *testing.T, name string, p *model.Profile) {
 	t.Helper()
-	r, err := instr.Build(p, instr.Options{Raw: true})
+	r, err := calltree.Build(p, calltree.Options{Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[*model.Thread]instr.Metrics{}
+	got := map[*model.Thread]calltree.Metrics{}
 	events := map[*model.Thread]uint64{}
 	for _, pr := range r.Processes {
 		for _, th := range pr.Threads {
@@ -407,7 +407,7 @@ func checkLifetimes(t *testing.T, name string, p *model.Profile) {
 		}
 	}
 	for mt, inc := range incarnations(p) {
-		var want instr.Metrics
+		var want calltree.Metrics
 		want.WallNSRaw = inc.end - inc.begin
 		// On or off CPU: off before a first switch-in, or all along
 		// without a record; a switch-out, a switch-in and a probe change
@@ -483,11 +483,11 @@ func checkLifetimes(t *testing.T, name string, p *model.Profile) {
 // wall time, also from the CPU time.
 func checkInterrupts(t *testing.T, name string, p *model.Profile) {
 	t.Helper()
-	raw, err := instr.Build(p, instr.Options{Raw: true})
+	raw, err := calltree.Build(p, calltree.Options{Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	excl, err := instr.Build(p, instr.Options{Raw: true, ExcludeInterrupts: true})
+	excl, err := calltree.Build(p, calltree.Options{Raw: true, ExcludeInterrupts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func checkInterrupts(t *testing.T, name string, p *model.Profile) {
 	for i, pr := range raw.Processes {
 		for j := range pr.Threads {
 			a, b := &pr.Threads[j].Root, &excl.Processes[i].Threads[j].Root
-			walk2(a, b, func(a, b *instr.Node) {
+			walk2(a, b, func(a, b *calltree.Node) {
 				if b.Base.WallNS != float64(a.Base.WallNSRaw-a.Base.InterruptNS) || b.Base.CPUNS > a.Base.CPUNS ||
 					b.Base.CPUNS < a.Base.CPUNS-float64(a.Base.InterruptNS) {
 					t.Errorf("%s: %s: excluding interrupts %+v, with them %+v", name, a.Name, b.Base, a.Base)
@@ -513,10 +513,10 @@ func checkInterrupts(t *testing.T, name string, p *model.Profile) {
 
 // walk2 calls fn for the nodes of two trees of the same shape, whose
 // children may be in another order.
-func walk2(a, b *instr.Node, fn func(a, b *instr.Node)) {
+func walk2(a, b *calltree.Node, fn func(a, b *calltree.Node)) {
 	fn(a, b)
 	for i := range a.Children {
-		j := slices.IndexFunc(b.Children, func(c instr.Node) bool { return c.Func() == a.Children[i].Func() })
+		j := slices.IndexFunc(b.Children, func(c calltree.Node) bool { return c.Func() == a.Children[i].Func() })
 		walk2(&a.Children[i], &b.Children[j], fn)
 	}
 }
@@ -525,15 +525,15 @@ func walk2(a, b *instr.Node, fn func(a, b *instr.Node)) {
 // base time, and its calibrated base time without the adjustments: the
 // time before a thread's first event and after its last counts (without
 // probe cost) at its root and at the calls open at its end.
-func checkPaths(t *testing.T, name string, p *model.Profile, r *instr.Result) {
+func checkPaths(t *testing.T, name string, p *model.Profile, r *calltree.Result) {
 	t.Helper()
 	noAdj := *p
 	noAdj.Adjusts = nil
-	r2, err := instr.Build(&noAdj, instr.Options{})
+	r2, err := calltree.Build(&noAdj, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, res := range []*instr.Result{r, r2} {
+	for _, res := range []*calltree.Result{r, r2} {
 		q := p
 		if res == r2 {
 			q = &noAdj // whose threads' first records may be later
@@ -544,8 +544,8 @@ func checkPaths(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 				th := &pr.Threads[ti]
 				mt := p.ThreadAt(th.PID, th.TID, th.Start)
 				var path []string
-				var rec func(n *instr.Node)
-				rec = func(n *instr.Node) {
+				var rec func(n *calltree.Node)
+				rec = func(n *calltree.Node) {
 					k := pathKey{mt, strings.Join(path, ";")}
 					if !n.Sampled && (n.Calls != calls[k] || n.Base.WallNSRaw != rawBase[k]) {
 						t.Errorf("%s: tid %d %q: calls %d raw base %d, want %d %d", name, th.TID, k.path, n.Calls, n.Base.WallNSRaw, calls[k], rawBase[k])
@@ -597,7 +597,7 @@ func pathTimes(p *model.Profile) (calls, rawBase map[pathKey]uint64, calBase map
 		d := e.Time - s.last
 		rawBase[k] += d
 		if s.started {
-			calBase[k] += max(0, float64(d)-ovh[instr.Transition(s.lastEntry, e.Entry)])
+			calBase[k] += max(0, float64(d)-ovh[calltree.Transition(s.lastEntry, e.Entry)])
 		} else {
 			calBase[k] += float64(d)
 		}
@@ -620,13 +620,13 @@ func pathTimes(p *model.Profile) (calls, rawBase map[pathKey]uint64, calBase map
 
 // checkRoots: the subgraph of f analysed alone (Scheme B) measures what
 // f's total measures in the whole, and nothing else.
-func checkRoots(t *testing.T, name string, p *model.Profile, r *instr.Result) {
+func checkRoots(t *testing.T, name string, p *model.Profile, r *calltree.Result) {
 	t.Helper()
 	for _, f := range r.Functions {
 		if f.Calls == 0 {
 			continue
 		}
-		rr, err := instr.Build(p, instr.Options{Root: f.Name})
+		rr, err := calltree.Build(p, calltree.Options{Root: f.Name})
 		if err != nil {
 			t.Fatalf("%s: root %s: %v", name, f.Name, err)
 		}
@@ -644,7 +644,7 @@ func checkRoots(t *testing.T, name string, p *model.Profile, r *instr.Result) {
 		for _, pr := range rr.Processes {
 			for _, th := range pr.Threads {
 				for _, c := range th.Root.Children {
-					if c.Name != f.Name || th.Root.Base != (instr.Metrics{}) {
+					if c.Name != f.Name || th.Root.Base != (calltree.Metrics{}) {
 						t.Errorf("%s: root %s: thread %d has %s at its root, base %+v", name, f.Name, th.TID, c.Name, th.Root.Base)
 					}
 				}

@@ -1,4 +1,4 @@
-package instr
+package calltree
 
 import (
 	"cmp"
@@ -23,7 +23,8 @@ func (f *fnAcc) arc(m map[Func]*Arc, g Func) *Arc {
 	return a
 }
 
-// functions aggregates the trees of every thread per function (seed 003):
+// functions aggregates the trees of every thread per function (the function
+// accumulator, with exact arcs):
 // self is the sum of the function's nodes' base, total the sum of the cum
 // of its outermost nodes (recursion 0), whose subtrees do not overlap.
 func functions(procs []Process) []Function {

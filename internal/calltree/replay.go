@@ -1,4 +1,4 @@
-package instr
+package calltree
 
 import (
 	"cmp"
@@ -11,12 +11,62 @@ import (
 )
 
 // Build analyses the recording p (which must not be nil) as o selects:
-// the traced calls of an instrumented recording and, of any recording,
+// the traced calls of an instrumented recording (model.Event) with the
+// context switches, interrupts, the time lost to the profiler
+// (model.Adjust) and the samples taken alongside; and, of any recording,
 // each thread's time, dispatches, interrupts and samples, which the
-// threads view shows for sampling recordings too. See the package
-// documentation and docs/calibration.md.
+// threads view shows for sampling recordings too.
+//
+// It replays each thread's events through a shadow stack into a
+// call-stack tree: per node the exact calls and callees, base
+// and cum wall time (raw and calibrated), CPU time, dispatches (voluntary
+// and involuntary), interrupts and samples, and the minimum and maximum
+// self time of one call. It also aggregates per function (the
+// function accumulator):
+// calls, self, total, callers and callees, each with its exact share of
+// the function's time. Callflow lists each thread's events in order with
+// the metrics of the interval before each one (log-gen).
+//
+// Read-and-reset baselines: every thread incarnation (a
+// reused tid is another thread) is measured from its creation, or the
+// start of recording, to its exit, or the end of recording. Each event
+// reads and resets the deltas pending since the previous one and charges
+// them to the call then current; at the end every thread's pending
+// deltas are applied (the "non-zero list" sweep), to the calls still
+// open, so that a thread's tree adds up to its whole life (the river of
+// time), even when the
+// trace was cut short. A thread without events is measured all the same:
+// a tree of its root and samples.
+//
+// With Options.ByGoroutine, a Go target's goroutines are what gets a tree:
+// a thread's records belong to the goroutine it last switched to
+// (model.GoID), so that a call that returns on another thread still
+// matches; a goroutine's time parked counts as off CPU.
+//
+// Times are calibrated with the trace header's probe costs: every
+// interval between two consecutive events of a thread loses the cost of
+// its transition kind (entry→entry, entry→exit, exit→entry, exit→exit),
+// never going below zero. docs/calibration.md shows that this is probe
+// calibration's t_exact = t_rough − t_I − m·t_O, per transition. Options.ExcludeInterrupts
+// also removes the interrupts' time (IN).
+//
+// The replay compares and indexes functions and nodes by number (a
+// Table's FuncIDs, node indexes), never by name: see Table.
+//
+//	r, err := calltree.Build(prof, calltree.Options{Root: "handle_request"})
+//	if err != nil { ... }
+//	for _, pr := range r.Processes {
+//		for _, th := range pr.Threads {
+//			walk(&th.Root) // th.Root.Children, .Calls, .Base.WallNS, ...
+//		}
+//	}
+//
+// Everything in a Result marshals to JSON with the metric keys wall_ns,
+// wall_ns_raw, delta_ns, cpu_ns, dispatches, dispatches_voluntary,
+// dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
+// calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, false)
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o))
 	if err != nil {
 		return nil, err
 	}
@@ -33,16 +83,19 @@ type threadKey struct {
 }
 
 // node is a tree node while the tree is built; nodes live in their
-// thread's slice and refer to each other by index.
+// thread's slice and refer to each other by index. A node's children are
+// a list through firstChild and next (-1 ends it), in no order: tree
+// sorts them.
 type node struct {
-	fn       Func
-	level    int
-	rl       int
-	children map[Func]int32
-	calls    uint64
-	base     Metrics
-	min, max float64 // self wall per call, valid when closed > 0
-	closed   uint64
+	fn               FuncID
+	level            int
+	rl               int
+	firstChild, next int32
+	children         int32 // how many
+	calls            uint64
+	base             Metrics
+	min, max         float64 // self wall per call, valid when closed > 0
+	closed           uint64
 }
 
 // frame is an open call on a shadow stack.
@@ -61,23 +114,28 @@ type pending struct {
 	adjEnd            uint64 // end of the last pause
 	dispatches, invol uint64
 	irqs, irqNS       uint64
-	samples           uint64
+	samples, period   uint64
 }
 
-// thread is the state during the analysis of what gets a tree: a thread
+// thread is the state during the replay of what gets a tree: a thread
 // incarnation or, with Options.ByGoroutine, a goroutine.
 type thread struct {
-	key   threadKey
-	name  string
+	key  threadKey
+	name string
+	// root names the thread's root node, which has no function id.
+	root  string
 	nodes []node // nodes[0] is the thread's root
 	stack []frame
-	// onLoc and onFunc count the open calls per entry location and per
-	// function, so that an exit finds its call, and a new node its
-	// recursion level, without walking a deep stack.
-	onLoc  map[uint32]int
-	onFunc map[Func]int
+	// onLoc and onFunc count the open calls per entry location id and
+	// per function id (grown on demand), so that an exit finds its call,
+	// and a new node its recursion level, without walking a deep stack.
+	onLoc  []int32
+	onFunc []int32
+	// kids finds the child of a node for a function: the key is the
+	// parent's index << 32 | the function's id.
+	kids map[uint64]int32
 
-	// Seed 000's read-and-reset: the metrics are measured from the
+	// Read-and-reset baselines: the metrics are measured from the
 	// thread's baseline (begin), and each event closes the open interval
 	// since the previous one (last; lastEntry its kind when events > 0),
 	// charging the pending deltas to the call then current. The end of
@@ -120,9 +178,10 @@ type osThread struct {
 	end uint64        // its exit, or the end of the recording
 }
 
-// analysis is the state of one pass over a profile.
-type analysis struct {
+// replay is the state of one pass over a profile.
+type replay struct {
 	p    *model.Profile
+	sum  summary // of the records, which p may not hold (a Stream's)
 	o    Options
 	flow bool
 	ovh  [trace.Transitions]float64
@@ -135,52 +194,68 @@ type analysis struct {
 	// trace does not say.
 	detached uint64
 
-	funcs  []Func // by location id, filled on first use
-	known  []bool
-	stacks map[uint32][]Func // sample stack id -> functions, outermost first
+	// t names the functions the replay knows by id; buf holds the
+	// function ids of the sample at hand.
+	t   *Table
+	buf []FuncID
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
 	// recent is, per pid and tid, the incarnation of the latest record
 	// and the times it stays so: records come in time order.
-	recent map[[2]uint32]incarnation
+	// The key is pid<<32 | tid.
+	recent map[uint64]*incarnation
 	order  []*thread // in order of creation
+
+	// rootLocs marks the locations in Options.Root's function, by id.
+	rootLocs []bool
 
 	dropped     uint64
 	rootEntered bool
 	labels      model.GoLabels
+
+	// shard and shards select the threads this replay analyses when
+	// several share the work (shards > 1): see runShards.
+	shard, shards uint32
 }
 
-func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
-	if o.ByGoroutine && len(p.GoIDs) == 0 {
-		return nil, ErrNoGoroutines
-	}
-	if err := CheckThreadPattern(o.Thread); err != nil {
-		return nil, err
-	}
-	p = FilterLabels(p, o.Labels)
-	a := &analysis{
-		p:          p,
-		o:          o,
-		flow:       flow,
-		cpu:        len(p.Switches) > 0,
-		funcs:      make([]Func, len(p.Locations)),
-		known:      make([]bool, len(p.Locations)),
-		stacks:     map[uint32][]Func{},
-		os:         map[threadKey]*osThread{},
-		goroutines: map[threadKey]*thread{},
-		recent:     map[[2]uint32]incarnation{},
-		labels:     p.GoLabels(),
-	}
-	a.start, a.end = bounds(p)
-	if p.End != nil {
-		a.detached = p.End.Detached
-	}
-	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
-		if err := checkCalibration(c); err != nil {
-			return nil, err
+// summary is what the replay needs to know of a recording's
+// time-ordered records before it reads them: how many of each kind, and
+// the first and last times.
+type summary struct {
+	counts      [model.RecordGoID + 1]uint64
+	first, last uint64
+}
+
+// summarize returns the summary of p's records.
+func summarize(p *model.Profile) summary {
+	var s summary
+	seen := false
+	span := func(k model.RecordKind, n int, at func(int) uint64) {
+		s.counts[k] = uint64(n)
+		if n > 0 {
+			if !seen || at(0) < s.first {
+				s.first, seen = at(0), true
+			}
+			s.last = max(s.last, at(n-1))
 		}
-		a.cal, a.ovh = c, c.Overhead
+	}
+	span(model.RecordEvent, len(p.Events), func(i int) uint64 { return p.Events[i].Time })
+	span(model.RecordSwitch, len(p.Switches), func(i int) uint64 { return p.Switches[i].Time })
+	span(model.RecordSample, len(p.Samples), func(i int) uint64 { return p.Samples[i].Time })
+	span(model.RecordAdjust, len(p.Adjusts), func(i int) uint64 { return p.Adjusts[i].Time })
+	span(model.RecordIRQ, len(p.IRQs), func(i int) uint64 { return p.IRQs[i].Time })
+	span(model.RecordGoID, len(p.GoIDs), func(i int) uint64 { return p.GoIDs[i].Time })
+	return s
+}
+
+// analyse replays p as o selects, its threads split between shards
+// replays run in parallel (see shardsFor).
+func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
+	p = model.FilterLabels(p, o.Labels)
+	a, err := newReplay(p, summarize(p), o, flow)
+	if err != nil {
+		return nil, err
 	}
 	if o.Root != "" {
 		found := false
@@ -194,30 +269,55 @@ func analyse(p *model.Profile, o Options, flow bool) (*analysis, error) {
 			return nil, fmt.Errorf("%w: %q", ErrRootNotFound, o.Root)
 		}
 	}
-	a.run()
-	a.sweep()
+	a.runShards(shards)
 	return a, nil
 }
 
-// bounds returns when the recording of p started and ended: the header's
-// start and the End record, else the first and last records (a trace cut
-// short has no End).
-func bounds(p *model.Profile) (start, end uint64) {
-	first := true
-	span := func(n int, at func(int) uint64) {
-		if n > 0 {
-			if first || at(0) < start {
-				start, first = at(0), false
-			}
-			end = max(end, at(n-1))
+// newReplay prepares the replay of a recording whose tables p holds and
+// whose records sum summarizes.
+func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, error) {
+	if o.ByGoroutine && sum.counts[model.RecordGoID] == 0 {
+		return nil, ErrNoGoroutines
+	}
+	if err := model.CheckThreadPattern(o.Thread); err != nil {
+		return nil, err
+	}
+	a := &replay{
+		p:          p,
+		sum:        sum,
+		o:          o,
+		flow:       flow,
+		cpu:        sum.counts[model.RecordSwitch] > 0,
+		t:          NewTable(p),
+		os:         map[threadKey]*osThread{},
+		goroutines: map[threadKey]*thread{},
+		recent:     map[uint64]*incarnation{},
+		labels:     p.GoLabels(),
+	}
+	if o.Root != "" {
+		a.rootLocs = make([]bool, len(p.Locations))
+		for id := 1; id < len(p.Locations); id++ {
+			a.rootLocs[id] = p.Locations[id].Symbol() == o.Root
 		}
 	}
-	span(len(p.Events), func(i int) uint64 { return p.Events[i].Time })
-	span(len(p.Switches), func(i int) uint64 { return p.Switches[i].Time })
-	span(len(p.Samples), func(i int) uint64 { return p.Samples[i].Time })
-	span(len(p.Adjusts), func(i int) uint64 { return p.Adjusts[i].Time })
-	span(len(p.IRQs), func(i int) uint64 { return p.IRQs[i].Time })
-	span(len(p.GoIDs), func(i int) uint64 { return p.GoIDs[i].Time })
+	a.start, a.end = bounds(p, sum)
+	if p.End != nil {
+		a.detached = p.End.Detached
+	}
+	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
+		if err := checkCalibration(c); err != nil {
+			return nil, err
+		}
+		a.cal, a.ovh = c, c.Overhead
+	}
+	return a, nil
+}
+
+// bounds returns when the recording of p, whose records sum summarizes,
+// started and ended: the header's start and the End record, else the
+// first and last records (a trace cut short has no End).
+func bounds(p *model.Profile, sum summary) (start, end uint64) {
+	start, end = sum.first, sum.last
 	if p.Header.StartNS > 0 {
 		start = p.Header.StartNS
 	}
@@ -232,73 +332,151 @@ func bounds(p *model.Profile) (start, end uint64) {
 
 // stream is one of the time-sorted record slices run merges.
 type stream struct {
-	n  int
-	at func(i int) uint64
+	n int
+	// at returns the time of record i and its thread's pid^tid, which
+	// says what shard it goes to (replay.mine).
+	at func(i int) (uint64, uint32)
 	do func(i int)
 }
 
 // streamOf makes the stream of records rs: of record r, key returns the
-// time, pid, tid and whether it is a switch-in; do handles it with its
-// thread's state, unless that thread is filtered out.
-func streamOf[R any](a *analysis, rs []R, key func(r *R) (t uint64, pid, tid uint32, in bool), do func(os *osThread, r *R)) stream {
+// time, pid and tid; do handles it.
+func streamOf[R any](rs []R, key func(r *R) (t uint64, pid, tid uint32), do func(r *R)) stream {
 	return stream{
 		n:  len(rs),
-		at: func(i int) uint64 { t, _, _, _ := key(&rs[i]); return t },
-		do: func(i int) {
-			t, pid, tid, in := key(&rs[i])
-			if os := a.osThread(pid, tid, t, in); os != nil {
-				do(os, &rs[i])
-			}
-		},
+		at: func(i int) (uint64, uint32) { t, pid, tid := key(&rs[i]); return t, pid ^ tid },
+		do: func(i int) { do(&rs[i]) },
 	}
 }
 
-// run merges the time-sorted records and hands each to its thread or
-// goroutine. At equal times an adjustment comes first, then a switch, a
-// goroutine switch, an interrupt, an event and a sample: the profiler's
-// pause, a switch-in and an interrupt that ended then precede the event
-// that follows them.
-func (a *analysis) run() {
+// run replays the records: it merges them in time order (merge) and
+// hands each to its thread or goroutine (the streams' do).
+func (a *replay) run() {
+	ss := a.streams()
+	merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+}
+
+// streams returns the time-sorted record slices of a.p, each handled by
+// a's thread or goroutine states, in the order merge gives equal times
+// (recordOrder).
+func (a *replay) streams() []stream {
 	p := a.p
 	var goids []model.GoID // by thread, goroutine switches change nothing
 	if a.o.ByGoroutine {
 		goids = p.GoIDs
 	}
-	streams := []stream{
-		streamOf(a, p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Adjust) { a.adjust(a.owner(os, r.Time), r) }),
-		streamOf(a, p.Switches, func(r *model.Switch) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, !r.Out },
-			func(os *osThread, r *model.Switch) {
-				th := a.owner(os, r.Time)
-				os.off = r.Out
-				a.switched(th, r)
-			}),
-		streamOf(a, goids, func(r *model.GoID) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			a.goSwitch),
-		streamOf(a, p.IRQs, func(r *model.IRQ) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.IRQ) { a.irq(a.owner(os, r.Time), r) }),
-		streamOf(a, p.Events, func(r *model.Event) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Event) {
-				th := a.owner(os, r.Time)
-				os.off = false // the thread runs the probe
-				a.event(th, r)
-			}),
-		streamOf(a, p.Samples, func(r *model.Sample) (uint64, uint32, uint32, bool) { return r.Time, r.PID, r.TID, false },
-			func(os *osThread, r *model.Sample) { a.sample(a.owner(os, r.Time), r) }),
+	return []stream{
+		streamOf(p.Adjusts, func(r *model.Adjust) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onAdjust),
+		streamOf(p.Switches, func(r *model.Switch) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onSwitch),
+		streamOf(goids, func(r *model.GoID) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onGoID),
+		streamOf(p.IRQs, func(r *model.IRQ) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onIRQ),
+		streamOf(p.Events, func(r *model.Event) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onEvent),
+		streamOf(p.Samples, func(r *model.Sample) (uint64, uint32, uint32) { return r.Time, r.PID, r.TID }, a.onSample),
 	}
+}
+
+// recordOrder is the order of the kinds of records at equal times: an
+// adjustment comes first, then a switch, a goroutine switch, an
+// interrupt, an event and a sample: the profiler's pause, a switch-in and
+// an interrupt that ended then precede the event that follows them.
+var recordOrder = [...]model.RecordKind{model.RecordAdjust, model.RecordSwitch, model.RecordGoID,
+	model.RecordIRQ, model.RecordEvent, model.RecordSample}
+
+// onRecord handles record r (of any kind) with its thread's state.
+func (a *replay) onRecord(r *model.Record) {
+	switch r.Kind {
+	case model.RecordAdjust:
+		a.onAdjust(&r.Adjust)
+	case model.RecordSwitch:
+		a.onSwitch(&r.Switch)
+	case model.RecordGoID:
+		if a.o.ByGoroutine { // by thread, goroutine switches change nothing
+			a.onGoID(&r.GoID)
+		}
+	case model.RecordIRQ:
+		a.onIRQ(&r.IRQ)
+	case model.RecordEvent:
+		a.onEvent(&r.Event)
+	case model.RecordSample:
+		a.onSample(&r.Sample)
+	}
+}
+
+// The handlers of each kind of record: each finds the state of the
+// record's thread incarnation (nil when filtered out) and its owner.
+
+func (a *replay) onAdjust(r *model.Adjust) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.adjust(a.owner(os, r.Time), r)
+	}
+}
+
+func (a *replay) onSwitch(r *model.Switch) {
+	if os := a.osThread(r.PID, r.TID, r.Time, !r.Out); os != nil {
+		th := a.owner(os, r.Time)
+		os.off = r.Out
+		a.switched(th, r)
+	}
+}
+
+func (a *replay) onGoID(r *model.GoID) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.goSwitch(os, r)
+	}
+}
+
+func (a *replay) onIRQ(r *model.IRQ) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.irq(a.owner(os, r.Time), r)
+	}
+}
+
+func (a *replay) onEvent(r *model.Event) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		th := a.owner(os, r.Time)
+		os.off = false // the thread runs the probe
+		a.event(th, r)
+	}
+}
+
+func (a *replay) onSample(r *model.Sample) {
+	if os := a.osThread(r.PID, r.TID, r.Time, false); os != nil {
+		a.sample(a.owner(os, r.Time), r)
+	}
+}
+
+// merge visits the records of streams in time order (the first stream
+// first at equal times): visit gets the stream's index, the record's and
+// its thread's pid^tid.
+func merge(streams []stream, visit func(k, i int, key uint32)) {
+	// next is each stream's next record, head its time: a stream's time
+	// is read once per record, not once per comparison.
 	next := make([]int, len(streams))
+	head := make([]uint64, len(streams))
+	live := make([]bool, len(streams))
+	key := make([]uint32, len(streams))
+	for k := range streams {
+		if live[k] = streams[k].n > 0; live[k] {
+			head[k], key[k] = streams[k].at(0)
+		}
+	}
 	for {
-		best, t := -1, uint64(0)
+		best := -1
 		for k := range streams {
-			if s := &streams[k]; next[k] < s.n && (best < 0 || s.at(next[k]) < t) {
-				best, t = k, s.at(next[k])
+			if live[k] && (best < 0 || head[k] < head[best]) {
+				best = k
 			}
 		}
 		if best < 0 {
 			return
 		}
-		streams[best].do(next[best])
-		next[best]++
+		s := &streams[best]
+		visit(best, next[best], key[best])
+		if next[best]++; next[best] < s.n {
+			head[best], key[best] = s.at(next[best])
+		} else {
+			live[best] = false
+		}
 	}
 }
 
@@ -312,27 +490,31 @@ type incarnation struct {
 // osThread returns the state of the incarnation of pid/tid that a record
 // at time t belongs to, creating it (switched out when in: its first
 // record is a switch-in), or nil if o filters it out.
-func (a *analysis) osThread(pid, tid uint32, t uint64, in bool) *osThread {
-	k := [2]uint32{pid, tid}
-	if c, ok := a.recent[k]; ok && c.from <= t && t < c.until {
+func (a *replay) osThread(pid, tid uint32, t uint64, in bool) *osThread {
+	k := uint64(pid)<<32 | uint64(tid)
+	c := a.recent[k]
+	if c != nil && c.from <= t && t < c.until {
 		return c.os
 	}
+	if c == nil {
+		c = &incarnation{}
+		a.recent[k] = c
+	}
 	mt, from, until := a.p.ThreadSpan(pid, tid, t)
-	c := incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
-	a.recent[k] = c
+	*c = incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
 	return c.os
 }
 
 // osThreadOf is osThread for incarnation mt (nil when the trace lacks
 // the thread).
-func (a *analysis) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThread {
+func (a *replay) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThread {
 	k := threadKey{pid: pid, tid: tid}
 	if mt != nil {
 		k.start = mt.Start
 	}
 	os, ok := a.os[k]
 	if !ok {
-		if a.o.match(pid, tid, mt) {
+		if a.o.match(pid, tid, mt) && a.mine(pid, tid) {
 			os = &osThread{key: k, mt: mt, off: in, end: a.threadEnd(mt)}
 		}
 		a.os[k] = os
@@ -343,7 +525,7 @@ func (a *analysis) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThr
 // threadEnd is when incarnation mt (nil if unknown) ended: its exit,
 // else the creation of the next incarnation of its tid (its exit was
 // lost), else the end of the recording.
-func (a *analysis) threadEnd(mt *model.Thread) uint64 {
+func (a *replay) threadEnd(mt *model.Thread) uint64 {
 	if mt == nil {
 		return a.end
 	}
@@ -359,7 +541,7 @@ func (a *analysis) threadEnd(mt *model.Thread) uint64 {
 // owner returns what the records of os at time t belong to: the
 // goroutine it runs or, before it ran any, the thread itself, whose
 // state is created then with its baseline.
-func (a *analysis) owner(os *osThread, t uint64) *thread {
+func (a *replay) owner(os *osThread, t uint64) *thread {
 	th := os.cur
 	if th == nil {
 		th = a.own(os, t)
@@ -370,7 +552,7 @@ func (a *analysis) owner(os *osThread, t uint64) *thread {
 
 // own returns the state of thread os itself, creating it at t with its
 // baseline.
-func (a *analysis) own(os *osThread, t uint64) *thread {
+func (a *replay) own(os *osThread, t uint64) *thread {
 	if os.own == nil {
 		name := "[unknown]"
 		if os.mt != nil && os.mt.Name != "" {
@@ -386,7 +568,7 @@ func (a *analysis) own(os *osThread, t uint64) *thread {
 // baseline is when the metrics of incarnation mt (nil if unknown),
 // whose first record is at t, start to count: its creation, else the
 // start of recording.
-func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
+func (a *replay) baseline(mt *model.Thread, t uint64) uint64 {
 	b := a.start
 	if mt != nil && mt.Start > 0 {
 		b = mt.Start
@@ -395,10 +577,10 @@ func (a *analysis) baseline(mt *model.Thread, t uint64) uint64 {
 }
 
 // newThread creates the state of what gets a tree, measured from begin.
-func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thread {
-	th := &thread{key: k, name: name, onLoc: map[uint32]int{}, onFunc: map[Func]int{},
+func (a *replay) newThread(k threadKey, name, root string, begin uint64) *thread {
+	th := &thread{key: k, name: name, root: root, kids: map[uint64]int32{},
 		open: a.o.Root == "", begin: begin, last: begin, offSince: begin}
-	th.nodes = append(th.nodes, node{fn: Func{Name: root}})
+	th.nodes = append(th.nodes, node{fn: -1, firstChild: -1, next: -1})
 	a.order = append(a.order, th)
 	return th
 }
@@ -406,7 +588,7 @@ func (a *analysis) newThread(k threadKey, name, root string, begin uint64) *thre
 // goSwitch handles thread os switching to goroutine g: the goroutine (or
 // the thread's own records) it ran before is parked, and g runs, on CPU
 // or not as the thread is.
-func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
+func (a *replay) goSwitch(os *osThread, g *model.GoID) {
 	k := threadKey{pid: os.key.pid, goid: g.GoID, goroutine: true}
 	next := a.goroutines[k]
 	if next == nil {
@@ -436,59 +618,19 @@ func (a *analysis) goSwitch(os *osThread, g *model.GoID) {
 	}
 }
 
-// fn returns the function of location id: its physical function, the
-// last frame.
-func (a *analysis) fn(id uint32) Func {
-	if int(id) >= len(a.funcs) || id == 0 {
-		return Unknown
+// fn returns the function of node n of th.
+func (a *replay) fn(th *thread, n int32) Func {
+	if n == 0 {
+		return Func{Name: th.root}
 	}
-	if !a.known[id] {
-		l := &a.p.Locations[id]
-		f := Func{Name: fmt.Sprintf("%s+%#x", l.Module, l.Offset), Module: l.Module}
-		if n := len(l.Frames); n > 0 {
-			f.Name = l.Frames[n-1].Function
-		}
-		a.funcs[id], a.known[id] = f, true
-	}
-	return a.funcs[id]
+	return a.t.Func(th.nodes[n].fn)
 }
 
 // isRoot reports whether location id is in the Root function: its
 // physical function as recorded, whatever grouping of code renamed the
 // frames to (a --root names a function even when the reports show files).
-func (a *analysis) isRoot(id uint32) bool {
-	return int(id) < len(a.p.Locations) && id != 0 && a.p.Locations[id].Symbol() == a.o.Root
-}
-
-// sampleFuncs returns the function-level stack of sample stack id,
-// outermost first, inlined functions after the function they were
-// inlined into; [Unknown] for a sample without a stack.
-func (a *analysis) sampleFuncs(id uint32) []Func {
-	if fs, ok := a.stacks[id]; ok {
-		return fs
-	}
-	var fs []Func
-	locs := a.p.Stack(id, nil)
-	for i := len(locs) - 1; i >= 0; i-- {
-		id := locs[i]
-		if int(id) >= len(a.p.Locations) || id == 0 {
-			fs = append(fs, Unknown)
-			continue
-		}
-		l := &a.p.Locations[id]
-		if len(l.Frames) == 0 {
-			fs = append(fs, a.fn(id))
-			continue
-		}
-		for k := len(l.Frames) - 1; k >= 0; k-- {
-			fs = append(fs, Func{Name: l.Frames[k].Function, Module: l.Module})
-		}
-	}
-	if len(fs) == 0 {
-		fs = []Func{Unknown}
-	}
-	a.stacks[id] = fs
-	return fs
+func (a *replay) isRoot(id uint32) bool {
+	return int(id) < len(a.rootLocs) && a.rootLocs[id]
 }
 
 // current returns the index of the thread's current node: the top of its
@@ -502,22 +644,41 @@ func (th *thread) current() int32 {
 
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
-func (th *thread) child(parent int32, f Func, rl int) int32 {
-	if c, ok := th.nodes[parent].children[f]; ok {
+func (th *thread) child(parent int32, f FuncID, rl int) int32 {
+	k := uint64(parent)<<32 | uint64(f)
+	if c, ok := th.kids[k]; ok {
 		return c
 	}
 	c := int32(len(th.nodes))
-	th.nodes = append(th.nodes, node{fn: f, level: th.nodes[parent].level + 1, rl: rl})
-	if th.nodes[parent].children == nil {
-		th.nodes[parent].children = map[Func]int32{}
-	}
-	th.nodes[parent].children[f] = c
+	pn := &th.nodes[parent]
+	th.nodes = append(th.nodes, node{fn: f, level: pn.level + 1, rl: rl, firstChild: -1, next: pn.firstChild})
+	pn = &th.nodes[parent]
+	pn.firstChild = c
+	pn.children++
+	th.kids[k] = c
 	return c
+}
+
+// count returns a pointer to the counter of index i in *cs, growing the
+// slice as needed.
+func count(cs *[]int32, i int) *int32 {
+	if i >= len(*cs) {
+		*cs = append(*cs, make([]int32, i+1-len(*cs))...)
+	}
+	return &(*cs)[i]
+}
+
+// onFn returns the number of open calls of function f on th.
+func (th *thread) onFn(f FuncID) int {
+	if int(f) < len(th.onFunc) {
+		return int(th.onFunc[f])
+	}
+	return 0
 }
 
 // inside reports whether th's records count: always without Root, and
 // while an activation of Root is on the shadow stack with it.
-func (a *analysis) inside(th *thread) bool {
+func (a *replay) inside(th *thread) bool {
 	return a.o.Root == "" || len(th.stack) > 0
 }
 
@@ -531,7 +692,7 @@ func (th *thread) offSegment(t uint64) (uint64, uint64) {
 }
 
 // switched handles a context switch of th.
-func (a *analysis) switched(th *thread, s *model.Switch) {
+func (a *replay) switched(th *thread, s *model.Switch) {
 	if !s.Out {
 		th.resume(s.Time)
 		return
@@ -572,7 +733,7 @@ func (th *thread) resume(t uint64) {
 
 // irq handles an interrupt handled while th ran: counted in the open
 // interval, with the part of its time inside it.
-func (a *analysis) irq(th *thread, q *model.IRQ) {
+func (a *replay) irq(th *thread, q *model.IRQ) {
 	if !th.open {
 		return
 	}
@@ -586,7 +747,7 @@ func (a *analysis) irq(th *thread, q *model.IRQ) {
 // and lasted r.Duration. The part of it inside the open interval is
 // removed from that interval's wall time, and its on-CPU part from the
 // CPU time.
-func (a *analysis) adjust(th *thread, r *model.Adjust) {
+func (a *replay) adjust(th *thread, r *model.Adjust) {
 	a.dropped += r.Dropped
 	if !th.open || r.Duration == 0 {
 		return
@@ -621,8 +782,9 @@ func (a *analysis) adjust(th *thread, r *model.Adjust) {
 // current node. kind is the transition between the events at its ends,
 // whose probe cost calibration removes, or -1 when one end is not an
 // event (the thread's baseline, its end). It returns the interval's
-// metrics, samples included.
-func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
+// metrics, samples included, in d when d is not nil (a callflow wants
+// them).
+func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
 	off := th.pend.off
@@ -646,30 +808,54 @@ func (a *analysis) closeInterval(th *thread, t uint64, kind int) Metrics {
 	}
 	wall := max(0, float64(raw-min(adjWall, raw))-ovh)
 	cpu := max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
-	m := Metrics{
-		WallNS:      wall,
-		WallNSRaw:   raw,
-		DeltaNS:     float64(raw) - wall,
-		Interrupts:  th.pend.irqs,
-		InterruptNS: irq,
-	}
+	// Charged field by field, in the order of Metrics.Add: this runs at
+	// every event.
+	b := &th.nodes[th.current()].base
+	b.WallNS += wall
+	b.WallNSRaw += raw
+	b.DeltaNS += float64(raw) - wall
 	if a.cpu {
-		m.CPUNS = cpu
-		m.Dispatches, m.Voluntary, m.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
+		b.CPUNS += cpu
+		b.Dispatches += th.pend.dispatches
+		b.Voluntary += th.pend.dispatches - th.pend.invol
+		b.Involuntary += th.pend.invol
 	}
-	th.nodes[th.current()].base.Add(m)
+	b.Interrupts += th.pend.irqs
+	b.InterruptNS += irq
 	if n := len(th.stack); n > 0 {
 		th.stack[n-1].self += wall
 	}
-	m.Samples = th.pend.samples
+	if d != nil {
+		*d = Metrics{
+			WallNS:      wall,
+			WallNSRaw:   raw,
+			DeltaNS:     float64(raw) - wall,
+			Interrupts:  th.pend.irqs,
+			InterruptNS: irq,
+			Samples:     th.pend.samples,
+			Period:      th.pend.period,
+		}
+		if a.cpu {
+			d.CPUNS = cpu
+			d.Dispatches, d.Voluntary, d.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
+		}
+	}
 	th.pend = pending{segs: th.pend.segs[:0]}
 	th.last = t
-	return m
+}
+
+// delta returns d when a callflow wants the metrics of each interval,
+// else nil.
+func (a *replay) delta(d *Metrics) *Metrics {
+	if a.flow {
+		return d
+	}
+	return nil
 }
 
 // event handles a function entry or exit of th.
-func (a *analysis) event(th *thread, e *model.Event) {
-	f := a.fn(e.Function)
+func (a *replay) event(th *thread, e *model.Event) {
+	f := a.t.LocFunc(e.Function)
 	if !a.inside(th) {
 		if !e.Entry || !a.isRoot(e.Function) {
 			return // outside the Root subgraph
@@ -682,7 +868,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
 		}
-		d = a.closeInterval(th, e.Time, kind)
+		a.closeInterval(th, e.Time, kind, a.delta(&d))
 	} else {
 		th.pend = pending{segs: th.pend.segs[:0]}
 		th.last = max(e.Time, th.last)
@@ -695,11 +881,11 @@ func (a *analysis) event(th *thread, e *model.Event) {
 	th.off = false // the thread runs the probe
 
 	if e.Entry {
-		n := th.child(th.current(), f, th.onFunc[f])
+		n := th.child(th.current(), f, th.onFn(f))
 		th.nodes[n].calls++
 		th.stack = append(th.stack, frame{node: n, loc: e.Function})
-		th.onLoc[e.Function]++
-		th.onFunc[f]++
+		*count(&th.onLoc, int(e.Function))++
+		*count(&th.onFunc, int(f))++
 		a.line(th, e.Time, FlowEntry, n, d)
 	} else {
 		i := th.match(e.Function, f)
@@ -707,7 +893,7 @@ func (a *analysis) event(th *thread, e *model.Event) {
 			th.repairs.Unmatched++
 			if a.flow {
 				th.flow = append(th.flow, FlowEvent{TimeNS: e.Time, Kind: FlowUnmatched,
-					Level: len(th.stack) + 1, Name: f.Name, Module: f.Module, Delta: d})
+					Level: len(th.stack) + 1, Name: a.t.Func(f).Name, Module: a.t.Func(f).Module, Delta: d})
 			}
 		} else {
 			for len(th.stack)-1 > i {
@@ -724,15 +910,15 @@ func (a *analysis) event(th *thread, e *model.Event) {
 
 // match returns the index of the innermost open call of th entered at
 // location loc or, failing that, of function f; -1 if there is none.
-func (th *thread) match(loc uint32, f Func) int {
-	if th.onLoc[loc] > 0 {
+func (th *thread) match(loc uint32, f FuncID) int {
+	if int(loc) < len(th.onLoc) && th.onLoc[loc] > 0 {
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			if th.stack[i].loc == loc {
 				return i
 			}
 		}
 	}
-	if th.onFunc[f] > 0 {
+	if th.onFn(f) > 0 {
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			if th.nodes[th.stack[i].node].fn == f {
 				return i
@@ -743,16 +929,12 @@ func (th *thread) match(loc uint32, f Func) int {
 }
 
 // pop closes the call on top of th's shadow stack at time t.
-func (a *analysis) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
+func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
 	n := &th.nodes[fr.node]
-	if th.onLoc[fr.loc]--; th.onLoc[fr.loc] == 0 {
-		delete(th.onLoc, fr.loc)
-	}
-	if th.onFunc[n.fn]--; th.onFunc[n.fn] == 0 {
-		delete(th.onFunc, n.fn)
-	}
+	th.onLoc[fr.loc]--
+	th.onFunc[n.fn]--
 	if n.closed == 0 || fr.self < n.min {
 		n.min = fr.self
 	}
@@ -764,27 +946,29 @@ func (a *analysis) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 }
 
 // line appends a callflow line for node n when a callflow is wanted.
-func (a *analysis) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
+func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
 	if !a.flow {
 		return
 	}
 	nd := &th.nodes[n]
+	f := a.fn(th, n)
 	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
-		Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+		Name: f.Name, Module: f.Module, Delta: d})
 }
 
-// sample merges a sample of th into its tree (seed 000): below the
+// sample merges a sample of th into its tree: below the
 // innermost open traced call whose function the sample's stack holds, the
 // frames deeper than it; outside any call, its whole stack below the
 // thread's root. A sample a few microseconds off its call's edges (taken
 // in a uretprobe's trampoline, after the function's frame is gone but
 // before its exit is written) goes below the caller it was really in,
 // never below the call it left, where it would look recursive.
-func (a *analysis) sample(th *thread, s *model.Sample) {
+func (a *replay) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
-	fs := a.sampleFuncs(s.Stack)
+	a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
+	fs := a.buf
 	n, depth, chain := int32(0), 0, fs
 	for depth = len(th.stack); depth > 0; depth-- {
 		cur := th.nodes[th.stack[depth-1].node].fn
@@ -808,11 +992,11 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
-		if c, ok := th.nodes[n].children[f]; ok {
+		if c, ok := th.kids[uint64(n)<<32|uint64(f)]; ok {
 			n = c
 			continue
 		}
-		rl := th.onFunc[f]
+		rl := th.onFn(f)
 		if depth < len(th.stack) {
 			rl = 0
 			for _, fr := range th.stack[:depth] {
@@ -829,17 +1013,19 @@ func (a *analysis) sample(th *thread, s *model.Sample) {
 		n = th.child(n, f, rl)
 	}
 	th.nodes[n].base.Samples++
+	th.nodes[n].base.Period += s.Period
 	if th.open {
 		th.pend.samples++
+		th.pend.period += s.Period
 	}
 }
 
 // sweep applies, at the end of the recording, every thread's pending
-// deltas (seed 000's non-zero list): each open interval closes at its
+// deltas (the non-zero list): each open interval closes at its
 // thread's end, charged to the call then current, and the calls still
 // open end there. A thread the recording saw no record of has its
 // lifetime, off CPU: nothing says it ran.
-func (a *analysis) sweep() {
+func (a *replay) sweep() {
 	if !a.o.ByGoroutine {
 		for _, mt := range a.p.Threads {
 			if os := a.osThreadOf(mt.PID, mt.TID, mt, true); os != nil && os.own == nil {
@@ -863,13 +1049,15 @@ func (a *analysis) sweep() {
 
 // closeAll closes th's open interval at t (a flow line of kind end) and
 // its open calls (lines of kind unclosed, counted in n).
-func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
+func (a *replay) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
 	if th.open {
-		d := a.closeInterval(th, t, -1)
+		var d Metrics
+		a.closeInterval(th, t, -1, a.delta(&d))
 		if a.flow && th.events > 0 {
 			nd := &th.nodes[th.current()]
+			f := a.fn(th, th.current())
 			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
-				Name: nd.fn.Name, Module: nd.fn.Module, Delta: d})
+				Name: f.Name, Module: f.Module, Delta: d})
 		}
 	}
 	for len(th.stack) > 0 {
@@ -885,7 +1073,7 @@ func (a *analysis) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uin
 // the recording ended or, for a parked goroutine (or a thread's records
 // before its goroutines), when its thread last switched away from it;
 // never before its last record.
-func (a *analysis) endOf(th *thread) uint64 {
+func (a *replay) endOf(th *thread) uint64 {
 	end := th.os.end
 	if th.parked {
 		end = th.parkedSince
@@ -893,21 +1081,25 @@ func (a *analysis) endOf(th *thread) uint64 {
 	return max(end, th.last, th.latest)
 }
 
-// result turns the analysis into a Result.
-func (a *analysis) result() *Result {
+// result turns the replay into a Result.
+func (a *replay) result() *Result {
 	r := &Result{
 		Calibration:        a.cal,
 		Raw:                a.o.Raw,
 		Root:               a.o.Root,
 		CPUMeasured:        a.cpu,
-		InterruptsMeasured: len(a.p.IRQs) > 0,
+		InterruptsMeasured: a.sum.counts[model.RecordIRQ] > 0,
 		ExcludeInterrupts:  a.o.ExcludeInterrupts,
 		ByGoroutine:        a.o.ByGoroutine,
 		Dropped:            a.dropped,
 		Processes:          []Process{},
 		Warnings:           []string{},
 	}
-	for _, th := range a.sorted() {
+	threads := a.sorted()
+	if a.flow {
+		r.Flows = a.flows(threads)
+	}
+	for _, th := range threads {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
 			continue // nothing of it was measured (outside Root, or no time)
 		}
@@ -931,12 +1123,12 @@ func (a *analysis) result() *Result {
 			EndNS:   th.end,
 			Events:  th.events,
 			Repairs: th.repairs,
-			Root:    th.tree(0),
+			Root:    a.tree(th, 0),
 		}
 		if th.key.goroutine {
 			t.Goroutine, t.OSThreads = &th.key.goid, th.ran
 			carried := a.labels.Carried(th.key.pid, th.key.goid)
-			if t.Labels = labelMap(carried); t.Labels != nil {
+			if t.Labels = model.LabelMap(carried); t.Labels != nil {
 				t.Name += " " + model.LabelString(carried)
 				t.Root.Name = t.Name
 			}
@@ -960,7 +1152,7 @@ func (a *analysis) result() *Result {
 
 // sorted returns the threads by PID, goroutines (TID 0) first by id,
 // then threads by TID and Start.
-func (a *analysis) sorted() []*thread {
+func (a *replay) sorted() []*thread {
 	threads := slices.Clone(a.order)
 	slices.SortFunc(threads, func(x, y *thread) int {
 		return cmp.Or(cmp.Compare(x.key.pid, y.key.pid), cmp.Compare(x.key.tid, y.key.tid),
@@ -970,24 +1162,25 @@ func (a *analysis) sorted() []*thread {
 }
 
 // tree converts node i of th and its descendants to a Node.
-func (th *thread) tree(i int32) Node {
+func (a *replay) tree(th *thread, i int32) Node {
 	nd := &th.nodes[i]
+	f := a.fn(th, i)
 	n := Node{
-		Name:      nd.fn.Name,
-		Module:    nd.fn.Module,
+		Name:      f.Name,
+		Module:    f.Module,
 		Level:     nd.level,
 		Recursion: nd.rl,
 		Sampled:   i != 0 && nd.calls == 0,
 		Calls:     nd.calls,
 		Base:      nd.base,
 		Cum:       nd.base,
-		Children:  make([]Node, 0, len(nd.children)),
+		Children:  make([]Node, 0, nd.children),
 	}
 	if nd.closed > 0 {
 		n.MinSelfNS, n.MaxSelfNS = nd.min, nd.max
 	}
-	for _, c := range nd.children {
-		n.Children = append(n.Children, th.tree(c))
+	for c := nd.firstChild; c >= 0; c = th.nodes[c].next {
+		n.Children = append(n.Children, a.tree(th, c))
 	}
 	slices.SortFunc(n.Children, func(x, y Node) int {
 		return cmp.Or(cmp.Compare(y.Cum.WallNS, x.Cum.WallNS), cmp.Compare(y.Cum.Samples, x.Cum.Samples),
@@ -1004,15 +1197,15 @@ func (th *thread) tree(i int32) Node {
 
 // mismatched reports whether the header's calibration was measured for
 // another probe mechanism than the recording's.
-func (a *analysis) mismatched() bool {
+func (a *replay) mismatched() bool {
 	c, h := a.p.Header.Calibration, &a.p.Header
 	return c != nil && c.Mechanism != "" && h.Instrument != "" && c.Mechanism != h.Instrument
 }
 
 // warnings returns the sentences about what is missing or repaired.
-func (a *analysis) warnings(r *Result) []string {
+func (a *replay) warnings(r *Result) []string {
 	w := []string{}
-	if c := a.p.Header.Calibration; len(a.p.Events) > 0 && !a.o.Raw {
+	if c := a.p.Header.Calibration; a.sum.counts[model.RecordEvent] > 0 && !a.o.Raw {
 		if c == nil {
 			w = append(w, "the trace has no calibration: times include the probes' own cost (run `trueprof calibrate` before recording)")
 		} else if a.mismatched() {
@@ -1023,7 +1216,7 @@ func (a *analysis) warnings(r *Result) []string {
 	if !a.cpu {
 		w = append(w, "the trace has no context switches: cpu_ns and dispatches are not measured")
 	}
-	if a.o.ExcludeInterrupts && len(a.p.IRQs) == 0 {
+	if a.o.ExcludeInterrupts && a.sum.counts[model.RecordIRQ] == 0 {
 		w = append(w, "the trace has no interrupt records: excluding interrupts removed nothing")
 	}
 	if r.Dropped > 0 {

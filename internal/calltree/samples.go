@@ -1,0 +1,234 @@
+package calltree
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"trueprof/internal/model"
+	"trueprof/internal/trace"
+)
+
+// Stack is the samples of one thread incarnation (or goroutine) that
+// share a call stack.
+type Stack struct {
+	PID, TID uint32
+	// Thread is the incarnation of the thread the samples are of (nil
+	// when the trace does not know it, and for a goroutine): a tid the
+	// kernel reused is another thread, which no view mixes with the first.
+	Thread *model.Thread
+	// Goroutine is the goroutine the samples ran (grouping by goroutine);
+	// nil when grouping by thread, and for samples of a thread before it
+	// ran any. TID is then 0.
+	Goroutine *uint64
+	// Labels are the runtime/pprof labels the goroutine carried during
+	// the recording (model.LabelString), "" for none or a thread.
+	Labels string
+	// LabelsAt are the labels the goroutine carried when these samples
+	// were taken (grouping by goroutine splits a goroutine's samples by
+	// them): what pprof tags a sample with.
+	LabelsAt []model.LabelPair
+	// StackID is the trace's stack node of the samples (0: no stack).
+	StackID uint32
+	// Funcs is the function-level call stack, outermost first: each
+	// location's frames with inlined functions after the function they
+	// were inlined into. Never empty: a sample without a stack has
+	// []Func{Unknown}.
+	Funcs []Func
+	// Symbol is the physical function that was executing: the last frame
+	// of the leaf location (Funcs' last element may be inlined into it).
+	Symbol Func
+	Count
+	Truncated uint64 // how many of the samples had a truncated call chain
+}
+
+// owner says whose samples a Stack holds: a thread incarnation, or a
+// goroutine.
+type owner struct {
+	pid, tid  uint32
+	start     uint64
+	goroutine bool
+	goid      uint64
+}
+
+// compare orders owners by pid, goroutines (tid 0) by id before threads
+// by tid and start.
+func (o owner) compare(p owner) int {
+	return cmp.Or(cmp.Compare(o.pid, p.pid), cmp.Compare(o.tid, p.tid), cmp.Compare(o.start, p.start), cmp.Compare(o.goid, p.goid))
+}
+
+// Samples is the samples of a profile that pass a filter, grouped by
+// owner (thread incarnation or goroutine) and stack and expanded to
+// functions once per stack, with the totals every sampling view and
+// export starts from.
+type Samples struct {
+	// Profile is the profile the samples are of, restricted to the
+	// goroutines carrying the filter's labels (model.FilterLabels).
+	Profile     *model.Profile
+	Filter      model.Filter
+	ByGoroutine bool
+	// Stacks are sorted by PID, TID, the incarnation's start (goroutines
+	// by id) and stack id, whatever the order of the trace. Inlined
+	// functions are functions of their own; samples without a stack
+	// have the stack [Unknown]. Stacks running the same code share
+	// their Funcs slice: do not modify it.
+	Stacks []Stack
+
+	Total     Count
+	Truncated uint64 // samples whose call chain was cut short
+	// TruncatedBy splits Truncated by the reason the unwinder gave.
+	TruncatedBy [trace.NumUnwindReasons]uint64
+	First, Last uint64 // time of the first and last sample; 0 if none
+}
+
+// Count is what a set of samples weighs.
+type Count struct {
+	Samples uint64 `json:"samples"` // number of samples
+	Period  uint64 `json:"period"`  // sum of the samples' Period (ns for cpu-clock)
+}
+
+// Add adds n to c.
+func (c *Count) Add(n Count) {
+	c.Samples += n.Samples
+	c.Period += n.Period
+}
+
+// GroupSamples groups the samples of p that pass f by thread
+// incarnation or, byGoroutine, by the goroutine their thread last
+// switched to (the thread's own samples before it ran any). A filter
+// whose patterns Compile refuses keeps nothing: check it first.
+func GroupSamples(p *model.Profile, f model.Filter, byGoroutine bool) *Samples {
+	m, err := f.Compile()
+	if err != nil {
+		return &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}
+	}
+	p = model.FilterLabels(p, m.LabelMatcher())
+	d := &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}
+	var labels model.GoLabels
+	if byGoroutine {
+		labels = p.GoLabels()
+	}
+	type key struct {
+		owner
+		stack  uint32
+		labels string // model.LabelString of the goroutine's labels then
+	}
+	index := map[key]int{}
+	var keys []key
+	var groups []Stack
+	running := map[*model.Thread]uint64{} // the goroutine each thread runs
+	var g int                             // the next goroutine switch
+	threadAt := p.NewThreadLookup().At
+	for i := range p.Samples {
+		s := &p.Samples[i]
+		th := threadAt(s.PID, s.TID, s.Time)
+		if !m.Thread(s.PID, s.TID, th) {
+			continue
+		}
+		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {
+			r := &p.GoIDs[g]
+			running[threadAt(r.PID, r.TID, r.Time)] = r.GoID
+		}
+		k := key{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
+		if th != nil {
+			k.start = th.Start
+		}
+		goid, ok := running[th]
+		var now []model.LabelPair
+		if ok && th != nil {
+			k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
+			now = labels.At(s.PID, goid, s.Time)
+			k.labels = model.LabelString(now)
+		}
+		j, ok := index[k]
+		if !ok {
+			j = len(groups)
+			index[k] = j
+			keys = append(keys, k)
+			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
+			if k.goroutine {
+				st.Goroutine = new(uint64)
+				*st.Goroutine = goid
+				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
+				st.LabelsAt = now
+			} else {
+				st.Thread = th
+			}
+			groups = append(groups, st)
+		}
+		gr := &groups[j]
+		gr.Samples++
+		gr.Period += s.Period
+		if s.Truncated {
+			gr.Truncated++
+			d.Truncated++
+			d.TruncatedBy[s.Unwind]++
+		}
+		d.Total.Samples++
+		d.Total.Period += s.Period
+		if d.Total.Samples == 1 || s.Time < d.First {
+			d.First = s.Time
+		}
+		d.Last = max(d.Last, s.Time)
+	}
+
+	// Expand each distinct stack once: threads running the same code share
+	// the slice, which the views only read.
+	table := NewTable(p)
+	expanded := map[uint32][]Func{}
+	symbols := map[uint32]Func{}
+	var ids []FuncID
+	for j := range groups {
+		id := keys[j].stack
+		funcs, ok := expanded[id]
+		if !ok {
+			var leaf FuncID
+			ids, leaf = table.Stack(id, ids[:0])
+			funcs = make([]Func, len(ids))
+			for k, f := range ids {
+				funcs[k] = table.Func(f)
+			}
+			expanded[id], symbols[id] = funcs, table.Func(leaf)
+		}
+		groups[j].Funcs = funcs
+		groups[j].Symbol = symbols[id]
+	}
+
+	// Sort by owner and stack id so that every view walks the samples in
+	// the same order whatever the order of the trace.
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ka, kb := keys[a], keys[b]
+		return cmp.Or(ka.owner.compare(kb.owner), cmp.Compare(ka.stack, kb.stack), cmp.Compare(ka.labels, kb.labels))
+	})
+	d.Stacks = make([]Stack, len(groups))
+	for i, j := range order {
+		d.Stacks[i] = groups[j]
+	}
+	return d
+}
+
+// Warnings are the sentences about what the samples lack: the
+// profile's (model.Profile.Warnings) and their truncated call chains.
+// Never nil.
+func (d *Samples) Warnings() []string {
+	w := append([]string{}, d.Profile.Warnings()...)
+	if d.Truncated > 0 {
+		w = append(w, fmt.Sprintf("%d samples (%.2f%%) have a TRUNCATED call chain: the tree is incomplete",
+			d.Truncated, d.TruncatedPercent()))
+	}
+	return w
+}
+
+// TruncatedPercent is the share of the samples whose call chain was cut
+// short, in percent rounded to two decimals; 0 without samples.
+func (d *Samples) TruncatedPercent() float64 {
+	if d.Total.Samples == 0 {
+		return 0
+	}
+	return math.Round(float64(d.Truncated)*10000/float64(d.Total.Samples)) / 100
+}

@@ -1,0 +1,90 @@
+package calltree
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"trueprof/internal/model"
+)
+
+// ErrNeedsLoad is returned by BuildStream when the analysis needs the
+// recording's records in memory: a label filter (Options.Labels), which
+// selects records by the goroutine a thread runs at their time. It wraps
+// model.ErrNotStreamable, which BuildStream also returns for a trace
+// whose records are too far out of order; in both cases read the trace
+// with model.Load and call Build.
+var ErrNeedsLoad = fmt.Errorf("%w: a label filter selects records in memory", model.ErrNotStreamable)
+
+// BuildStream is Build over a trace read in two passes (model.Stream): it
+// reads the records from the file again, one at a time, and keeps none,
+// so that its memory is the trees, the open shadow stacks and the
+// stream's reorder window, however many events the trace holds. Its
+// Result is Build's on the same trace, bit for bit. See ErrNeedsLoad for
+// when it cannot.
+func BuildStream(s *model.Stream, o Options) (*Result, error) {
+	if len(o.Labels) > 0 {
+		return nil, ErrNeedsLoad
+	}
+	rs, err := s.Records()
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, rs.Next, o)
+	if err != nil {
+		return nil, err
+	}
+	return a.result(), nil
+}
+
+// replayRecords replays the records next yields (in time order, ties in
+// any order of kinds) of the recording whose tables p holds and whose
+// records sum summarizes, and sweeps its threads at the end.
+func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error, o Options) (*replay, error) {
+	a, err := newReplay(p, sum, o, o.Flow)
+	if err != nil {
+		return nil, err
+	}
+	rootSeen := false
+	var r model.Record
+	// The records of one time, handed over in recordOrder: a trace has
+	// them in file order, the replay wants Load's per-kind order.
+	batch := make([]model.Record, 0, 8)
+	flush := func() {
+		if len(batch) == 1 {
+			a.onRecord(&batch[0])
+			return
+		}
+		for _, k := range recordOrder {
+			for i := range batch {
+				if batch[i].Kind == k {
+					a.onRecord(&batch[i])
+				}
+			}
+		}
+	}
+	for {
+		err := next(&r)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.Kind == model.RecordEvent && a.rootLocs != nil && a.isRoot(r.Event.Function) {
+			rootSeen = true
+		}
+		if len(batch) > 0 && r.Time() != batch[0].Time() {
+			flush()
+			batch = batch[:0]
+		}
+		batch = append(batch, r)
+	}
+	flush()
+	if o.Root != "" && !rootSeen {
+		return nil, fmt.Errorf("%w: %q", ErrRootNotFound, o.Root)
+	}
+	a.sweep()
+	return a, nil
+}

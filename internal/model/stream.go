@@ -1,0 +1,251 @@
+package model
+
+import (
+	"container/heap"
+	"errors"
+	"io"
+	"os"
+
+	"trueprof/internal/trace"
+)
+
+// RecordKind says which field of a Record holds it.
+type RecordKind uint8
+
+// The kinds of the records a trace holds one of per sample or event:
+// what memory would grow with if a reader kept them.
+const (
+	RecordSample RecordKind = iota + 1
+	RecordEvent
+	RecordSwitch
+	RecordAdjust
+	RecordIRQ
+	RecordGoID
+)
+
+// Record is one of the time-ordered records of a trace (Records.Next):
+// the field Kind names holds it; the others are stale.
+type Record struct {
+	Kind   RecordKind
+	Sample Sample
+	Event  Event
+	Switch Switch
+	Adjust Adjust
+	IRQ    IRQ
+	GoID   GoID
+}
+
+// Time is when the record happened.
+func (r *Record) Time() uint64 {
+	switch r.Kind {
+	case RecordSample:
+		return r.Sample.Time
+	case RecordEvent:
+		return r.Event.Time
+	case RecordSwitch:
+		return r.Switch.Time
+	case RecordAdjust:
+		return r.Adjust.Time
+	case RecordIRQ:
+		return r.IRQ.Time
+	case RecordGoID:
+		return r.GoID.Time
+	}
+	return 0
+}
+
+// convert fills r from rec, one of the trace's time-ordered records
+// (Sample, Event, Switch, Adjust, IRQ, GoID); other records leave r's
+// Kind zero.
+func convert(rec trace.Record, r *Record) {
+	r.Kind = 0
+	switch t := rec.(type) {
+	case *trace.Sample:
+		r.Kind = RecordSample
+		r.Sample = Sample{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Period: t.Period, Stack: t.Stack,
+			Truncated: t.Flags&trace.SampleTruncated != 0, Kernel: t.Flags&trace.SampleKernel != 0}
+		if r.Sample.Truncated {
+			r.Sample.Unwind = t.Reason()
+		}
+	case *trace.Event:
+		r.Kind = RecordEvent
+		r.Event = Event{Time: t.Time, PID: t.PID, TID: t.TID, Entry: t.Kind == trace.EventEntry, Function: t.Function}
+	case *trace.Switch:
+		r.Kind = RecordSwitch
+		r.Switch = Switch{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Out: t.Out, Preempt: t.Preempt}
+	case *trace.Adjust:
+		r.Kind = RecordAdjust
+		r.Adjust = Adjust{Time: t.Time, PID: t.PID, TID: t.TID, Duration: t.Duration, Dropped: t.Dropped}
+	case *trace.IRQ:
+		r.Kind = RecordIRQ
+		r.IRQ = IRQ{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Soft: t.Kind == trace.IRQSoft, Vector: t.Vector, Duration: t.Duration}
+	case *trace.GoID:
+		r.Kind = RecordGoID
+		r.GoID = GoID{Time: t.Time, PID: t.PID, TID: t.TID, GoID: t.GoID}
+	}
+}
+
+// ReorderWindow is how late, in trace nanoseconds, a record may come
+// after a later one for Records to put it back in order: the recorder
+// writes its per-CPU and per-thread buffers every second, so records of
+// one flush interleave with those of the next by up to that much.
+const ReorderWindow = 1_000_000_000
+
+// ErrNotStreamable is returned by Stream.Records for a trace whose
+// records come more than ReorderWindow out of time order (wrap mode
+// writes its samples at the end): read it with Load, which sorts.
+var ErrNotStreamable = errors.New("trace records are too far out of time order to stream")
+
+// Stream is a trace read in two passes, so that its time-ordered records
+// need not be held in memory: OpenStream reads the tables (locations,
+// stacks, threads, processes, probes, labels, counters, losses, the end)
+// and counts the records, and Records reads the file again for them.
+type Stream struct {
+	// Profile holds the tables, as Load gives them, and none of the
+	// time-ordered records: Samples, Events, Switches, Adjusts, IRQs and
+	// GoIDs are nil. Truncated counts the truncated samples all the same.
+	Profile *Profile
+	// Counts is how many records of each kind the trace holds, by
+	// RecordKind.
+	Counts [RecordGoID + 1]uint64
+	// First and Last are the earliest and latest record times; 0 without
+	// records.
+	First, Last uint64
+	// Lateness is the most a record came after a later one of the file,
+	// in trace nanoseconds: the reorder window Records needs.
+	Lateness uint64
+
+	open    func() (io.ReadCloser, error)
+	records int // records before the end or the damage Profile.Err says
+}
+
+// OpenStream reads the tables of the trace file at path (the first pass;
+// see Stream). Like Load, it fails only when the header cannot be read.
+func OpenStream(path string) (*Stream, error) {
+	return newStream(func() (io.ReadCloser, error) { return os.Open(path) })
+}
+
+// newStream reads the tables of the trace open returns, anew at each
+// call.
+func newStream(open func() (io.ReadCloser, error)) (*Stream, error) {
+	f, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr, err := trace.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stream{open: open}
+	var seen, n uint64
+	l := newLoader(tr, func(r *Record) {
+		t := r.Time()
+		if n == 0 || t < s.First {
+			s.First = t
+		}
+		n++
+		s.Counts[r.Kind]++
+		if t < seen {
+			s.Lateness = max(s.Lateness, seen-t)
+		}
+		seen = max(seen, t)
+	})
+	l.read(tr)
+	l.finish()
+	s.Profile, s.records, s.Last = l.p, l.records, seen
+	return s, nil
+}
+
+// Records reads the file again and returns its time-ordered records
+// (Sample, Event, Switch, Adjust, IRQ, GoID), in the order Load's
+// slices have them: by time, ties in file order. It stops where the
+// first pass stopped (Profile.Err). A trace more than ReorderWindow out
+// of order gives ErrNotStreamable. Close the Records when done.
+func (s *Stream) Records() (*Records, error) {
+	if s.Lateness > ReorderWindow {
+		return nil, ErrNotStreamable
+	}
+	f, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := trace.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Records{f: f, tr: tr, left: s.records, lag: s.Lateness}, nil
+}
+
+// Records iterates over the time-ordered records of a trace (see
+// Stream.Records). It holds the records of one reorder window at a time.
+type Records struct {
+	f    io.Closer
+	tr   *trace.Reader
+	left int    // records of the file still to read
+	lag  uint64 // the reorder window
+	seen uint64 // the latest time read
+	seq  uint64 // records queued so far
+	q    reorder
+	rec  Record
+}
+
+// Next fills r with the next record and returns nil, or returns io.EOF
+// after the last one, or the error of reading the file again (which
+// changed since the first pass if it differs).
+func (rs *Records) Next(r *Record) error {
+	for {
+		if len(rs.q) > 0 && (rs.left == 0 || rs.q[0].r.Time()+rs.lag <= rs.seen) {
+			// Nothing still to come can be earlier: a record comes at
+			// most lag after a later one, and ties go in file order.
+			*r = heap.Pop(&rs.q).(queued).r
+			return nil
+		}
+		if rs.left == 0 {
+			return io.EOF
+		}
+		rec, err := rs.tr.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		rs.left--
+		convert(rec, &rs.rec)
+		if rs.rec.Kind == 0 {
+			continue
+		}
+		rs.seen = max(rs.seen, rs.rec.Time())
+		heap.Push(&rs.q, queued{r: rs.rec, seq: rs.seq})
+		rs.seq++
+	}
+}
+
+// Close closes the file.
+func (rs *Records) Close() error { return rs.f.Close() }
+
+// queued is a record waiting in the reorder window, with its place in
+// the file.
+type queued struct {
+	r   Record
+	seq uint64
+}
+
+// reorder is a min-heap of records by time, then place in the file.
+type reorder []queued
+
+func (q reorder) Len() int { return len(q) }
+func (q reorder) Less(i, j int) bool {
+	ti, tj := q[i].r.Time(), q[j].r.Time()
+	return ti < tj || ti == tj && q[i].seq < q[j].seq
+}
+func (q reorder) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *reorder) Push(x any)   { *q = append(*q, x.(queued)) }
+func (q *reorder) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}

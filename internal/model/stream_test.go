@@ -1,0 +1,129 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"trueprof/internal/trace"
+)
+
+// streamed reads data in two passes (OpenStream's, then Records) into a
+// Profile like Load's, or returns the error of Records.
+func streamed(t *testing.T, data []byte) (*Stream, *Profile, error) {
+	t.Helper()
+	s, err := newStream(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := *s.Profile
+	rs, err := s.Records()
+	if err != nil {
+		return s, nil, err
+	}
+	defer rs.Close()
+	var r Record
+	for {
+		err := rs.Next(&r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.appendRecord(&r)
+	}
+	return s, &p, nil
+}
+
+// TestStreamEqualsLoad reads every trace fixture both ways: the tables
+// of the first pass and the records of the second are Load's, record for
+// record, except for wrap mode's samples, written out of order, which
+// the stream refuses (ErrNotStreamable) rather than reorder wrongly.
+func TestStreamEqualsLoad(t *testing.T) {
+	files, _ := filepath.Glob("../trace/testdata/*.trace")
+	if len(files) == 0 {
+		t.Fatal("no trace fixtures")
+	}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Load(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, got, err := streamed(t, data)
+		if err != nil {
+			if errors.Is(err, ErrNotStreamable) && s.Lateness > ReorderWindow {
+				t.Logf("%s: %v (records up to %d ns late)", name, err, s.Lateness)
+				continue
+			}
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := uint64(len(want.Samples)); s.Counts[RecordSample] != n {
+			t.Errorf("%s: counted %d samples, Load has %d", name, s.Counts[RecordSample], n)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the stream differs from Load:\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+}
+
+// TestStreamReorders writes records up to half a second out of order,
+// as the recorder's per-CPU buffers do, across several chunks: the
+// stream puts them back in Load's order, ties in file order.
+func TestStreamReorders(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, &trace.Header{Event: "cpu-clock"}, trace.Options{Mode: trace.ModeNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ms = 1_000_000
+	for i := range 3000 {
+		// Two "CPUs": one on time, one 500 ms behind; equal times tie.
+		base := uint64(i) * ms
+		if err := w.Write(&trace.Switch{Time: base + 600*ms, PID: 1, TID: 1, CPU: 0, Out: i%2 == 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(&trace.Switch{Time: base + 100*ms, PID: 2, TID: 2, CPU: 1, Out: i%2 == 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(&trace.GoID{Time: base + 100*ms, PID: 2, TID: 2, GoID: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 0 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Write(&trace.End{Time: 4000 * ms}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Load(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, got, err := streamed(t, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Lateness != 500*ms {
+		t.Errorf("lateness %d, want %d", s.Lateness, 500*ms)
+	}
+	if !reflect.DeepEqual(got.Switches, want.Switches) || !reflect.DeepEqual(got.GoIDs, want.GoIDs) {
+		t.Error("the stream's order differs from Load's")
+	}
+	if len(got.Switches) != 6000 || len(got.GoIDs) != 3000 {
+		t.Errorf("%d switches, %d goids", len(got.Switches), len(got.GoIDs))
+	}
+}
