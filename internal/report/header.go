@@ -112,14 +112,14 @@ type LostJSON struct {
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f Filter) Header {
-	return prepare(p, f, false).header("")
+	return prepare(source{p: p}, f, false).header("")
 }
 
 // header returns the header of sampling view view. For an instrumented
 // recording it warns that the view counts only the samples.
 func (d *data) header(view string) Header {
 	h := d.baseHeader(view)
-	if len(d.p.Events) > 0 {
+	if d.src.instrumented() {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("this is an instrumented recording: this report counts only the %d samples taken alongside the traced calls, which the flat, tree, arcflow and callflow views show",
 			d.Total.Samples))
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -502,7 +502,7 @@ func TestInstrFilter(t *testing.T) {
 			for _, th := range flow.Threads {
 				names = append(names, th.Name)
 				for _, e := range th.Events {
-					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed && e.Kind != instr.FlowEnd {
+					if e.Kind != calltree.FlowPopped && e.Kind != calltree.FlowUnclosed && e.Kind != calltree.FlowEnd {
 						events++
 					}
 				}
@@ -527,7 +527,7 @@ func TestInstrRoot(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	err := report.Write(&buf, p, report.Options{View: "tree", Format: "text", Root: "nosuch"})
-	if !errors.Is(err, instr.ErrRootNotFound) || buf.Len() != 0 {
+	if !errors.Is(err, calltree.ErrRootNotFound) || buf.Len() != 0 {
 		t.Errorf("unknown root: %v", err)
 	}
 	// tprof counts samples: a root cannot restrict it.

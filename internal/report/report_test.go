@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -117,7 +117,7 @@ func TestWriteErrors(t *testing.T) {
 		{"cpu metric of samples", report.Options{View: "flat", Format: "text", Metric: "cpu"}, report.ErrNotInstrumented, "metric cpu needs an instrumented recording: this profile has only samples"},
 		{"cpu metric without switches", report.Options{View: "threads", Format: "text", Metric: "cpu"}, nil, "the recording has no context switches"},
 		{"unknown grouping", report.Options{View: "tree", Format: "text", By: "process"}, report.ErrUnknownGrouping, "valid: thread, goroutine"},
-		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, instr.ErrNoGoroutines, "not a Go target"},
+		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, calltree.ErrNoGoroutines, "not a Go target"},
 		{"bad thread glob", report.Options{View: "flat", Format: "text", Filter: report.Filter{Thread: "[a-"}}, path.ErrBadPattern, "thread pattern"},
 	}
 	for _, tt := range tests {
