@@ -204,7 +204,7 @@ func (rs *Records) Next(r *Record) error {
 		if rs.left == 0 {
 			return io.EOF
 		}
-		rec, err := rs.tr.Next()
+		rec, err := rs.tr.Scan()
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
