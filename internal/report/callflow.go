@@ -122,7 +122,7 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 				case calltree.FlowEnd, calltree.FlowDetach:
 					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
+				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(calltree.Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
 			}
 		}
 	}

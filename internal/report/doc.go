@@ -27,7 +27,7 @@
 //	err := report.Write(os.Stdout, prof, report.Options{
 //		View:   "flat",
 //		Format: "text",
-//		Filter: report.Filter{PID: 1234, HasPID: true, Thread: "worker-*"},
+//		Filter: model.Filter{PID: 1234, HasPID: true, Thread: "worker-*"},
 //		Min:    0.5,   // hide functions below 0.5% self
 //		Metric: "cpu", // instrumented recordings: columns of CPU time
 //	})

@@ -443,7 +443,7 @@ func instrProcessName(pr *calltree.Process) string { return fmt.Sprintf("%s_%d",
 
 // sampledLabel is funcLabel with the mark of a function known only from
 // samples.
-func sampledLabel(f Func, sampled bool) string {
+func sampledLabel(f calltree.Func, sampled bool) string {
 	if sampled {
 		return "~" + funcLabel(f)
 	}

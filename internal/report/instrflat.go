@@ -93,7 +93,7 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			}
 			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s\n", calls,
 				mt.format(mt.of(&f.Self)), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
-				lo, hi, sampledLabel(Func{Name: f.Name, Module: f.Module}, f.Sampled))
+				lo, hi, sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled))
 		}
 	}
 	return text, rep, nil
@@ -196,11 +196,11 @@ func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
 			fmt.Fprintln(w, sep)
 			fmt.Fprintf(w, "%8s %10s %10s %7s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "SHARE", "NAME")
 			for _, p := range s.Parents {
-				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
+				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(calltree.Func{Name: p.Name, Module: p.Module}))
 			}
-			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(Func{Name: s.Name, Module: s.Module}, s.Sampled))
+			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(calltree.Func{Name: s.Name, Module: s.Module}, s.Sampled))
 			for _, c := range s.Children {
-				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(Func{Name: c.Name, Module: c.Module}, c.Calls == 0))
+				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(calltree.Func{Name: c.Name, Module: c.Module}, c.Calls == 0))
 			}
 		}
 		if len(rep.Functions) > 0 {

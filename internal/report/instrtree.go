@@ -181,7 +181,7 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 						fmt.Fprintf(w, " %6d", n.Base.Samples)
 					}
 					fmt.Fprintf(w, " %10s %6.2f%%  %s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
-						strings.Repeat("  ", n.Level), sampledLabel(Func{Name: n.Name, Module: n.Module}, n.Sampled))
+						strings.Repeat("  ", n.Level), sampledLabel(calltree.Func{Name: n.Name, Module: n.Module}, n.Sampled))
 					for i := range n.Children {
 						print(&n.Children[i])
 					}

@@ -30,11 +30,6 @@ var (
 // wrapped with an explanation.
 var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
-// Filter restricts a report or an export to the records of one process
-// and/or some threads and labelled goroutines (model.Filter). The zero
-// Filter keeps everything.
-type Filter = model.Filter
-
 // Options selects a report.
 type Options struct {
 	// View is "tprof", "flat", "tree", "arcflow", "callflow" or
@@ -49,7 +44,7 @@ type Options struct {
 	// Filter restricts the report, header counts included, to one
 	// process and/or some threads. Percentages are of the filtered
 	// total.
-	Filter
+	model.Filter
 
 	// By is "thread" (the default when empty) or "goroutine"; see
 	// Groupings. A Go program's goroutines move between threads, so
@@ -253,10 +248,6 @@ func write(w io.Writer, src source, o Options) error {
 	// bufio.Writer keeps the first write error; Flush returns it.
 	return bw.Flush()
 }
-
-// Metrics are the values summed over a set of samples (calltree.Count).
-// The JSON keys are the metric names.
-type Metrics = calltree.Count
 
 // percent returns n as a percentage of total, 0 when total is 0, rounded
 // to two decimals so that text and JSON show the same number.

@@ -8,13 +8,6 @@ import (
 	"trueprof/internal/model"
 )
 
-// Func identifies a function (calltree.Func).
-type Func = calltree.Func
-
-// Stack is the samples of one owner that share a call stack
-// (calltree.Stack).
-type Stack = calltree.Stack
-
 // source is what a report reads: a loaded profile, or a trace read in
 // two passes (model.Stream), whose records are never all in memory.
 type source struct {
@@ -44,7 +37,7 @@ func (src source) instrumented() bool { return src.count(model.RecordEvent) > 0 
 // that pass f (whatever o.Root) as o.ByGoroutine says: one pass over a
 // stream's records for both. A label filter, or a trace too far out of
 // order, cannot stream: the error then wraps model.ErrNotStreamable.
-func (src source) analyse(o calltree.Options, f Filter) (*calltree.Result, *data, error) {
+func (src source) analyse(o calltree.Options, f model.Filter) (*calltree.Result, *data, error) {
 	if src.s == nil {
 		r, err := calltree.Build(src.p, o)
 		if err != nil {
@@ -71,14 +64,14 @@ type data struct {
 // prepare groups the samples of src that pass f by thread incarnation
 // or, byGoroutine, by goroutine (calltree.GroupSamples). A stream is
 // analysed at once, in the one pass that also builds the trees.
-func prepare(src source, f Filter, byGoroutine bool) *data {
+func prepare(src source, f model.Filter, byGoroutine bool) *data {
 	s := calltree.GroupSamples(src.p, f, byGoroutine)
 	return &data{p: s.Profile, Samples: s, src: src}
 }
 
 // prepareStream is prepare for the sampling views of a stream, which
 // builds their trees in the same pass.
-func prepareStream(src source, f Filter, byGoroutine bool) (*data, error) {
+func prepareStream(src source, f model.Filter, byGoroutine bool) (*data, error) {
 	m, err := f.Compile()
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -91,7 +84,7 @@ func prepareStream(src source, f Filter, byGoroutine bool) (*data, error) {
 }
 
 // samplingOptions are calltree's options for the sampling views.
-func samplingOptions(f Filter, m *model.Matcher, byGoroutine bool) calltree.Options {
+func samplingOptions(f model.Filter, m *model.Matcher, byGoroutine bool) calltree.Options {
 	return calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
 		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: byGoroutine}
 }
@@ -128,7 +121,7 @@ func (d *data) processName(pid uint32) string {
 // ownerName names the owner of the samples of s as tprof does:
 // "name_tid" for a thread, with the name of its incarnation, and
 // "goroutine N" for a goroutine.
-func ownerName(s *Stack) string {
+func ownerName(s *calltree.Stack) string {
 	if s.Goroutine != nil {
 		return strings.TrimSpace(fmt.Sprintf("goroutine %d %s", *s.Goroutine, s.Labels))
 	}

@@ -26,9 +26,9 @@ func streamOptions() []report.Options {
 		for _, format := range report.Formats() {
 			opts = append(opts,
 				report.Options{View: view, Format: format},
-				report.Options{View: view, Format: format, Filter: report.Filter{PID: 7, HasPID: true}},
-				report.Options{View: view, Format: format, Filter: report.Filter{TID: 8, HasTID: true}, Min: 5},
-				report.Options{View: view, Format: format, Filter: report.Filter{Thread: "work*"}},
+				report.Options{View: view, Format: format, Filter: model.Filter{PID: 7, HasPID: true}},
+				report.Options{View: view, Format: format, Filter: model.Filter{TID: 8, HasTID: true}, Min: 5},
+				report.Options{View: view, Format: format, Filter: model.Filter{Thread: "work*"}},
 				report.Options{View: view, Format: format, By: "goroutine"},
 				report.Options{View: view, Format: format, Root: "mid"},
 				report.Options{View: view, Format: format, Raw: true, Metric: "cpu"},
@@ -110,7 +110,7 @@ func TestWriteStreamLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	err = report.WriteStream(&buf, s, report.Options{View: "flat", Format: "text", Filter: report.Filter{Labels: []string{"job=a"}}})
+	err = report.WriteStream(&buf, s, report.Options{View: "flat", Format: "text", Filter: model.Filter{Labels: []string{"job=a"}}})
 	if !errors.Is(err, model.ErrNotStreamable) || buf.Len() > 0 {
 		t.Errorf("WriteStream with a label filter: %v, %d bytes; want ErrNotStreamable and nothing written", err, buf.Len())
 	}

@@ -43,7 +43,7 @@ func TestThreadsProperty(t *testing.T) {
 	for iter := range 300 {
 		p := modeltest.RandomHooks(r, iter%2 == 0)
 		for _, o := range []report.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {By: "goroutine"},
-			{Filter: report.Filter{Thread: "t1*"}}, {By: "goroutine", Filter: report.Filter{Thread: "11"}}} {
+			{Filter: model.Filter{Thread: "t1*"}}, {By: "goroutine", Filter: model.Filter{Thread: "11"}}} {
 			if o.By == "goroutine" && len(p.GoIDs) == 0 {
 				continue
 			}
