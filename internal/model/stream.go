@@ -186,8 +186,25 @@ type Records struct {
 	lag  uint64 // the reorder window
 	seen uint64 // the latest time read
 	seq  uint64 // records queued so far
-	q    reorder
-	rec  Record
+	// The records waiting in the window: those that came in time order
+	// in a queue (in order already, most of them), the late ones in a
+	// heap; the next is the earlier of their heads.
+	inOrder []queued
+	head    int // inOrder[head:] wait
+	q       reorder
+	rec     Record
+}
+
+// first returns the earliest waiting record, nil if none.
+func (rs *Records) first() *queued {
+	var f *queued
+	if rs.head < len(rs.inOrder) {
+		f = &rs.inOrder[rs.head]
+	}
+	if len(rs.q) > 0 && (f == nil || rs.q.before(&rs.q[0], f)) {
+		f = &rs.q[0]
+	}
+	return f
 }
 
 // Next fills r with the next record and returns nil, or returns io.EOF
@@ -195,10 +212,20 @@ type Records struct {
 // changed since the first pass if it differs).
 func (rs *Records) Next(r *Record) error {
 	for {
-		if len(rs.q) > 0 && (rs.left == 0 || rs.q[0].r.Time()+rs.lag <= rs.seen) {
+		if f := rs.first(); f != nil && (rs.left == 0 || f.r.Time()+rs.lag <= rs.seen) {
 			// Nothing still to come can be earlier: a record comes at
 			// most lag after a later one, and ties go in file order.
-			*r = rs.q.pop()
+			if len(rs.q) > 0 && f == &rs.q[0] {
+				*r = rs.q.pop()
+				return nil
+			}
+			*r = f.r
+			rs.head++
+			if rs.head == len(rs.inOrder) {
+				rs.inOrder, rs.head = rs.inOrder[:0], 0
+			} else if rs.head > 4096 && rs.head*2 > len(rs.inOrder) {
+				rs.inOrder, rs.head = append(rs.inOrder[:0], rs.inOrder[rs.head:]...), 0
+			}
 			return nil
 		}
 		if rs.left == 0 {
@@ -216,8 +243,13 @@ func (rs *Records) Next(r *Record) error {
 		if rs.rec.Kind == 0 {
 			continue
 		}
-		rs.seen = max(rs.seen, rs.rec.Time())
-		rs.q.push(queued{r: rs.rec, seq: rs.seq})
+		t := rs.rec.Time()
+		if n := len(rs.inOrder); n == rs.head || t >= rs.inOrder[n-1].r.Time() {
+			rs.inOrder = append(rs.inOrder, queued{r: rs.rec, seq: rs.seq})
+		} else {
+			rs.q.push(queued{r: rs.rec, seq: rs.seq})
+		}
+		rs.seen = max(rs.seen, t)
 		rs.seq++
 	}
 }
@@ -238,9 +270,12 @@ type queued struct {
 type reorder []queued
 
 // less orders q[i] before q[j].
-func (q reorder) less(i, j int) bool {
-	ti, tj := q[i].r.Time(), q[j].r.Time()
-	return ti < tj || ti == tj && q[i].seq < q[j].seq
+func (q reorder) less(i, j int) bool { return q.before(&q[i], &q[j]) }
+
+// before orders a before b: by time, then place in the file.
+func (reorder) before(a, b *queued) bool {
+	ta, tb := a.r.Time(), b.r.Time()
+	return ta < tb || ta == tb && a.seq < b.seq
 }
 
 // push adds x.
