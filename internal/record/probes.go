@@ -430,10 +430,14 @@ func fileExists(p string) bool {
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else; processing the events may lag behind without
-// stalling the target. Events go into fixed-size chunks recycled through
-// a free list: a growing slice would stop the drainer for tens of
-// milliseconds to reallocate, zero and copy millions of events.
+// does nothing else; processing the events may lag behind by a bounded
+// spool of chunks without stalling the target. Events go into fixed-size
+// chunks recycled through a free list: a growing slice would stop the
+// drainer for tens of milliseconds to reallocate, zero and copy millions
+// of events. When the spool is full the drainer waits for processing to
+// hand a chunk back, and so do the target's threads for ring space (each
+// wait an adjust record): memory stays bounded and nothing is dropped
+// unless processing stalls for the hook's whole MaxWait.
 type hookSource struct {
 	r      *hook.Region
 	mu     sync.Mutex
@@ -441,6 +445,8 @@ type hookSource struct {
 	cur    []instrEvent   // the chunk being filled
 	since  time.Time      // when cur got its first event
 	free   [][]instrEvent
+	chunks int           // chunks allocated, at most hookSpool until stop
+	freed  chan struct{} // signalled when drain hands chunks back
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
@@ -449,13 +455,19 @@ type hookSource struct {
 // hookChunk is the number of events per chunk (2.5 MiB).
 const hookChunk = 1 << 16
 
+// hookSpool bounds the chunks waiting to be processed (40 MiB, 1M
+// events, some 50 ms of the densest load): enough to ride out the
+// processing loop's pauses, small enough that the recorder's memory does
+// not grow with the target's event rate.
+const hookSpool = 16
+
 // hookHandOver is how long events may wait in a chunk that is not full:
 // a slow target's events must reach the trace within the recorder's
 // one-second flush, and a snapshot of a live trace must see them.
 const hookHandOver = 100 * time.Millisecond
 
 func newHookSource(r *hook.Region) *hookSource {
-	h := &hookSource{r: r, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &hookSource{r: r, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
 	return h
 }
@@ -495,27 +507,53 @@ func (h *hookSource) run() {
 }
 
 // push appends one event; only the drainer (or finish, after it stopped)
-// calls it.
+// calls it. With the spool full it waits for drain to free a chunk, and
+// the target's threads wait for their rings meanwhile; once stopping it
+// no longer waits (the target is done and the rings hold the rest).
 func (h *hookSource) push(e hook.Event) {
 	if len(h.cur) == cap(h.cur) {
-		h.mu.Lock()
-		if h.cur != nil {
-			h.full = append(h.full, h.cur)
-		}
-		if n := len(h.free); n > 0 {
-			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
-		} else {
-			h.cur = nil
-		}
-		h.mu.Unlock()
-		if h.cur == nil {
-			h.cur = make([]instrEvent, 0, hookChunk)
-		}
+		h.nextChunk()
 	}
 	if len(h.cur) == 0 {
 		h.since = time.Now()
 	}
 	h.cur = append(h.cur, convertHook(e))
+}
+
+// nextChunk hands the full chunk over and takes a free one.
+func (h *hookSource) nextChunk() {
+	h.mu.Lock()
+	if h.cur != nil {
+		h.full = append(h.full, h.cur)
+		h.cur = nil
+	}
+	for {
+		if n := len(h.free); n > 0 {
+			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
+			break
+		}
+		if h.chunks < hookSpool || h.stopping() {
+			h.chunks++
+			h.cur = make([]instrEvent, 0, hookChunk)
+			break
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.freed:
+		case <-h.stop:
+		}
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+}
+
+func (h *hookSource) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func convertHook(e hook.Event) instrEvent {
@@ -555,6 +593,12 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 	h.mu.Lock()
 	h.free = append(h.free, full...)
 	h.mu.Unlock()
+	if len(full) > 0 {
+		select {
+		case h.freed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // finish stops the drainer once the target is done and collects what
