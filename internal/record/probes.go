@@ -18,6 +18,8 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
+
+	"golang.org/x/sys/unix"
 )
 
 // instrumentation is how a recording probes functions, decided before the
@@ -131,7 +133,11 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 func (s *session) startInstrumentation(in *instrumentation, pid int, launched bool) error {
 	switch in.mech {
 	case "hook":
-		s.sources = append(s.sources, newHookSource(in.region))
+		h, err := newHookSource(in.region)
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, h)
 	case "uprobe":
 		var placed []*uprobeSource
 		var live uint64
@@ -447,29 +453,44 @@ type hookSource struct {
 	free   [][]instrEvent
 	chunks int           // chunks allocated, at most hookSpool until stop
 	freed  chan struct{} // signalled when drain hands chunks back
+	// ready is an eventfd the drainer signals when it hands a chunk
+	// over, so the recording loop's poll wakes for it at once.
+	ready  int
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
 }
 
 // hookChunk is the number of events per chunk (2.5 MiB).
-const hookChunk = 1 << 16
+const hookChunk = 1 << 14
 
 // hookSpool bounds the chunks waiting to be processed (40 MiB, 1M
 // events, some 50 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
-const hookSpool = 16
+const hookSpool = 32
 
 // hookHandOver is how long events may wait in a chunk that is not full:
 // a slow target's events must reach the trace within the recorder's
 // one-second flush, and a snapshot of a live trace must see them.
 const hookHandOver = 100 * time.Millisecond
 
-func newHookSource(r *hook.Region) *hookSource {
-	h := &hookSource{r: r, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newHookSource(r *hook.Region) (*hookSource, error) {
+	ready, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
-	return h
+	return h, nil
+}
+
+// handOver moves the chunk being filled to the full ones and wakes the
+// recording loop; h.mu is held.
+func (h *hookSource) handOver() {
+	h.full = append(h.full, h.cur)
+	h.cur = nil
+	unix.Write(h.ready, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
 func (h *hookSource) run() {
@@ -493,8 +514,7 @@ func (h *hookSource) run() {
 		h.r.Drain(h.push)
 		if len(h.cur) > 0 && time.Since(h.since) >= hookHandOver {
 			h.mu.Lock()
-			h.full = append(h.full, h.cur)
-			h.cur = nil
+			h.handOver()
 			h.mu.Unlock()
 		}
 		select {
@@ -524,8 +544,7 @@ func (h *hookSource) push(e hook.Event) {
 func (h *hookSource) nextChunk() {
 	h.mu.Lock()
 	if h.cur != nil {
-		h.full = append(h.full, h.cur)
-		h.cur = nil
+		h.handOver()
 	}
 	for {
 		if n := len(h.free); n > 0 {
@@ -572,11 +591,25 @@ func convertHook(e hook.Event) instrEvent {
 	return ev
 }
 
-func (h *hookSource) fds() []int { return nil }
+func (h *hookSource) fds() []int { return []int{h.ready} }
 
-// drain hands over the filled chunks. The chunk being filled stays with
-// the drainer until it is full or the drainer has stopped.
+// drain passes the events of drainChunks one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
+	h.drainChunks(func(c []instrEvent) {
+		for i := range c {
+			fn(c[i])
+		}
+	})
+}
+
+// drainChunks hands over the filled chunks and returns them to the free
+// list. The chunk being filled stays with the drainer until it is full
+// or the drainer has stopped.
+func (h *hookSource) drainChunks(fn func([]instrEvent)) {
+	// Reset the wake-up before taking the chunks: a chunk handed over
+	// after this signals again.
+	var b [8]byte
+	unix.Read(h.ready, b[:])
 	h.mu.Lock()
 	full := h.full
 	h.full = nil
@@ -586,9 +619,7 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 	}
 	h.mu.Unlock()
 	for _, c := range full {
-		for i := range c {
-			fn(c[i])
-		}
+		fn(c)
 	}
 	h.mu.Lock()
 	h.free = append(h.free, full...)
@@ -623,6 +654,7 @@ func (h *hookSource) lost() uint64 { return 0 }
 
 func (h *hookSource) close() error {
 	h.finish()
+	unix.Close(h.ready)
 	return h.r.Close()
 }
 
