@@ -9,8 +9,12 @@
 // asserts that no record was lost, logs the share of samples whose leaf has
 // no symbol, and compares the self shares of the top functions with
 // `perf report --no-children` of `perf record -F 999 -e cpu-clock` on the
-// same program and workload, in the same run. The package has no code of
-// its own, only tests and their testdata:
+// same program and workload, in the same run. For the programs that are
+// not JIT runtimes it also asserts that at least 99% of the stacks are
+// complete and compares the inclusive (children) shares of the top
+// functions with `perf report --children` of `perf record --call-graph
+// dwarf` on one execution (perf run under a second trueprof). The package
+// has no code of its own, only tests and their testdata:
 //
 //	go test -v ./internal/corpus                 # every program, with its table
 //	go test -v ./internal/corpus -run 'Corpus/xz' # one program

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"trueprof/internal/symbolize"
+	"trueprof/internal/testutil"
 )
 
 // How the two tools name the same code, and how the corpus makes the names
@@ -267,6 +268,14 @@ func (r *flatReport) pltShare() float64 {
 		}
 	}
 	return 100 * float64(plt) / float64(max(r.Total.Period, 1))
+}
+
+// childKey is the comparison key of an inclusive share's function: a
+// name of perf report --children (already through testutil.PerfName) or
+// trueprof's, through testutil.PerfName as TestUnwindCorpus compares
+// them, then normName and its aliases as the self shares are.
+func childKey(alias map[string]string, fn string) string {
+	return canonical(alias, normName(testutil.PerfName(fn)))
 }
 
 // canonical returns the key that stands for key and its aliases.
