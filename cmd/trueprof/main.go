@@ -169,9 +169,6 @@ samples (and always all module and thread records); continuous has no limit.`,
 	return c
 }
 
-// parseMmapPages parses -m as perf does: a number of pages, or a size
-// with a unit, rounded up to a power of two pages. "" is 0: the
-// recorder sizes its rings itself.
 // parseCallGraph reads --call-graph: fp, dwarf or auto, the last two
 // with an optional ",SIZE" in bytes as perf --call-graph dwarf,SIZE.
 func parseCallGraph(s string) (mode string, stackBytes int, err error) {
@@ -210,6 +207,9 @@ func completeness(res *record.Result) string {
 	return msg
 }
 
+// parseMmapPages parses -m as perf does: a number of pages, or a size
+// with a unit, rounded up to a power of two pages. "" is 0: the
+// recorder sizes its rings itself.
 func parseMmapPages(s string) (int, error) {
 	if s == "" {
 		return 0, nil
@@ -292,10 +292,12 @@ func reportCmd() *cobra.Command {
 			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
 			log := cmd.ErrOrStderr()
-			if format != "html" {
+			if format != "html" && len(labels) == 0 {
 				// The records are read from the file again rather than
 				// held: memory stays flat however many events the trace
-				// has. A trace the stream cannot take is loaded.
+				// has. A trace the stream cannot take is loaded; a label
+				// filter needs the loaded profile, so it skips the
+				// stream's pass over the file.
 				s, err := streamProfile(in, cmd.ErrOrStderr(), agg)
 				if err != nil {
 					return err
