@@ -1,7 +1,5 @@
 package calltree
 
-import "trueprof/internal/model"
-
 // FlowKind says what a callflow line is.
 type FlowKind string
 
@@ -61,21 +59,12 @@ type FlowThread struct {
 	Events    []FlowEvent `json:"events"` // in time order; never null
 }
 
-// Callflow returns Build's Result.Flows with Options.Flow set: per
-// thread (sorted by PID, then goroutines by id, then TID and Start), the
-// ordered entries and exits that Build analyses, each with the metrics of
-// the interval before it, and the thread's end. Repairs appear as
-// synthesised lines. Threads without events are left out.
-func Callflow(p *model.Profile, o Options) ([]FlowThread, error) {
-	o.Flow = true
-	r, err := Build(p, o)
-	if err != nil {
-		return nil, err
-	}
-	return r.Flows, nil
-}
-
-// flows returns the callflows of a's threads (see Callflow).
+// flows returns the callflows of a's threads, Result.Flows when
+// Options.Flow is set: per thread (sorted by PID, then goroutines by id,
+// then TID and Start), the ordered entries and exits the replay
+// analyses, each with the metrics of the interval before it, and the
+// thread's end. Repairs appear as synthesised lines. Threads without
+// events are left out.
 func (a *replay) flows(threads []*thread) []FlowThread {
 	out := []FlowThread{}
 	for _, th := range threads {

@@ -236,7 +236,7 @@ func checkFunctions(t *testing.T, name string, r *calltree.Result) {
 // has one entry line per call.
 func checkCallflow(t *testing.T, name string, p *model.Profile, r *calltree.Result, o calltree.Options) {
 	t.Helper()
-	flows, err := calltree.Callflow(p, o)
+	flows, err := callflow(p, o)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -179,7 +179,7 @@ func TestMissingExit(t *testing.T) {
 	if root.Base.WallNSRaw != 10 { // between the two calls of main
 		t.Errorf("root base %d", root.Base.WallNSRaw)
 	}
-	fl, err := calltree.Callflow(p, calltree.Options{})
+	fl, err := callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestDetached(t *testing.T) {
 	if r.Repairs != (calltree.Repairs{Detached: 2, Unclosed: 1}) {
 		t.Errorf("repairs %+v", r.Repairs)
 	}
-	fl, err := calltree.Callflow(p, calltree.Options{})
+	fl, err := callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestSamples(t *testing.T) {
 func TestCallflow(t *testing.T) {
 	p := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 2, 3, 4).
 		Run(1, 1, "100 +main 110 +f 115 preempt 117 in 120 -f 130 -main 131 -main").Profile()
-	fl, err := calltree.Callflow(p, calltree.Options{})
+	fl, err := callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +648,7 @@ func TestBaselineAndEnd(t *testing.T) {
 	if root.Cum.WallNSRaw != 160 {
 		t.Errorf("root cum %d, want the thread's life, 160", root.Cum.WallNSRaw)
 	}
-	fl, err := calltree.Callflow(p, calltree.Options{})
+	fl, err := callflow(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,4 +771,14 @@ func TestThreadPattern(t *testing.T) {
 			t.Errorf("%q selects %q, want %q", pattern, got, want)
 		}
 	}
+}
+
+// callflow is Build's Result.Flows with Options.Flow set.
+func callflow(p *model.Profile, o calltree.Options) ([]calltree.FlowThread, error) {
+	o.Flow = true
+	r, err := calltree.Build(p, o)
+	if err != nil {
+		return nil, err
+	}
+	return r.Flows, nil
 }
