@@ -18,8 +18,6 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
-
-	"golang.org/x/sys/unix"
 )
 
 // instrumentation is how a recording probes functions, decided before the
@@ -453,9 +451,9 @@ type hookSource struct {
 	free   [][]instrEvent
 	chunks int           // chunks allocated, at most hookSpool until stop
 	freed  chan struct{} // signalled when drain hands chunks back
-	// ready is an eventfd the drainer signals when it hands a chunk
-	// over, so the recording loop's poll wakes for it at once.
-	ready  int
+	// ready is signalled when the drainer hands a chunk over, so the
+	// recording loop's poll wakes for it at once.
+	ready  *perf.Wakeup
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
@@ -476,9 +474,9 @@ const hookSpool = 32
 const hookHandOver = 100 * time.Millisecond
 
 func newHookSource(r *hook.Region) (*hookSource, error) {
-	ready, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	ready, err := perf.NewWakeup()
 	if err != nil {
-		return nil, os.NewSyscallError("eventfd", err)
+		return nil, err
 	}
 	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
@@ -490,7 +488,7 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 func (h *hookSource) handOver() {
 	h.full = append(h.full, h.cur)
 	h.cur = nil
-	unix.Write(h.ready, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	h.ready.Signal()
 }
 
 func (h *hookSource) run() {
@@ -591,7 +589,7 @@ func convertHook(e hook.Event) instrEvent {
 	return ev
 }
 
-func (h *hookSource) fds() []int { return []int{h.ready} }
+func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
 // drain passes the events of drainChunks one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
@@ -608,8 +606,7 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 func (h *hookSource) drainChunks(fn func([]instrEvent)) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
-	var b [8]byte
-	unix.Read(h.ready, b[:])
+	h.ready.Clear()
 	h.mu.Lock()
 	full := h.full
 	h.full = nil
@@ -654,7 +651,7 @@ func (h *hookSource) lost() uint64 { return 0 }
 
 func (h *hookSource) close() error {
 	h.finish()
-	unix.Close(h.ready)
+	h.ready.Close()
 	return h.r.Close()
 }
 

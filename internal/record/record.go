@@ -632,12 +632,20 @@ func (s *session) closeEvents() {
 	// period (tens of ms in a VM): the descriptors close in parallel, so
 	// that the waits overlap instead of adding up (the interrupt
 	// tracepoints made `record` of a short program 140 ms longer).
+	// At most closers at a time: an attached process with many threads
+	// has an event per thread and CPU.
+	const closers = 32
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, closers)
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
 		}
-		wg.Go(func() { perf.Close(e.fd) })
+		sem <- struct{}{}
+		wg.Go(func() {
+			perf.Close(e.fd)
+			<-sem
+		})
 	}
 	wg.Wait()
 	s.events, s.rings, s.ringFDs = nil, nil, nil
@@ -716,6 +724,11 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		if s.full && reason == "" {
 			reason = "size"
 			fmt.Fprintf(s.log, "trueprof: trace reached --size %d bytes; sampling stopped\n", s.cfg.SizeLimit)
+			// As for every other stop: the events off, the ring reader
+			// stopped, the probes detached, what is left processed.
+			if err := s.drain(true); err != nil {
+				return "", err
+			}
 		}
 		if time.Since(lastFlush) >= time.Second {
 			// A recorder killed with SIGKILL loses at most the last second.

@@ -135,16 +135,19 @@ const jitReload = 10_000_000
 // resolver turns sampled addresses into trace Locations and StackNodes at
 // record time, so that reports work after the binaries are gone.
 type resolver struct {
-	w        *trace.Writer
-	spaces   map[uint32]*addrSpace
-	files    map[string]*moduleFile
-	locs     map[locKey]uint32
-	entry    map[uint32]bool // locations whose function starts a thread
-	stacks   map[[2]uint32]uint32
-	jit      map[uint32]*jitInfo
-	kallsyms *symbolize.Kallsyms
-	log      io.Writer
-	warned   map[string]bool
+	w      *trace.Writer
+	spaces map[uint32]*addrSpace
+	// files are the module files opened, by build id (filesByID) or,
+	// for files without one, by path.
+	files     map[string]*moduleFile
+	filesByID map[string]*moduleFile
+	locs      map[locKey]uint32
+	entry     map[uint32]bool // locations whose function starts a thread
+	stacks    map[[2]uint32]uint32
+	jit       map[uint32]*jitInfo
+	kallsyms  *symbolize.Kallsyms
+	log       io.Writer
+	warned    map[string]bool
 	// procRoot prefixes module paths; /proc/PID/root lets the recorder
 	// read a target's files through its own mount namespace.
 	procRoot func(pid uint32) string
@@ -188,7 +191,7 @@ func newResolver(w *trace.Writer, log io.Writer) *resolver {
 	r := &resolver{
 		w:      w,
 		spaces: map[uint32]*addrSpace{},
-		files:  map[string]*moduleFile{},
+		files:  map[string]*moduleFile{}, filesByID: map[string]*moduleFile{},
 		locs:   map[locKey]uint32{},
 		entry:  map[uint32]bool{},
 		stacks: map[[2]uint32]uint32{},
@@ -825,15 +828,25 @@ func (r *resolver) lines(frames []symbolize.Frame) ([]trace.Line, error) {
 func (r *resolver) file(pid uint32, m *mapping) *moduleFile {
 	// A build id names the content: the same library seen through other
 	// paths (another mount namespace's /proc/PID/root) is opened once.
-	key := "\x00" + string(m.buildID)
-	if len(m.buildID) == 0 {
-		key = m.path
+	// The unwinder asks for every frame of every sample, so a hit must
+	// not allocate: the lookups convert in place.
+	byID := len(m.buildID) > 0
+	var mf *moduleFile
+	var ok bool
+	if byID {
+		mf, ok = r.filesByID[string(m.buildID)]
+	} else {
+		mf, ok = r.files[m.path]
 	}
-	if mf, ok := r.files[key]; ok {
+	if ok {
 		return mf
 	}
-	mf := &moduleFile{}
-	r.files[key] = mf
+	mf = &moduleFile{}
+	if byID {
+		r.filesByID[string(m.buildID)] = mf
+	} else {
+		r.files[m.path] = mf
+	}
 	var f *symbolize.File
 	var err error
 	for _, p := range []string{r.procRoot(pid) + m.path, m.path} {

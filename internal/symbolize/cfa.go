@@ -242,7 +242,9 @@ func (t *cfaTable) row(pc uint64) (UnwindRow, error) {
 		if t.next != nil {
 			return t.next.row(pc)
 		}
-		return UnwindRow{}, fmt.Errorf("%w at %#x", ErrNoCFI, pc)
+		// Not formatted with pc: in auto mode every frame of code
+		// without CFI (Go, frame-pointer code) comes here, per sample.
+		return UnwindRow{}, ErrNoCFI
 	}
 	return t.eval(&t.fdes[lo-1], pc)
 }
