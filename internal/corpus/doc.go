@@ -9,8 +9,10 @@
 // asserts that no record was lost, logs the share of samples whose leaf has
 // no symbol, and compares the self shares of the top functions with
 // `perf report --no-children` of `perf record -F 999 -e cpu-clock` on the
-// same program and workload, in the same run. For the programs that are
-// not JIT runtimes it also asserts that at least 99% of the stacks are
+// same program and workload, in the same run (for the JIT runtimes, not
+// the functions whose code shared addresses with other code in perf's
+// run: perf report resolves every sample with the final perf map). For the
+// programs that are not JIT runtimes it also asserts that at least 99% of the stacks are
 // complete and compares the inclusive (children) shares of the top
 // functions with `perf report --children` of `perf record --call-graph
 // dwarf` on one execution (perf run under a second trueprof). The package
