@@ -17,9 +17,11 @@ import (
 // The loop reads the rings too, under the same lock, at every pass, so
 // that what it processes is as complete in time as before.
 //
-// The queue is bounded by queueLimit bytes: beyond it the reader leaves
-// the rings to fill, and the kernel counts what it then drops (LOST
-// records, which the loop writes as lost samples).
+// The memory is bounded by queueLimit bytes, counting the queue and the
+// records the loop took but has not processed yet (their stack buffers
+// come back through take): beyond it the reader leaves the rings to fill,
+// and the kernel counts what it then drops (LOST records, which the loop
+// writes as lost samples).
 type ringReader struct {
 	mu    sync.Mutex
 	rings []*perf.Ring
@@ -29,6 +31,9 @@ type ringReader struct {
 	stackBytes int
 	queue      []perf.Record
 	queued     int64 // bytes of queue's stack copies and call chains
+	// held is the bytes of the stack buffers the loop took and has not
+	// given back: they are still the recorder's memory.
+	held int64
 	// stacks are free buffers for the user stack copies.
 	stacks [][]byte
 	// unparsed counts malformed records, and err is the first of them.
@@ -41,9 +46,11 @@ type ringReader struct {
 	stop, done chan struct{}
 }
 
-// queueLimit bounds the records the reader holds for the loop: 256 MiB
-// is 8,192 samples with 32 KiB stack buffers, four seconds of 999 Hz on
-// two busy CPUs, longer than the longest module opening seen.
+// queueLimit bounds the records the reader and the loop hold: 256 MiB is
+// 4,096 samples with the default 64 KiB stack buffers (counted at their
+// full capacity, which is what they take), two seconds of 999 Hz on two
+// busy CPUs, about the longest module opening seen, and 32,768 samples
+// with 8 KiB copies.
 const queueLimit = 256 << 20
 
 // maxFreeStacks bounds the free list: after a long stall the queue's
@@ -93,7 +100,7 @@ func (rr *ringReader) stopReading() {
 // readLocked moves the rings' records to the queue unless it is full,
 // and returns how many it moved. rr.mu is held.
 func (rr *ringReader) readLocked() int {
-	if rr.queued >= queueLimit {
+	if rr.queued+rr.held >= queueLimit {
 		rr.full++
 		return 0
 	}
@@ -134,9 +141,13 @@ func (rr *ringReader) take(dst []perf.Record, freed [][]byte) ([]perf.Record, ui
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	for _, b := range freed {
+		rr.held -= int64(cap(b))
 		rr.freeLocked(b)
 	}
 	rr.readLocked()
+	for i := range rr.queue {
+		rr.held += int64(cap(rr.queue[i].UserStack))
+	}
 	dst = append(dst, rr.queue...)
 	clear(rr.queue) // the loop owns them now
 	rr.queue = rr.queue[:0]
