@@ -114,17 +114,12 @@ func newDisassembler(p *model.Profile, d *Data) *disassembler {
 			x.offsets[k] = append(x.offsets[k], l.Offset)
 		}
 	}
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		if s.Stack == 0 || int(s.Stack) >= len(p.Stacks) {
-			continue
-		}
-		loc := p.Stacks[s.Stack].Location
+	for loc, n := range d.leaves {
 		if _, m := calltree.Frames(p, loc); m != "" {
 			if x.samples[m] == nil {
 				x.samples[m] = map[uint64]uint64{}
 			}
-			x.samples[m][p.Locations[loc].Offset]++
+			x.samples[m][p.Locations[loc].Offset] += n
 		}
 	}
 	return x
