@@ -98,7 +98,7 @@ type Result struct {
 	Events   uint64 // function entries and exits written
 	Lost     uint64 // samples lost in the kernel or dropped by a limit
 	Bytes    int64  // trace file size
-	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
+	Reason   string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
 	UserOnly bool   // kernel sampling was not permitted
 	// Truncated counts the samples whose stack stops short of the
 	// thread's entry, by reason.

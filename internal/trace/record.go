@@ -288,7 +288,7 @@ type Throttle struct {
 type End struct {
 	Time     uint64
 	ExitCode int32  // the launched target's exit status, or -1
-	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
+	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size", "ctl"; "snapshot" in a ctl snapshot)
 	// Detached is when the probes came off (at most Time): the calls
 	// still open then never showed their exit. 0 when nothing was probed
 	// or the recorder predates the field.
