@@ -62,7 +62,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd())
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd(), ctlCmd())
 	return root
 }
 

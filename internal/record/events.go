@@ -85,6 +85,9 @@ func (s *session) processEvent(e *instrEvent) error {
 	if e.kind == 0 {
 		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.addr, Dropped: e.dropped})
 	}
+	if s.drop(e.time) {
+		return nil
+	}
 	var fn uint32
 	var err error
 	if e.module != 0 {

@@ -98,7 +98,7 @@ type Result struct {
 	Events   uint64 // function entries and exits written
 	Lost     uint64 // samples lost in the kernel or dropped by a limit
 	Bytes    int64  // trace file size
-	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
+	Reason   string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
 	UserOnly bool   // kernel sampling was not permitted
 	// Truncated counts the samples whose stack stops short of the
 	// thread's entry, by reason.
@@ -152,6 +152,11 @@ type session struct {
 	irq      irqState
 	counters counterState
 	side     sideRings
+	// ctl serves trueprof ctl (control.go); out is the trace file, which
+	// a snapshot copies, and targetPID the target's process.
+	ctl       controlState
+	out       *os.File
+	targetPID int
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -316,11 +321,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.result.UserOnly = !kernel
 	s.openIRQ()
 
-	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(cfg.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
+	s.out = f
 	hdr := s.header(kernel)
 	if in != nil {
 		hdr.Instrument = in.mech
@@ -363,6 +369,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+	s.targetPID = pid
+	s.startControl(pid, tgt != nil)
+	defer s.stopControl()
 	if cfg.started != nil {
 		cfg.started()
 	}
@@ -667,6 +676,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		// The loop reads the rings alone, woken by them.
 		fds = append(fds, s.ringFDs...)
 	}
+	fds = append(fds, s.controlFds()...)
 	timeout := 100
 	for _, src := range s.sources {
 		fds = append(fds, src.fds()...)
@@ -716,6 +726,11 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		default:
 			if tgt == nil && !processAlive(pid) {
 				reason = "exited"
+			}
+		}
+		if reason == "" {
+			if reason, err = s.serveControl(); err != nil {
+				return "", err
 			}
 		}
 		if err := s.drain(reason != ""); err != nil {
@@ -833,6 +848,9 @@ func (s *session) process(r *perf.Record) error {
 	w := s.w
 	switch r.Type {
 	case perf.RecordSample:
+		if s.drop(r.Time) {
+			return nil
+		}
 		if s.full {
 			s.lost(trace.LostSize, 1, r.Time)
 			return nil
@@ -915,6 +933,9 @@ func (s *session) finish() error {
 	// JIT runtimes may write their symbol files last (at exit) or on
 	// demand: what is still unnamed is looked up once more.
 	if err := s.res.finish(); err != nil {
+		return err
+	}
+	if err := s.endPause(perf.Now()); err != nil {
 		return err
 	}
 	code := int32(-1)

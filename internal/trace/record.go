@@ -97,6 +97,7 @@ const (
 	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
 	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
 	MajorRename   Major = 20 // *Rename: an already written Location got its names late
+	MajorPause    Major = 21 // *Pause: recording was paused (trueprof ctl pause) and resumed
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -287,7 +288,7 @@ type Throttle struct {
 type End struct {
 	Time     uint64
 	ExitCode int32  // the launched target's exit status, or -1
-	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
+	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size", "ctl"; "snapshot" in a ctl snapshot)
 	// Detached is when the probes came off (at most Time): the calls
 	// still open then never showed their exit. 0 when nothing was probed
 	// or the recorder predates the field.
@@ -372,6 +373,8 @@ func (m Major) String() string {
 		return "Labels"
 	case MajorRename:
 		return "Rename"
+	case MajorPause:
+		return "Pause"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
@@ -553,3 +556,18 @@ type Rename struct {
 
 // Major returns MajorRename.
 func (*Rename) Major() Major { return MajorRename }
+
+// Pause records an interval in which recording was paused (trueprof ctl
+// pause, then resume, stop or snapshot): no samples or events were
+// written in it, and Dropped counts those the recorder threw away. Time
+// is when the pause ended: it lasted from Time-Duration to Time, as for
+// Adjust. Module, thread and switch records go on while paused, so
+// the addresses of samples after it still resolve.
+type Pause struct {
+	Time     uint64
+	Duration uint64 // ns
+	Dropped  uint64 // samples and events not written
+}
+
+// Major returns MajorPause.
+func (*Pause) Major() Major { return MajorPause }
