@@ -16,6 +16,7 @@ import (
 
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
+	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
 )
@@ -183,7 +184,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 		set.Close()
 		return nil, err
 	}
-	module, err := s.res.intern(m.path)
+	module, err := s.res.Module(m.path)
 	if err != nil {
 		set.Close()
 		return nil, err
@@ -191,7 +192,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
 	s.sources = append(s.sources, u)
 	for i, site := range m.sites {
-		fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
+		fn, err := s.res.FileLocation(uint32(pid), module, starts[i])
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +312,7 @@ func (s *session) expand(pid, module uint32, off uint64) error {
 // records say from when each function was counted.
 func (s *session) moduleMapped(pid uint32, path string) error {
 	in := s.instr
-	if in == nil || in.mech != "uprobe" || isAnon(path) || isSpecial(path) {
+	if in == nil || in.mech != "uprobe" || !resolve.IsFile(path) {
 		return nil
 	}
 	sites, err := in.plan(path)
@@ -419,8 +420,8 @@ func mappedFiles(pid int) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if m, ok := parseMapsLine(line); ok && strings.HasPrefix(m.path, "/") {
-			out = append(out, m.path)
+		if m, ok := resolve.ParseMapsLine(line); ok && strings.HasPrefix(m.Path, "/") {
+			out = append(out, m.Path)
 		}
 	}
 	return out
