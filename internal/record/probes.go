@@ -179,11 +179,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 	if err != nil {
 		return nil, err
 	}
-	starts, err := fileOffsets(m.path, m.sites)
-	if err != nil {
-		set.Close()
-		return nil, err
-	}
+	starts := fileOffsets(m.sites)
 	module, err := s.res.Module(m.path)
 	if err != nil {
 		set.Close()
@@ -692,24 +688,13 @@ func (u *uprobeSource) finish() { u.set.Detach() }
 func (u *uprobeSource) lost() uint64 { return u.set.Lost() }
 func (u *uprobeSource) close() error { return u.set.Close() }
 
-// fileOffsets converts the sites' function start addresses (ELF virtual
-// addresses) to file offsets, which is how the resolver names code: an
-// event names the function's first instruction, wherever its probe sits.
-func fileOffsets(path string, sites []uprobe.Site) ([]uint64, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// fileOffsets returns the file offsets of the sites' functions, which is
+// how the resolver names code: an event names the function's first
+// instruction, wherever its probe sits.
+func fileOffsets(sites []uprobe.Site) []uint64 {
 	out := make([]uint64, len(sites))
 	for i, s := range sites {
-		out[i] = s.Entry
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && s.Start >= p.Vaddr && s.Start < p.Vaddr+p.Filesz {
-				out[i] = s.Start - p.Vaddr + p.Off
-				break
-			}
-		}
+		out[i] = s.StartOffset
 	}
-	return out, nil
+	return out
 }
