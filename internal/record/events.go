@@ -91,12 +91,12 @@ func (s *session) processEvent(e *instrEvent) error {
 	var fn uint32
 	var err error
 	if e.module != 0 {
-		fn, err = s.res.fileLocation(e.pid, e.module, e.addr)
+		fn, err = s.res.FileLocation(e.pid, e.module, e.addr)
 		if err == nil && e.kind == trace.EventEntry && s.instr != nil && s.instr.root != "" {
 			err = s.expand(e.pid, e.module, e.addr)
 		}
 	} else {
-		fn, err = s.res.functionLocation(e.pid, e.addr, e.time)
+		fn, err = s.res.FunctionLocation(e.pid, e.addr, e.time)
 	}
 	if err != nil {
 		return err

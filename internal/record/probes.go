@@ -16,6 +16,7 @@ import (
 
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
+	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
 )
@@ -178,12 +179,8 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 	if err != nil {
 		return nil, err
 	}
-	starts, err := fileOffsets(m.path, m.sites)
-	if err != nil {
-		set.Close()
-		return nil, err
-	}
-	module, err := s.res.intern(m.path)
+	starts := fileOffsets(m.sites)
+	module, err := s.res.Module(m.path)
 	if err != nil {
 		set.Close()
 		return nil, err
@@ -191,7 +188,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
 	s.sources = append(s.sources, u)
 	for i, site := range m.sites {
-		fn, err := s.res.fileLocation(uint32(pid), module, starts[i])
+		fn, err := s.res.FileLocation(uint32(pid), module, starts[i])
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +308,7 @@ func (s *session) expand(pid, module uint32, off uint64) error {
 // records say from when each function was counted.
 func (s *session) moduleMapped(pid uint32, path string) error {
 	in := s.instr
-	if in == nil || in.mech != "uprobe" || isAnon(path) || isSpecial(path) {
+	if in == nil || in.mech != "uprobe" || !resolve.IsFile(path) {
 		return nil
 	}
 	sites, err := in.plan(path)
@@ -419,8 +416,8 @@ func mappedFiles(pid int) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if m, ok := parseMapsLine(line); ok && strings.HasPrefix(m.path, "/") {
-			out = append(out, m.path)
+		if m, ok := resolve.ParseMapsLine(line); ok && strings.HasPrefix(m.Path, "/") {
+			out = append(out, m.Path)
 		}
 	}
 	return out
@@ -691,24 +688,13 @@ func (u *uprobeSource) finish() { u.set.Detach() }
 func (u *uprobeSource) lost() uint64 { return u.set.Lost() }
 func (u *uprobeSource) close() error { return u.set.Close() }
 
-// fileOffsets converts the sites' function start addresses (ELF virtual
-// addresses) to file offsets, which is how the resolver names code: an
-// event names the function's first instruction, wherever its probe sits.
-func fileOffsets(path string, sites []uprobe.Site) ([]uint64, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// fileOffsets returns the file offsets of the sites' functions, which is
+// how the resolver names code: an event names the function's first
+// instruction, wherever its probe sits.
+func fileOffsets(sites []uprobe.Site) []uint64 {
 	out := make([]uint64, len(sites))
 	for i, s := range sites {
-		out[i] = s.Entry
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && s.Start >= p.Vaddr && s.Start < p.Vaddr+p.Filesz {
-				out[i] = s.Start - p.Vaddr + p.Off
-				break
-			}
-		}
+		out[i] = s.StartOffset
 	}
-	return out, nil
+	return out
 }

@@ -27,7 +27,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"trueprof/internal/perf"
+	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
+	"trueprof/internal/unwind"
 	"trueprof/internal/uprobe"
 )
 
@@ -122,7 +124,7 @@ type session struct {
 	rings   []*perf.Ring
 	ringFDs []int // the events that own rings
 	w       *trace.Writer
-	res     *resolver
+	res     *resolve.Resolver
 	pending []perf.Record
 	// sources are the probe mechanisms of an instrumented recording, and
 	// pendingEvents their events not yet processed.
@@ -224,6 +226,15 @@ func stackBytes(cfg Config) int {
 		return defaultStackBytes(perf.UnlimitedRings())
 	}
 	return cfg.StackBytes
+}
+
+// unwindMode is how the user stacks of a call graph are walked where code
+// has no CFI (callGraph is not fp).
+func unwindMode(callGraph string) unwind.Mode {
+	if callGraph == callGraphDWARF {
+		return unwind.ModeDWARF
+	}
+	return unwind.ModeAuto
 }
 
 // reorderSlack is how far behind the present the loop processes records.
@@ -341,8 +352,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.res = newResolver(s.w, s.log)
-	s.res.callGraph = s.cfg.CallGraph
+	s.res = resolve.New(s.w, s.log, resolve.Options{Unwind: s.cfg.CallGraph != callGraphFP, Mode: unwindMode(s.cfg.CallGraph)})
 	s.instr = in
 	if in != nil {
 		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
@@ -855,7 +865,7 @@ func (s *session) process(r *perf.Record) error {
 			s.lost(trace.LostSize, 1, r.Time)
 			return nil
 		}
-		stack, truncated, reason, err := s.res.stack(r)
+		stack, truncated, reason, err := s.res.Stack(r)
 		if err != nil {
 			return err
 		}
@@ -881,7 +891,7 @@ func (s *session) process(r *perf.Record) error {
 		if r.Prot&syscall.PROT_EXEC == 0 {
 			return nil
 		}
-		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
+		s.res.Mmap(r.PID, resolve.Mapping{Start: r.Addr, End: r.Addr + r.Len, PgOff: r.PgOff, Path: r.Filename, BuildID: r.BuildID, Time: r.Time})
 		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
 			return err
 		}
@@ -893,7 +903,7 @@ func (s *session) process(r *perf.Record) error {
 			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
 	case perf.RecordComm:
 		if r.Exec() {
-			if err := s.res.exec(r.PID); err != nil {
+			if err := s.res.Exec(r.PID); err != nil {
 				return err
 			}
 		}
@@ -904,12 +914,12 @@ func (s *session) process(r *perf.Record) error {
 		return w.Write(&trace.Comm{Time: r.Time, PID: r.PID, TID: r.TID, Name: name, Exec: r.Exec()})
 	case perf.RecordFork:
 		if r.PID == r.TID && r.PID != r.PPID {
-			s.res.fork(r.PID, r.PPID)
+			s.res.Fork(r.PID, r.PPID)
 		}
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordExit:
 		if r.PID == r.TID {
-			if err := s.res.exit(r.PID); err != nil {
+			if err := s.res.Exit(r.PID); err != nil {
 				return err
 			}
 		}
@@ -932,7 +942,7 @@ func (s *session) finish() error {
 	}
 	// JIT runtimes may write their symbol files last (at exit) or on
 	// demand: what is still unnamed is looked up once more.
-	if err := s.res.finish(); err != nil {
+	if err := s.res.Finish(); err != nil {
 		return err
 	}
 	if err := s.endPause(perf.Now()); err != nil {
