@@ -234,4 +234,3 @@ func (h *hookSource) close() error {
 	h.ready.Close()
 	return h.r.Close()
 }
-
