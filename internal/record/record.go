@@ -20,7 +20,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -628,26 +627,14 @@ func (s *session) closeSources() {
 func (s *session) closeEvents() {
 	s.stopSideRings()
 	s.reader.stopReading()
-	// Closing the last event of a tracepoint waits for an RCU grace
-	// period (tens of ms in a VM): the descriptors close in parallel, so
-	// that the waits overlap instead of adding up (the interrupt
-	// tracepoints made `record` of a short program 140 ms longer).
-	// At most closers at a time: an attached process with many threads
-	// has an event per thread and CPU.
-	const closers = 32
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, closers)
+	fds := make([]int, 0, len(s.events))
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			perf.Close(e.fd)
-			<-sem
-		})
+		fds = append(fds, e.fd)
 	}
-	wg.Wait()
+	closeEventFDs(fds)
 	s.events, s.rings, s.ringFDs = nil, nil, nil
 	s.counters.close()
 }
