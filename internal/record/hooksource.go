@@ -2,6 +2,7 @@ package record
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -14,41 +15,52 @@ import (
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else; processing the events may lag behind by a bounded
-// spool of chunks without stalling the target. Events go into fixed-size
-// chunks recycled through a free list: a growing slice would stop the
-// drainer for tens of milliseconds to reallocate, zero and copy millions
-// of events. When the spool is full the drainer waits for processing to
-// hand a chunk back, and so do the target's threads for ring space (each
-// wait an adjust record): memory stays bounded and nothing is dropped
-// unless processing stalls for the hook's whole MaxWait.
+// does nothing else: it copies the records as they are, 32 bytes each,
+// into batches (hook.DrainBatch), and the recording loop decodes them
+// (drainChunks). Copying keeps up with the hooks where decoding on the
+// drainer did not (it cost the target a wait for every event it was
+// slower than the hooks). Batches are recycled through a free list: a
+// growing slice would stop the drainer for tens of milliseconds to
+// reallocate, zero and copy millions of records. Processing may lag
+// behind by a bounded spool of batches; when it is full the drainer
+// waits for processing to hand one back, and so do the target's threads
+// for ring space (each wait an adjust record): memory stays bounded and
+// nothing is dropped unless processing stalls for the hook's whole
+// MaxWait.
 type hookSource struct {
 	r      *hook.Region
 	mu     sync.Mutex
-	full   [][]instrEvent // filled chunks, oldest first
-	cur    []instrEvent   // the chunk being filled
-	since  time.Time      // when cur got its first event
-	free   [][]instrEvent
-	chunks int           // chunks allocated, at most hookSpool until stop
-	freed  chan struct{} // signalled when drain hands chunks back
-	// ready is signalled when the drainer hands a chunk over, so the
+	full   []*hook.Batch // filled batches, oldest first
+	cur    *hook.Batch   // the batch being filled
+	since  time.Time     // when cur got its first record
+	free   []*hook.Batch
+	chunks int           // batches allocated, at most hookSpool until stop
+	freed  chan struct{} // signalled when drain hands batches back
+	// ready is signalled when the drainer hands a batch over, so the
 	// recording loop's poll wakes for it at once.
 	ready  *perf.Wakeup
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
+	// dec and events decode the batches on the recording loop's side:
+	// events is the decoded batch handed to drainChunks' fn.
+	dec    *hook.Decoder
+	events []instrEvent
 }
 
-// hookChunk is the number of events per chunk (2.5 MiB).
+// hookChunk is the number of records per batch (512 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the chunks waiting to be processed (40 MiB, 1M
+// hookSpool bounds the batches waiting to be processed (32 MiB, 1M
 // events, some 50 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
-const hookSpool = 32
+const hookSpool = 64
 
-// hookHandOver is how long events may wait in a chunk that is not full:
+// hookTake is the number of batches drainChunks decodes at a time.
+const hookTake = 4
+
+// hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
 // one-second flush, and a snapshot of a live trace must see them.
 const hookHandOver = 100 * time.Millisecond
@@ -58,12 +70,13 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		dec: hook.NewDecoder(), events: make([]instrEvent, 0, hookChunk)}
 	go h.run()
 	return h, nil
 }
 
-// handOver moves the chunk being filled to the full ones and wakes the
+// handOver moves the batch being filled to the full ones and wakes the
 // recording loop; h.mu is held.
 func (h *hookSource) handOver() {
 	h.full = append(h.full, h.cur)
@@ -89,8 +102,8 @@ func (h *hookSource) run() {
 	// processing events may not for a whole preemption quantum (10 ms).
 	period := syscall.NsecToTimespec(int64(time.Millisecond))
 	for {
-		h.r.Drain(h.push)
-		if len(h.cur) > 0 && time.Since(h.since) >= hookHandOver {
+		h.fill(false)
+		if h.cur != nil && h.cur.Len() > 0 && time.Since(h.since) >= hookHandOver {
 			h.mu.Lock()
 			h.handOver()
 			h.mu.Unlock()
@@ -104,21 +117,28 @@ func (h *hookSource) run() {
 	}
 }
 
-// push appends one event; only the drainer (or finish, after it stopped)
-// calls it. With the spool full it waits for drain to free a chunk, and
-// the target's threads wait for their rings meanwhile; once stopping it
-// no longer waits (the target is done and the rings hold the rest).
-func (h *hookSource) push(e hook.Event) {
-	if len(h.cur) == cap(h.cur) {
-		h.nextChunk()
+// fill copies what the rings hold into batches; only the drainer (or
+// finish, after it stopped) calls it. With the spool full it waits for
+// drain to free a batch, and the target's threads wait for their rings
+// meanwhile; once stopping it no longer waits (the target is done and
+// the rings hold the rest).
+func (h *hookSource) fill(final bool) {
+	for {
+		if h.cur == nil || h.cur.Full() {
+			h.nextChunk()
+		}
+		empty := h.cur.Len() == 0
+		more := h.r.DrainBatch(h.cur, final)
+		if empty && h.cur.Len() > 0 {
+			h.since = time.Now()
+		}
+		if !more {
+			return
+		}
 	}
-	if len(h.cur) == 0 {
-		h.since = time.Now()
-	}
-	h.cur = append(h.cur, convertHook(e))
 }
 
-// nextChunk hands the full chunk over and takes a free one.
+// nextChunk hands the full batch over and takes a free one.
 func (h *hookSource) nextChunk() {
 	h.mu.Lock()
 	if h.cur != nil {
@@ -126,12 +146,13 @@ func (h *hookSource) nextChunk() {
 	}
 	for {
 		if n := len(h.free); n > 0 {
-			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
+			h.cur, h.free = h.free[n-1], h.free[:n-1]
+			h.cur.Reset()
 			break
 		}
 		if h.chunks < hookSpool || h.stopping() {
 			h.chunks++
-			h.cur = make([]instrEvent, 0, hookChunk)
+			h.cur = hook.NewBatch(hookChunk)
 			break
 		}
 		h.mu.Unlock()
@@ -152,6 +173,10 @@ func (h *hookSource) stopping() bool {
 		return false
 	}
 }
+
+// push appends one decoded event to the batch being handed to
+// drainChunks' fn.
+func (h *hookSource) push(e hook.Event) { h.events = append(h.events, convertHook(e)) }
 
 func convertHook(e hook.Event) instrEvent {
 	ev := instrEvent{time: e.Time, pid: e.PID, tid: e.TID, addr: e.Addr}
@@ -188,15 +213,27 @@ func (h *hookSource) drainChunks(fn func([]instrEvent)) {
 	// after this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
+	// A few batches at a time: the session holds their events until it
+	// has processed them, and the whole spool decoded at once would
+	// double the memory the spool bounds. Once closed (the final drain),
+	// all of them.
 	full := h.full
-	h.full = nil
-	if h.closed && len(h.cur) > 0 {
+	if len(full) > hookTake && !h.closed {
+		full = slices.Clone(full[:hookTake])
+		h.full = h.full[hookTake:]
+		h.ready.Signal() // the rest on the next round
+	} else {
+		h.full = nil
+	}
+	if h.closed && h.cur != nil && h.cur.Len() > 0 {
 		full = append(full, h.cur)
 		h.cur = nil
 	}
 	h.mu.Unlock()
-	for _, c := range full {
-		fn(c)
+	for _, b := range full {
+		h.events = h.events[:0]
+		h.dec.Decode(b, h.push)
+		fn(h.events)
 	}
 	h.mu.Lock()
 	h.free = append(h.free, full...)
@@ -220,8 +257,8 @@ func (h *hookSource) finish() {
 	}
 	close(h.stop)
 	<-h.done
-	h.r.Drain(h.push)
-	h.r.Flush(h.push)
+	h.fill(false)
+	h.fill(true)
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
