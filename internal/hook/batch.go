@@ -7,7 +7,7 @@ import "slices"
 // another goroutine (Decoder.Decode). Its zero value holds nothing; use
 // NewBatch.
 type Batch struct {
-	recs []rec
+	recs  []rec
 	spans []slotRun
 	// clock converts the records' TSC values: the region's pairs when
 	// the batch was filled (nil: records carry CLOCK_MONOTONIC ns).
