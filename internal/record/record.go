@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -668,6 +669,29 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		// --root places probes when a function first runs: look at its
 		// events soon, so its callees miss as few calls as possible.
 		timeout = 5
+	}
+	if tgt != nil {
+		// The poll wakes when the target exits, not at its timeout (up
+		// to 100 ms after the end of every launched recording).
+		exited, err := perf.NewWakeup()
+		if err != nil {
+			return "", err
+		}
+		quit := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-tgt.done:
+				exited.Signal()
+			case <-quit:
+			}
+		})
+		defer func() {
+			close(quit)
+			wg.Wait()
+			exited.Close()
+		}()
+		fds = append(fds, exited.Fd())
 	}
 	poller, err := perf.NewPoller(fds)
 	if err != nil {
