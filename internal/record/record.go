@@ -647,26 +647,14 @@ func (s *session) closeSources() {
 func (s *session) closeEvents() {
 	s.stopSideRings()
 	s.reader.stopReading()
-	// Closing the last event of a tracepoint waits for an RCU grace
-	// period (tens of ms in a VM): the descriptors close in parallel, so
-	// that the waits overlap instead of adding up (the interrupt
-	// tracepoints made `record` of a short program 140 ms longer).
-	// At most closers at a time: an attached process with many threads
-	// has an event per thread and CPU.
-	const closers = 32
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, closers)
+	fds := make([]int, 0, len(s.events))
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			perf.Close(e.fd)
-			<-sem
-		})
+		fds = append(fds, e.fd)
 	}
-	wg.Wait()
+	closeEventFDs(fds)
 	s.events, s.rings, s.ringFDs = nil, nil, nil
 	s.counters.close()
 }
@@ -701,6 +689,29 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		// --root places probes when a function first runs: look at its
 		// events soon, so its callees miss as few calls as possible.
 		timeout = 5
+	}
+	if tgt != nil {
+		// The poll wakes when the target exits, not at its timeout (up
+		// to 100 ms after the end of every launched recording).
+		exited, err := perf.NewWakeup()
+		if err != nil {
+			return "", err
+		}
+		quit := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-tgt.done:
+				exited.Signal()
+			case <-quit:
+			}
+		})
+		defer func() {
+			close(quit)
+			wg.Wait()
+			exited.Close()
+		}()
+		fds = append(fds, exited.Fd())
 	}
 	poller, err := perf.NewPoller(fds)
 	if err != nil {

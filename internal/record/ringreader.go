@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"trueprof/internal/perf"
@@ -43,6 +44,7 @@ type ringReader struct {
 	full uint64
 
 	wake       *perf.Wakeup // signalled when the reader queued records
+	kick       *perf.Wakeup // signalled to stop the reader (pollRings)
 	stop, done chan struct{}
 }
 
@@ -60,14 +62,21 @@ const maxFreeStacks = 1024
 // start starts the reader's goroutine over the rings whose events are
 // fds. Without it (an error) the loop's own reads go on alone.
 func (rr *ringReader) start(fds []int) error {
-	poller, err := perf.NewPoller(fds)
+	kick, err := perf.NewWakeup()
 	if err != nil {
+		return err
+	}
+	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd()))
+	if err != nil {
+		kick.Close()
 		return err
 	}
 	if rr.wake, err = perf.NewWakeup(); err != nil {
 		poller.Close()
+		kick.Close()
 		return err
 	}
+	rr.kick = kick
 	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
 	// The watermark wakes the reader when a ring is a quarter full; the
 	// timeout reads what a quiet ring holds.
@@ -92,8 +101,10 @@ func (rr *ringReader) stopReading() {
 	case <-rr.stop:
 	default:
 		close(rr.stop)
+		rr.kick.Signal()
 		<-rr.done
 		rr.wake.Close()
+		rr.kick.Close()
 	}
 }
 
