@@ -23,7 +23,7 @@ import (
 // instrumentation is how a recording probes functions, decided before the
 // target starts.
 type instrumentation struct {
-	mech     string // "hook" or "uprobe"
+	mech     Mech
 	path     string // the executable
 	region   *hook.Region
 	patterns []string
@@ -47,38 +47,54 @@ type plannedModule struct {
 	sites []uprobe.Site
 }
 
-// planInstrumentation chooses the mechanism and prepares it: hooks when
-// the target was built with -finstrument-functions (and --mech allows),
-// uprobes otherwise and always when attaching.
-func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions, error) {
+// chooseMech is where the probe mechanism is chosen, once per recording:
+// hooks when the command was built with -finstrument-functions (unless
+// uprobes are asked for), uprobes when functions are named to trace or
+// uprobes asked for, and MechAuto, no probes, otherwise. An attached
+// process gets uprobes only: hooks are loaded at exec.
+func chooseMech(cfg Config) (Mech, error) {
+	named := len(cfg.Trace) > 0 || cfg.Root != "" || cfg.Mech == MechUprobe
+	if len(cfg.Command) == 0 || cfg.Mech == MechUprobe {
+		if named {
+			return MechUprobe, nil
+		}
+		return MechAuto, nil
+	}
+	path, err := targetPath(cfg.Command, 0)
+	if err != nil {
+		if cfg.Mech == MechHook {
+			return MechAuto, err
+		}
+		// Launching says what is wrong with the command.
+		return cfg.Mech, nil
+	}
+	ok, err := hook.Instrumented(path)
+	switch {
+	case ok:
+		return MechHook, nil
+	case cfg.Mech == MechHook && err != nil:
+		return MechAuto, err
+	case cfg.Mech == MechHook:
+		return MechAuto, fmt.Errorf("mechanism hook: %s was not built with -finstrument-functions", path)
+	case named:
+		return MechUprobe, nil
+	}
+	return MechAuto, nil
+}
+
+// planInstrumentation prepares mechanism mech (chooseMech): the hooks'
+// shared memory, or the uprobes of the executable and the libraries it
+// needs.
+func (s *session) planInstrumentation(mech Mech, pid int) (*instrumentation, launchOptions, error) {
 	cfg := s.cfg
-	in := &instrumentation{mech: cfg.Mech, log: s.log}
+	in := &instrumentation{mech: mech, log: s.log}
 	var lo launchOptions
 	var err error
 	if in.path, err = targetPath(cfg.Command, pid); err != nil {
 		return nil, lo, err
 	}
-	if len(cfg.Command) == 0 {
-		if in.mech == "hook" {
-			return nil, lo, errors.New("--mech hook needs a launched command: hooks are loaded at exec; attach with uprobes")
-		}
-		in.mech = "uprobe"
-	}
-	if in.mech == "" || in.mech == "hook" {
-		ok, err := hook.Instrumented(in.path)
-		switch {
-		case err != nil && in.mech == "hook":
-			return nil, lo, err
-		case ok:
-			in.mech = "hook"
-		case in.mech == "hook":
-			return nil, lo, fmt.Errorf("--mech hook: %s was not built with -finstrument-functions", in.path)
-		default:
-			in.mech = "uprobe"
-		}
-	}
 	switch in.mech {
-	case "hook":
+	case MechHook:
 		r, err := hook.NewRegion(hook.Options{})
 		if err != nil {
 			return nil, lo, err
@@ -87,7 +103,7 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 		lo.files = []*os.File{r.File()}
 		// The wrapper has the gate on descriptor 3; extra files follow.
 		lo.env = r.Env(4)
-	case "uprobe":
+	case MechUprobe:
 		in.patterns = cfg.Trace
 		if cfg.Root != "" {
 			in.patterns = append(in.patterns, cfg.Root)
@@ -95,9 +111,6 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 			in.probed = map[[2]uint64]probedFunc{}
 			in.graphs = map[string]*callGraph{}
 			in.named = map[string]bool{}
-		}
-		if len(in.patterns) == 0 {
-			return nil, lo, errors.New("uprobes need --trace patterns (or --root): probing every function of an unmodified binary is what sampling is for")
 		}
 		in.done = map[string]bool{}
 		// The executable and the libraries it needs are probed before it
@@ -130,13 +143,13 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 // the call's entry but never its exit, and every later call nest under it.
 func (s *session) startInstrumentation(in *instrumentation, pid int, launched bool) error {
 	switch in.mech {
-	case "hook":
+	case MechHook:
 		h, err := newHookSource(in.region)
 		if err != nil {
 			return err
 		}
 		s.sources = append(s.sources, h)
-	case "uprobe":
+	case MechUprobe:
 		var placed []*uprobeSource
 		var live uint64
 		for _, m := range in.modules {
@@ -244,7 +257,7 @@ func (s *session) detach() uint64 {
 	switch {
 	case s.instr == nil:
 		return 0
-	case s.instr.mech == "hook":
+	case s.instr.mech == MechHook:
 		return perf.Now()
 	}
 	return t
@@ -311,7 +324,7 @@ func (s *session) expand(pid, module uint32, off uint64) error {
 // records say from when each function was counted.
 func (s *session) moduleMapped(pid uint32, path string) error {
 	in := s.instr
-	if in == nil || in.mech != "uprobe" || isAnon(path) || isSpecial(path) {
+	if in == nil || in.mech != MechUprobe || isAnon(path) || isSpecial(path) {
 		return nil
 	}
 	sites, err := in.plan(path)

@@ -31,66 +31,6 @@ import (
 	"trueprof/internal/uprobe"
 )
 
-// Config selects what to record and how.
-type Config struct {
-	Output    string // trace file path
-	Event     perf.Event
-	Freq      uint64 // samples per second (used when Period is 0)
-	Period    uint64 // events per sample
-	Mode      trace.Mode
-	SizeLimit int64         // bytes; for normal and wrap modes
-	Command   []string      // command to launch, or
-	PID       int           // process to attach to
-	Duration  time.Duration // stop after this long; 0 means until the target exits
-	Log       io.Writer     // warnings; os.Stderr if nil
-	// RingPages is the number of data pages per CPU ring (power of two);
-	// 0 sizes the rings to the sampling rate (ringPages).
-	RingPages int
-	// CallGraph is how user stacks are unwound: "fp" (the kernel's
-	// frame-pointer walk), "dwarf" (each module's CFI over a copy of the
-	// user stack, as perf --call-graph dwarf but at record time) or
-	// "auto" (CFI, and frame pointers where code has none). Empty means
-	// "auto".
-	CallGraph string
-	// StackBytes is the user stack copied per sample for dwarf and auto,
-	// a multiple of 8 up to perf.MaxUserStack; 0 means the kernel's
-	// largest (perf.MaxUserStack), or perf's 8192 without the right to
-	// lock more than 512 KiB of ring per CPU (defaultStackBytes).
-	StackBytes int
-
-	// Trace lists glob patterns of functions to instrument ("name" or
-	// "module:name"); with hooks, an empty list means every instrumented
-	// function.
-	Trace []string
-	// Mech forces a probe mechanism: "hook" or "uprobe". Empty chooses
-	// hooks when the target was built with -finstrument-functions.
-	Mech string
-	// Root instruments only the subgraph of this function (Scheme B).
-	Root string
-	// NoSampling records probes and side records but no samples.
-	NoSampling bool
-	// Calibration returns this machine's calibration of a probe
-	// mechanism, measuring it if needed; it is called once the mechanism
-	// is chosen, and its result is copied into the trace header. Nil
-	// records without calibration (reports then show raw times).
-	Calibration func(mech string) (*trace.Calibration, error)
-	// Stdout receives the launched target's standard output; os.Stdout
-	// if nil.
-	Stdout io.Writer
-	// NoGoroutines records a Go target's samples and events per thread
-	// only. By default a uprobe on the Go scheduler records which
-	// goroutine each thread runs (trace.GoID), at about a microsecond
-	// of the target's time per goroutine switch.
-	NoGoroutines bool
-	// started is called once the events count (tests).
-	started func()
-}
-
-// Instrumented reports whether the configuration asks for probes.
-func (c *Config) Instrumented() bool {
-	return len(c.Trace) > 0 || c.Mech != "" || c.Root != ""
-}
-
 // Result summarises a finished recording.
 type Result struct {
 	ExitCode int    // the launched target's exit status (128+signal if killed); 0 when attached
@@ -162,64 +102,11 @@ func logOrStderr(w io.Writer) io.Writer {
 	return w
 }
 
-// userStackBytes is how much of the user stack each sample copies with
-// --call-graph fp, so the resolver can find the caller of a function
-// sampled before it set up its frame: enough for the return address of
-// leaves with modest locals.
-const userStackBytes = 512
-
-// defaultStackBytes is the stack copy of the dwarf and auto call graphs:
-// the kernel's largest, with which Debian's sqlite3 (a 6.3 KB frame in
-// its main) and gcc's cc1 (deep recursion) reach their entry in 99.8% of
-// their samples, against 0.1% and 94% with perf's 8 KiB. The kernel
-// copies only the stack in use, so a larger copy costs ring space, not
-// time; the ring reader (ringreader.go) keeps the rings empty. Without
-// the right to lock rings beyond 512 KiB (unlimited false), a ring holds
-// only 8 such samples and as user nobody python3 lost 2% of its
-// records: there the copy stays at perf's 8 KiB (no losses).
-func defaultStackBytes(unlimited bool) int {
-	if unlimited {
-		return perf.MaxUserStack
-	}
-	return 8192
-}
-
-// Call graph modes (Config.CallGraph).
+// The resolver (resolve.go) names the call graph modes as strings.
 const (
-	callGraphFP    = "fp"
-	callGraphDWARF = "dwarf"
-	callGraphAuto  = "auto"
+	callGraphFP    = string(CallGraphFP)
+	callGraphDWARF = string(CallGraphDWARF)
 )
-
-// checkCallGraph fills in the defaults of cfg's call graph and rejects
-// what the kernel cannot do.
-func checkCallGraph(cfg *Config, unlimited bool) error {
-	switch cfg.CallGraph {
-	case "":
-		cfg.CallGraph = callGraphAuto
-	case callGraphFP, callGraphDWARF, callGraphAuto:
-	default:
-		return fmt.Errorf("call graph %q: want fp, dwarf or auto", cfg.CallGraph)
-	}
-	if cfg.StackBytes == 0 {
-		cfg.StackBytes = defaultStackBytes(unlimited)
-	}
-	if cfg.StackBytes < 8 || cfg.StackBytes > perf.MaxUserStack || cfg.StackBytes%8 != 0 {
-		return fmt.Errorf("stack copy of %d bytes: want a multiple of 8 from 8 to %d", cfg.StackBytes, perf.MaxUserStack)
-	}
-	return nil
-}
-
-// stackBytes is the user stack each sample copies under cfg.
-func stackBytes(cfg Config) int {
-	switch {
-	case cfg.CallGraph == callGraphFP:
-		return userStackBytes
-	case cfg.StackBytes == 0:
-		return defaultStackBytes(perf.UnlimitedRings())
-	}
-	return cfg.StackBytes
-}
 
 // reorderSlack is how far behind the present the loop processes records.
 // Records from different CPU rings and probe sources interleave in time,
@@ -234,18 +121,19 @@ const reorderSlack = 5 * time.Millisecond
 // is reached in normal mode, or ctx is cancelled (SIGINT/SIGTERM). The
 // trace is complete and valid in every case.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if (len(cfg.Command) == 0) == (cfg.PID == 0) {
-		return nil, errors.New("give either a command to launch or a pid to attach to")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.Freq == 0 && cfg.Period == 0 {
-		cfg.Freq = 999
+	mech, err := chooseMech(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Mode == "" {
-		cfg.Mode = trace.ModeNormal
+	if mech != MechAuto && cfg.ProbesAlone {
+		cfg.NoSampling = true
 	}
 	unlimited := perf.UnlimitedRings()
-	if err := checkCallGraph(&cfg, unlimited); err != nil {
-		return nil, err
+	if cfg.StackBytes == 0 && cfg.CallGraph != CallGraphFP {
+		cfg.StackBytes = defaultStackBytes(unlimited)
 	}
 	if cfg.RingPages == 0 {
 		cpus, err := perf.OnlineCPUs()
@@ -253,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		cfg.RingPages = ringPages(cfg, len(cpus), unlimited)
-		if !unlimited && cfg.CallGraph != callGraphFP && !cfg.NoSampling {
+		if !unlimited && cfg.CallGraph != CallGraphFP && !cfg.NoSampling {
 			held := float64(cfg.RingPages*os.Getpagesize()) / float64(maxSampleBytes(cfg))
 			fmt.Fprintf(logOrStderr(cfg.Log), "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost when the recorder cannot run for a few milliseconds (--call-graph fp or a lower -F avoid it)\n",
 				held, cfg.StackBytes)
@@ -275,9 +163,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var in *instrumentation
 	lo := launchOptions{stdout: cfg.Stdout}
-	if cfg.Instrumented() {
+	if mech != MechAuto {
 		var err error
-		if in, lo, err = s.planInstrumentation(cfg.PID); err != nil {
+		if in, lo, err = s.planInstrumentation(mech, cfg.PID); err != nil {
 			return nil, err
 		}
 		lo.stdout = cfg.Stdout
@@ -323,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer f.Close()
 	hdr := s.header(kernel)
 	if in != nil {
-		hdr.Instrument = in.mech
+		hdr.Instrument = string(in.mech)
 		hdr.Root = cfg.Root
 		if cfg.Calibration != nil {
 			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
@@ -336,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return fail(err)
 	}
 	s.res = newResolver(s.w, s.log)
-	s.res.callGraph = s.cfg.CallGraph
+	s.res.callGraph = string(s.cfg.CallGraph)
 	s.instr = in
 	if in != nil {
 		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
@@ -411,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // warnHot says what the probes cost the target: each call costs perCall
 // ns, which calibration removes from the report but not from the run.
 // Uprobes on hot functions can slow a program several times over.
-func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
+func (s *session) warnHot(mech Mech, perCall float64, elapsed time.Duration) {
 	calls := float64(s.result.Events) / 2
 	cost := time.Duration(calls * perCall)
 	if elapsed <= 0 || cost < elapsed/20 {
@@ -419,7 +307,7 @@ func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
 	}
 	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls at %.0f ns each cost the target about %v of %v; calibrated reports remove it",
 		mech, calls, perCall, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond))
-	if mech == "uprobe" {
+	if mech == MechUprobe {
 		fmt.Fprintf(s.log, ", but functions this hot are better measured by sampling (-F) or compiled-in hooks")
 	}
 	fmt.Fprintln(s.log)
@@ -451,7 +339,7 @@ func (s *session) header(kernel bool) *trace.Header {
 		Event:     s.cfg.Event.Name,
 		Freq:      s.cfg.Freq,
 		Period:    s.cfg.Period,
-		Callchain: s.cfg.CallGraph,
+		Callchain: string(s.cfg.CallGraph),
 		UserOnly:  !kernel,
 		Mode:      string(s.cfg.Mode),
 		SizeLimit: s.cfg.SizeLimit,
@@ -460,7 +348,7 @@ func (s *session) header(kernel bool) *trace.Header {
 	if s.cfg.Period > 0 {
 		h.Freq = 0
 	}
-	if s.cfg.CallGraph != callGraphFP {
+	if s.cfg.CallGraph != CallGraphFP {
 		h.StackBytes = s.cfg.StackBytes
 	}
 	h.Host, _ = os.Hostname()
@@ -492,7 +380,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		ContextSwitch: true,
 		// dwarf mode unwinds the copy only, as perf does; auto keeps the
 		// kernel's walk to splice in where code has no CFI.
-		ExcludeCallchainUser: s.cfg.CallGraph == callGraphDWARF,
+		ExcludeCallchainUser: s.cfg.CallGraph == CallGraphDWARF,
 	})
 	s.sampleType = attr.Sample_type
 	s.counters = counterState{}
