@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"trueprof/internal/hook"
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
@@ -72,9 +73,17 @@ type session struct {
 	// by the event's addr.
 	labelSets map[uint64]uprobe.LabelChange
 	nextLabel uint64
-	instr     *instrumentation // nil unless probing
-	detached  uint64           // when the probes came off (probes.go detach)
-	eventRec  trace.Event      // reused by processEvent
+	// mech is the probe mechanism chosen (chooseMech), MechAuto for none;
+	// planner places probes as the data path reports what it sees (nil
+	// unless uprobes are planned; uprobes is the same planner, for its
+	// start); region is the hooks' shared memory until their source owns
+	// it.
+	mech      Mech
+	planner   planner
+	uprobes   *uprobePlanner
+	region    *hook.Region
+	detached  uint64      // when the probes came off (probes.go detach)
+	eventRec  trace.Event // reused by processEvent
 	sampleRec trace.Sample
 	result    Result
 	full      bool // the size limit was reached
@@ -161,24 +170,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		s.cfg.Event, s.cfg.Freq, s.cfg.Period = dummy, 0, 1
 	}
-	var in *instrumentation
-	lo := launchOptions{stdout: cfg.Stdout}
-	if mech != MechAuto {
-		var err error
-		if in, lo, err = s.planInstrumentation(mech, cfg.PID); err != nil {
-			return nil, err
-		}
-		lo.stdout = cfg.Stdout
+	lo, err := s.prepareProbes(mech, cfg.PID)
+	if err != nil {
+		return nil, err
 	}
+	lo.stdout = cfg.Stdout
 
 	var tgt *target
 	pid := cfg.PID
 	if len(cfg.Command) > 0 {
 		var err error
 		if tgt, err = launch(cfg.Command, lo); err != nil {
-			if in != nil && in.region != nil {
-				in.region.Close()
-			}
 			return nil, fmt.Errorf("launching %s: %w", cfg.Command[0], err)
 		}
 		pid = tgt.pid()
@@ -210,11 +212,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer f.Close()
 	hdr := s.header(kernel)
-	if in != nil {
-		hdr.Instrument = string(in.mech)
+	if mech != MechAuto {
+		hdr.Instrument = string(mech)
 		hdr.Root = cfg.Root
 		if cfg.Calibration != nil {
-			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
+			if hdr.Calibration, err = cfg.Calibration(mech); err != nil {
 				return fail(err)
 			}
 		}
@@ -225,11 +227,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	s.res = newResolver(s.w, s.log)
 	s.res.callGraph = string(s.cfg.CallGraph)
-	s.instr = in
-	if in != nil {
-		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
-			return fail(err)
-		}
+	if err := s.startProbes(pid, tgt != nil); err != nil {
+		return fail(err)
 	}
 
 	s.startGoroutines(pid, tgt != nil)
@@ -262,11 +261,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.finishCounters(); err != nil {
 		return nil, err
 	}
-	if in != nil && s.result.Events == 0 {
+	if mech != MechAuto && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
-	if in != nil && hdr.Calibration != nil {
-		s.warnHot(in.mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+	if mech != MechAuto && hdr.Calibration != nil {
+		s.warnHot(mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -505,11 +504,12 @@ func (s *session) closeSources() {
 		src.close()
 	}
 	s.sources = nil
-	if s.instr != nil {
-		for _, g := range s.instr.graphs {
-			g.close()
-		}
-		s.instr.graphs = nil
+	if s.planner != nil {
+		s.planner.close()
+	}
+	if s.region != nil {
+		s.region.Close()
+		s.region = nil
 	}
 }
 
@@ -565,7 +565,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 			timeout = 20
 		}
 	}
-	if s.instr != nil && s.instr.root != "" {
+	if s.mech == MechUprobe && s.cfg.Root != "" {
 		// --root places probes when a function first runs: look at its
 		// events soon, so its callees miss as few calls as possible.
 		timeout = 5
@@ -752,8 +752,10 @@ func (s *session) process(r *perf.Record) error {
 			return nil
 		}
 		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
-		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
-			return err
+		if s.planner != nil {
+			if err := s.planner.moduleMapped(r.PID, r.Filename, r.Time); err != nil {
+				return err
+			}
 		}
 		path, err := w.Intern(r.Filename)
 		if err != nil {
