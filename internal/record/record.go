@@ -73,6 +73,14 @@ type session struct {
 	// by the event's addr.
 	labelSets map[uint64]uprobe.LabelChange
 	nextLabel uint64
+	// The target: launched (tgt, until released held in the exec
+	// wrapper) or attached, and its pid.
+	tgt      *target
+	released bool
+	pid      int
+	// file is the trace file until finish closes it, hdr its header.
+	file *os.File
+	hdr  *trace.Header
 	// mech is the probe mechanism chosen (chooseMech), MechAuto for none;
 	// planner places probes as the data path reports what it sees (nil
 	// unless uprobes are planned; uprobes is the same planner, for its
@@ -128,8 +136,32 @@ const reorderSlack = 5 * time.Millisecond
 
 // Run records until the target exits, the duration passes, the size limit
 // is reached in normal mode, or ctx is cancelled (SIGINT/SIGTERM). The
-// trace is complete and valid in every case.
+// trace is complete and valid in every case. It reads as its phases:
+// settle the configuration, launch the command or attach to the process,
+// open the events and the trace, record, and finish.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	s, err := newSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if err := s.launchOrAttach(); err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := s.record(ctx); err != nil {
+		return nil, err
+	}
+	return s.finish()
+}
+
+// newSession settles cfg: validated (Config.Validate), the probe
+// mechanism chosen (chooseMech), the stack copy and the rings sized to
+// this machine, and a dummy event instead of samples when only probes
+// and side records are wanted.
+func newSession(cfg Config) (*session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.StackBytes == 0 && cfg.CallGraph != CallGraphFP {
 		cfg.StackBytes = defaultStackBytes(unlimited)
 	}
+	log := logOrStderr(cfg.Log)
 	if cfg.RingPages == 0 {
 		cpus, err := perf.OnlineCPUs()
 		if err != nil {
@@ -152,120 +185,152 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.RingPages = ringPages(cfg, len(cpus), unlimited)
 		if !unlimited && cfg.CallGraph != CallGraphFP && !cfg.NoSampling {
 			held := float64(cfg.RingPages*os.Getpagesize()) / float64(maxSampleBytes(cfg))
-			fmt.Fprintf(logOrStderr(cfg.Log), "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost when the recorder cannot run for a few milliseconds (--call-graph fp or a lower -F avoid it)\n",
+			fmt.Fprintf(log, "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost when the recorder cannot run for a few milliseconds (--call-graph fp or a lower -F avoid it)\n",
 				held, cfg.StackBytes)
 		}
 	}
-	s := &session{cfg: cfg, log: logOrStderr(cfg.Log)}
-	defer s.closeEvents()
-	// Probes of every kind (planned, lazily placed, goroutine and label
-	// switches) are removed however Run returns.
-	defer s.closeSources()
-
 	if cfg.NoSampling {
 		// Side records only: a dummy event never samples.
 		dummy, err := perf.ParseEvent("dummy")
 		if err != nil {
 			return nil, err
 		}
-		s.cfg.Event, s.cfg.Freq, s.cfg.Period = dummy, 0, 1
+		cfg.Event, cfg.Freq, cfg.Period = dummy, 0, 1
 	}
-	lo, err := s.prepareProbes(mech, cfg.PID)
+	return &session{cfg: cfg, log: log, mech: mech}, nil
+}
+
+// close releases whatever the session still holds, however Run ends: a
+// launched target never released exits, the trace file closes, probes of
+// every kind (planned, lazily placed, goroutine and label switches) come
+// off, and the events close.
+func (s *session) close() {
+	if s.tgt != nil && !s.released {
+		s.tgt.abort()
+	}
+	if s.file != nil {
+		s.file.Close()
+	}
+	s.closeSources()
+	s.closeEvents()
+}
+
+// launchOrAttach prepares the probes the target must start with, then
+// launches the command, held in the exec wrapper until record releases
+// it, or takes the process to attach to.
+func (s *session) launchOrAttach() error {
+	lo, err := s.prepareProbes(s.mech, s.cfg.PID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	lo.stdout = cfg.Stdout
+	lo.stdout = s.cfg.Stdout
+	s.pid = s.cfg.PID
+	if len(s.cfg.Command) == 0 {
+		return nil
+	}
+	if s.tgt, err = launch(s.cfg.Command, lo); err != nil {
+		return fmt.Errorf("launching %s: %w", s.cfg.Command[0], err)
+	}
+	s.pid = s.tgt.pid()
+	return nil
+}
 
-	var tgt *target
-	pid := cfg.PID
-	if len(cfg.Command) > 0 {
-		var err error
-		if tgt, err = launch(cfg.Command, lo); err != nil {
-			return nil, fmt.Errorf("launching %s: %w", cfg.Command[0], err)
-		}
-		pid = tgt.pid()
-	}
-	fail := func(err error) (*Result, error) {
-		if tgt != nil {
-			tgt.abort()
-		}
-		return nil, err
-	}
-
+// open opens what records, before the target counts: the perf events
+// (kernel samples where permitted), the trace file with its header, the
+// resolver, the probes, and the goroutine switches of a Go target.
+func (s *session) open() error {
+	launched := s.tgt != nil
 	kernel := true
-	if err := s.open(pid, kernel, tgt != nil); errors.Is(err, perf.ErrPermission) {
+	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
-		if err2 := s.open(pid, kernel, tgt != nil); err2 != nil {
-			return fail(err2)
+		if err := s.openEvents(kernel); err != nil {
+			return err
 		}
 		fmt.Fprintf(s.log, "trueprof: kernel samples not permitted (kernel.perf_event_paranoid=%d, no CAP_PERFMON); recording user space only\n", perf.Paranoid())
 	} else if err != nil {
-		return fail(err)
+		return err
 	}
 	s.result.UserOnly = !kernel
 	s.openIRQ()
-
-	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fail(err)
+	if err := s.openTrace(kernel); err != nil {
+		return err
 	}
-	defer f.Close()
-	hdr := s.header(kernel)
-	if mech != MechAuto {
-		hdr.Instrument = string(mech)
-		hdr.Root = cfg.Root
-		if cfg.Calibration != nil {
-			if hdr.Calibration, err = cfg.Calibration(mech); err != nil {
-				return fail(err)
+	if err := s.startProbes(s.pid, launched); err != nil {
+		return err
+	}
+	s.startGoroutines(s.pid, launched)
+	return nil
+}
+
+// openTrace creates the trace file, writes its header (with the probes'
+// calibration) and sets up the resolver that names what it records.
+func (s *session) openTrace(kernel bool) error {
+	var err error
+	if s.file, err = os.OpenFile(s.cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		return err
+	}
+	s.hdr = s.header(kernel)
+	if s.mech != MechAuto {
+		s.hdr.Instrument = string(s.mech)
+		s.hdr.Root = s.cfg.Root
+		if s.cfg.Calibration != nil {
+			if s.hdr.Calibration, err = s.cfg.Calibration(s.mech); err != nil {
+				return err
 			}
 		}
 	}
-	s.w, err = trace.NewWriter(f, hdr, trace.Options{Mode: cfg.Mode, SizeLimit: cfg.SizeLimit})
-	if err != nil {
-		return fail(err)
+	if s.w, err = trace.NewWriter(s.file, s.hdr, trace.Options{Mode: s.cfg.Mode, SizeLimit: s.cfg.SizeLimit}); err != nil {
+		return err
 	}
 	s.res = newResolver(s.w, s.log)
 	s.res.callGraph = string(s.cfg.CallGraph)
-	if err := s.startProbes(pid, tgt != nil); err != nil {
-		return fail(err)
-	}
+	return nil
+}
 
-	s.startGoroutines(pid, tgt != nil)
-
-	if tgt != nil {
-		if err := tgt.release(); err != nil {
-			return fail(fmt.Errorf("starting the target: %w", err))
+// record makes the target count, a launched one by letting it exec, an
+// attached one by writing its threads and mappings so far and enabling
+// the events, and drains the rings until recording stops.
+func (s *session) record(ctx context.Context) error {
+	if s.tgt != nil {
+		if err := s.tgt.release(); err != nil {
+			return fmt.Errorf("starting the target: %w", err)
 		}
+		s.released = true
 	} else {
-		if err := s.synthesize(pid); err != nil {
-			return nil, err
+		if err := s.synthesize(s.pid); err != nil {
+			return err
 		}
 		for _, e := range s.events {
 			if err := perf.Enable(e.fd); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if err := s.baseCounters(pid); err != nil {
-			return nil, err
+		if err := s.baseCounters(s.pid); err != nil {
+			return err
 		}
 	}
-	if cfg.started != nil {
-		cfg.started()
+	if s.cfg.started != nil {
+		s.cfg.started()
 	}
+	var err error
+	s.result.Reason, err = s.loop(ctx)
+	return err
+}
 
-	s.result.Reason, err = s.loop(ctx, tgt, pid)
-	if err != nil {
-		return nil, err
-	}
+// finish ends the recording: the threads' last counters, the probes off
+// (what they could not deliver counted), a launched target that
+// outlived the recording stopped, the End record written, the trace
+// closed and the result complete.
+func (s *session) finish() (*Result, error) {
 	if err := s.finishCounters(); err != nil {
 		return nil, err
 	}
-	if mech != MechAuto && s.result.Events == 0 {
+	if s.mech != MechAuto && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
-	if mech != MechAuto && hdr.Calibration != nil {
-		s.warnHot(mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+	if c := s.hdr.Calibration; s.mech != MechAuto && c != nil {
+		s.warnHot(s.mech, c.PerCall, time.Duration(perf.Now()-s.hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -275,15 +340,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	s.closeSources()
-	if tgt != nil {
+	if s.tgt != nil {
 		if s.result.Reason != "exited" {
-			stopTarget(tgt)
+			stopTarget(s.tgt)
 		}
-		s.result.ExitCode = tgt.exitCode()
+		s.result.ExitCode = s.tgt.exitCode()
 	}
-	if err := s.finish(); err != nil {
+	if err := s.writeEnd(); err != nil {
 		return nil, err
 	}
+	f := s.file
+	s.file = nil
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
@@ -358,10 +425,12 @@ func (s *session) header(kernel bool) *trace.Header {
 	return h
 }
 
-// open opens one sampling event per CPU. A launched target is followed
-// from exec with inherit; an attached one needs an event per existing
-// thread per CPU, which then inherit to threads created later.
-func (s *session) open(pid int, kernel, launched bool) error {
+// openEvents opens one sampling event per CPU on the target. A launched
+// target is followed from exec with inherit; an attached one needs an
+// event per existing thread per CPU, which then inherit to threads
+// created later.
+func (s *session) openEvents(kernel bool) error {
+	pid, launched := s.pid, s.tgt != nil
 	cpus, err := perf.OnlineCPUs()
 	if err != nil {
 		return err
@@ -541,7 +610,7 @@ func (s *session) closeEvents() {
 }
 
 // loop drains the rings until recording should stop and returns why.
-func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error) {
+func (s *session) loop(ctx context.Context) (string, error) {
 	var fds []int
 	for _, e := range s.events {
 		if e.ring != nil && !slices.Contains(s.ringFDs, e.fd) {
@@ -582,8 +651,8 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		deadline = t.C
 	}
 	var targetDone <-chan struct{}
-	if tgt != nil {
-		targetDone = tgt.done
+	if s.tgt != nil {
+		targetDone = s.tgt.done
 	}
 	lastFlush := time.Now()
 	reason := ""
@@ -602,7 +671,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		case <-targetDone:
 			reason = "exited"
 		default:
-			if tgt == nil && !processAlive(pid) {
+			if s.tgt == nil && !processAlive(s.pid) {
 				reason = "exited"
 			}
 		}
@@ -796,8 +865,8 @@ func (s *session) process(r *perf.Record) error {
 	return nil
 }
 
-// finish writes the End record and closes the trace.
-func (s *session) finish() error {
+// writeEnd writes the End record and closes the trace.
+func (s *session) writeEnd() error {
 	reason, err := s.w.Intern(s.result.Reason)
 	if err != nil {
 		return err
