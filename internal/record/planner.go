@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -93,10 +94,15 @@ func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error
 		p.named = map[string]bool{}
 	}
 	// The executable and the libraries it needs are probed before it
-	// runs; libraries loaded later are probed when they are mapped.
-	files := append([]string{path}, neededLibraries(path)...)
-	if len(cfg.Command) == 0 {
-		// A running process may have loaded more than it needs.
+	// runs, found as ld.so will find them in the environment the command
+	// inherits; libraries loaded later are probed when they are mapped.
+	// A running process has loaded what it needs, and maybe more: its
+	// mappings are the loader's own choice, and no path of its
+	// environment is followed.
+	files := []string{path}
+	if len(cfg.Command) > 0 {
+		files = append(files, neededLibraries(path, os.Environ())...)
+	} else {
 		files = append(files, mappedFiles(pid)...)
 	}
 	for _, f := range files {

@@ -4,9 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -117,72 +115,6 @@ func (s *session) detach() uint64 {
 		return perf.Now()
 	}
 	return t
-}
-
-// neededLibraries returns the paths of the shared libraries path needs
-// directly (DT_NEEDED), found as the dynamic loader would: RPATH or
-// RUNPATH, LD_LIBRARY_PATH, then the system directories. Libraries it
-// cannot find are probed when mapped.
-func neededLibraries(path string) []string {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	libs, err := f.ImportedLibraries()
-	if err != nil {
-		return nil
-	}
-	var dirs []string
-	origin := filepath.Dir(path)
-	for _, tag := range []elf.DynTag{elf.DT_RPATH, elf.DT_RUNPATH} {
-		if v, err := f.DynString(tag); err == nil {
-			for _, entry := range v {
-				for _, d := range strings.Split(entry, ":") {
-					dirs = append(dirs, strings.ReplaceAll(d, "$ORIGIN", origin))
-				}
-			}
-		}
-	}
-	dirs = append(dirs, filepath.SplitList(os.Getenv("LD_LIBRARY_PATH"))...)
-	dirs = append(dirs, "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
-	var out []string
-	for _, lib := range libs {
-		if strings.Contains(lib, "/") {
-			out = append(out, lib)
-			continue
-		}
-		for _, d := range dirs {
-			if d == "" {
-				continue
-			}
-			if p := filepath.Join(d, lib); fileExists(p) {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// mappedFiles lists the files process pid has mapped executable.
-func mappedFiles(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if m, ok := parseMapsLine(line); ok && strings.HasPrefix(m.path, "/") {
-			out = append(out, m.path)
-		}
-	}
-	return out
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }
 
 // hookSource drains the hook library's shared-memory rings. A thread

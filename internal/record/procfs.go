@@ -126,3 +126,18 @@ func parseMapsLine(line string) (mapping, bool) {
 	}
 	return mapping{start: start, end: end, pgoff: off, path: path}, true
 }
+
+// mappedFiles lists the files process pid has mapped executable.
+func mappedFiles(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := parseMapsLine(line); ok && strings.HasPrefix(m.path, "/") {
+			out = append(out, m.path)
+		}
+	}
+	return out
+}
