@@ -56,9 +56,11 @@ type uprobePlanner struct {
 	graphs map[string]*callGraph
 	named  map[string]bool // path + NUL + function already probed
 	// What placing needs from the session, from start on: names of files
-	// and functions, the trace for Probe records, and the loop's sources.
+	// and functions, the trace for Probe records, the watch of the waits
+	// placing causes, and the loop's sources.
 	res       *resolver
 	w         *trace.Writer
+	pauses    *pauseWatch
 	addSource func(eventSource)
 	stopped   bool
 }
@@ -126,8 +128,13 @@ func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error
 // inside a call that was entered while the probes were being placed
 // would otherwise see the call's entry but never its exit, and every
 // later call nest under it.
-func (p *uprobePlanner) start(pid int, launched bool, res *resolver, w *trace.Writer, addSource func(eventSource)) error {
-	p.res, p.w, p.addSource = res, w, addSource
+func (p *uprobePlanner) start(pid int, launched bool, res *resolver, w *trace.Writer, pauses *pauseWatch, addSource func(eventSource)) error {
+	p.res, p.w, p.pauses, p.addSource = res, w, pauses, addSource
+	if !launched {
+		// A launched target waits in the exec wrapper; a running one
+		// waits for its mm's lock while the probes go in.
+		defer p.pauses.placing()()
+	}
 	var placed []*uprobeSource
 	var live uint64
 	for _, m := range p.modules {
@@ -230,7 +237,9 @@ func (p *uprobePlanner) attachModule(pid int, m plannedModule, lazy bool) error 
 	if p.stopped {
 		return nil // recording is stopping: the probes would count nothing
 	}
+	placed := p.pauses.placing()
 	u, err := p.placeModule(pid, m, false, lazy)
+	placed()
 	if err != nil {
 		return err
 	}

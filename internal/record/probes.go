@@ -86,7 +86,7 @@ func (s *session) startProbes(pid int, launched bool) error {
 		s.region = nil // the source closes it
 		s.sources = append(s.sources, h)
 	case MechUprobe:
-		return s.uprobes.start(pid, launched, s.res, s.w, func(src eventSource) { s.sources = append(s.sources, src) })
+		return s.uprobes.start(pid, launched, s.res, s.w, s.pauses, func(src eventSource) { s.sources = append(s.sources, src) })
 	}
 	return nil
 }
@@ -99,12 +99,16 @@ func (s *session) startProbes(pid int, launched bool) error {
 // detach time is when their last events were collected.
 func (s *session) detach() uint64 {
 	t := perf.Now()
+	// Removing probes from a running target makes it wait as placing
+	// them does.
+	removed := s.pauses.placing()
 	for _, src := range s.sources {
 		if u, ok := src.(*uprobeSource); ok {
 			u.end = t
 		}
 		src.finish()
 	}
+	removed()
 	if s.planner != nil {
 		s.planner.stop()
 	}

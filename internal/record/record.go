@@ -13,6 +13,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,10 +87,13 @@ type session struct {
 	// unless uprobes are planned; uprobes is the same planner, for its
 	// start); region is the hooks' shared memory until their source owns
 	// it.
-	mech      Mech
-	planner   planner
-	uprobes   *uprobePlanner
-	region    *hook.Region
+	mech    Mech
+	planner planner
+	uprobes *uprobePlanner
+	region  *hook.Region
+	// pauses finds the waits of the target's threads while probes are
+	// placed in it (pauses.go); nil without uprobes.
+	pauses    *pauseWatch
 	detached  uint64      // when the probes came off (probes.go detach)
 	eventRec  trace.Event // reused by processEvent
 	sampleRec trace.Sample
@@ -253,6 +257,7 @@ func (s *session) open() error {
 	}
 	s.result.UserOnly = !kernel
 	s.openIRQ()
+	s.openPauses()
 	if err := s.openTrace(kernel); err != nil {
 		return err
 	}
@@ -515,6 +520,46 @@ func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (eve
 	return e, nil
 }
 
+// openTracepoints opens tps on every CPU for all tasks, each CPU's events
+// writing to the ring of its first (rings, owned by the events owners),
+// with filter (when not empty) set on each; on error it closes what it
+// opened. The caller adds the events to s.events, which closeEvents
+// closes.
+func (s *session) openTracepoints(tps []*perf.Tracepoint, o perf.TracepointOptions, filter string) (opened []event, rings []*perf.Ring, owners []int, err error) {
+	cpus, err := perf.OnlineCPUs()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, cpu := range cpus {
+		owner := -1
+		for _, tp := range tps {
+			e, err := s.openShared(perf.TracepointAttr(tp, o), -1, cpu, owner)
+			if err != nil {
+				for _, e := range opened {
+					if e.ring != nil {
+						e.ring.Close()
+					}
+					perf.Close(e.fd)
+				}
+				return nil, nil, nil, err
+			}
+			if filter != "" {
+				// Without the filter only the volume grows.
+				perf.SetFilter(e.fd, filter)
+			}
+			if e.ring != nil {
+				owner = e.fd
+				rings, owners = append(rings, e.ring), append(owners, e.fd)
+			}
+			opened = append(opened, e)
+		}
+	}
+	return opened, rings, owners, nil
+}
+
+// byTime orders kernel records by time.
+func byTime(a, b perf.Record) int { return cmp.Compare(a.Time, b.Time) }
+
 // Ring sizes: the ring reader empties the rings while the loop reads a
 // large module's symbols (2 to 3.5 s were seen on node, 100 MB, on a
 // loaded machine), but it too can be descheduled on a loaded machine, so
@@ -721,15 +766,7 @@ func (s *session) drain(final bool) error {
 	}
 	s.warnFull()
 	s.readOtherRings(final)
-	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
-		switch {
-		case a.Time < b.Time:
-			return -1
-		case a.Time > b.Time:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(s.pending, byTime)
 	n := len(s.pending)
 	if !final {
 		n, _ = slices.BinarySearchFunc(s.pending, horizon, func(r perf.Record, t uint64) int {
@@ -742,6 +779,9 @@ func (s *session) drain(final bool) error {
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	s.drainEvents(final)
+	if err := s.writePauses(final); err != nil {
+		return err
+	}
 	m := len(s.pendingEvents)
 	if !final {
 		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
