@@ -14,10 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +24,6 @@ import (
 	"trueprof/internal/calibrate"
 	"trueprof/internal/demo"
 	"trueprof/internal/export"
-	"trueprof/internal/hook"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -102,42 +99,18 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
-			graph, stackSize, err := parseCallGraph(callGraph)
+			graph, stackSize, err := record.ParseCallGraph(callGraph)
 			if err != nil {
 				return err
 			}
-			m := trace.Mode(mode)
-			if m != trace.ModeNormal && m != trace.ModeWrap && m != trace.ModeContinuous {
-				return fmt.Errorf("--mode %q: want normal, wrap or continuous", mode)
-			}
-			if m == trace.ModeContinuous {
-				limit = 0
-			}
-			if (len(args) > 0) == (pid != 0) {
-				return errors.New("give a command after -- or a process with -p, not both")
-			}
 			cfg := record.Config{
-				Output: out, Event: ev, Freq: freq, Period: period, Mode: m, SizeLimit: limit,
+				Output: out, Event: ev, Freq: freq, Period: period, Mode: trace.Mode(mode), SizeLimit: limit,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
-				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines, RingPages: pages,
+				Trace: patterns, Mech: record.Mech(mech), Root: root, NoGoroutines: noGoroutines, RingPages: pages,
 				CallGraph: graph, StackBytes: stackSize,
-			}
-			if mech != "" && mech != "hook" && mech != "uprobe" {
-				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
-			}
-			if len(args) > 0 && mech == "" && !cfg.Instrumented() {
-				// A -finstrument-functions build is traced by its hooks
-				// without being asked: that is what it was built for.
-				if path, err := exec.LookPath(args[0]); err == nil {
-					if ok, _ := hook.Instrumented(path); ok {
-						cfg.Mech = "hook"
-					}
-				}
-			}
-			if cfg.Instrumented() {
 				// Probes alone unless sampling was asked for too.
-				cfg.NoSampling = !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event")
-				cfg.Calibration = func(m string) (*trace.Calibration, error) { return calibration(cmd, m) }
+				ProbesAlone: !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event"),
+				Calibration: func(m record.Mech) (*trace.Calibration, error) { return calibration(cmd, string(m)) },
 			}
 			res, err := record.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -167,25 +140,6 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
 	return c
-}
-
-// parseCallGraph reads --call-graph: fp, dwarf or auto, the last two
-// with an optional ",SIZE" in bytes as perf --call-graph dwarf,SIZE.
-func parseCallGraph(s string) (mode string, stackBytes int, err error) {
-	mode, size, sized := strings.Cut(s, ",")
-	switch {
-	case mode != "fp" && mode != "dwarf" && mode != "auto":
-		return "", 0, fmt.Errorf("--call-graph %q: want fp, dwarf or auto", s)
-	case !sized:
-		return mode, 0, nil
-	case mode == "fp":
-		return "", 0, fmt.Errorf("--call-graph %q: fp copies no stack to size", s)
-	}
-	n, err := strconv.Atoi(size)
-	if err != nil || n < 8 || n > perf.MaxUserStack || n%8 != 0 {
-		return "", 0, fmt.Errorf("--call-graph %q: the stack size must be a multiple of 8 from 8 to %d", s, perf.MaxUserStack)
-	}
-	return mode, n, nil
 }
 
 // completeness says which share of the samples have stacks that reach

@@ -227,6 +227,19 @@ func TestBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "/no/such/program") {
 		t.Errorf("missing program: %v\n%s", err, out)
 	}
+	// The recorder's own checks reach the command line as they are.
+	for _, args := range [][]string{
+		{"--mode", "ring", "--", "true"},
+		{"--mech", "ptrace", "--", "true"},
+		{"--mech", "hook", "-p", "1"},
+		{"--call-graph", "fp,512", "--", "true"},
+		{"-p", "1", "--", "true"},
+	} {
+		out, err = exec.Command(trueprof(), append([]string{"record", "-o", filepath.Join(dir, "x")}, args...)...).CombinedOutput()
+		if err == nil || !strings.HasPrefix(string(out), "trueprof: record: ") || strings.Count(string(out), "\n") != 1 {
+			t.Errorf("record %v: %v, want one line of the recorder's error:\n%s", args, err, out)
+		}
+	}
 }
 
 func TestParseSize(t *testing.T) {
@@ -258,26 +271,6 @@ func TestParseMmapPages(t *testing.T) {
 		got, err := parseMmapPages(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseMmapPages(%q) = %d, %v", tt.in, got, err)
-		}
-	}
-}
-
-// TestParseCallGraph checks --call-graph's modes and stack sizes.
-func TestParseCallGraph(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		mode string
-		size int
-		ok   bool
-	}{
-		{"auto", "auto", 0, true}, {"dwarf", "dwarf", 0, true}, {"fp", "fp", 0, true},
-		{"dwarf,16384", "dwarf", 16384, true}, {"auto,65528", "auto", 65528, true},
-		{"dwarf,65536", "", 0, false}, {"dwarf,100", "", 0, false}, {"dwarf,0", "", 0, false},
-		{"dwarf,", "", 0, false}, {"fp,512", "", 0, false}, {"lbr", "", 0, false}, {"", "", 0, false},
-	} {
-		mode, size, err := parseCallGraph(tt.in)
-		if (err == nil) != tt.ok || mode != tt.mode || size != tt.size {
-			t.Errorf("parseCallGraph(%q) = %q, %d, %v", tt.in, mode, size, err)
 		}
 	}
 }

@@ -242,7 +242,7 @@ func recordTarget(ctx context.Context, dir, bin string, o Options, work int) (*m
 	}
 	out := filepath.Join(dir, "calibrate.trace")
 	cfg := record.Config{
-		Output: out, Event: ev, Mode: trace.ModeContinuous, NoSampling: true, Mech: o.Mechanism,
+		Output: out, Event: ev, Mode: trace.ModeContinuous, NoSampling: true, Mech: record.Mech(o.Mechanism),
 		Command: []string{bin, strconv.Itoa(o.Rounds), strconv.Itoa(work)},
 		Log:     o.Log, Stdout: io.Discard,
 	}

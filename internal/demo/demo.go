@@ -136,7 +136,7 @@ func hooks(ctx context.Context, w io.Writer, src, dir string, rounds int) error 
 	// hooks, no sampling, and a calibration measured on first use.
 	res, p, err := recordExample(ctx, w, record.Config{
 		Output: tracePath, Command: []string{bin, fmt.Sprint(rounds)}, Mech: "hook", NoSampling: true,
-		Calibration: func(string) (*trace.Calibration, error) { // asked for the hooks
+		Calibration: func(record.Mech) (*trace.Calibration, error) { // asked for the hooks
 			return calibrate.LoadOrMeasure(ctx, quickCalibration, w)
 		},
 	})

@@ -200,10 +200,10 @@ func (s *session) snapshot(file *os.File, now uint64) (control.Answer, error) {
 		tail = append(tail, &p)
 	}
 	end := trace.End{Time: now, ExitCode: -1}
-	if s.instr != nil {
+	if s.mech != MechAuto {
 		end.Detached = now
 	}
-	n, err := s.w.Snapshot(file, s.out, end, "snapshot", tail...)
+	n, err := s.w.Snapshot(file, s.file, end, "snapshot", tail...)
 	if err != nil {
 		return control.Answer{}, err
 	}
@@ -215,7 +215,7 @@ func (s *session) controlStatus() *control.Status {
 	now := perf.Now()
 	st := &control.Status{
 		Target:    s.cfg.Command,
-		PID:       s.targetPID,
+		PID:       s.pid,
 		Attached:  len(s.cfg.Command) == 0,
 		Output:    s.cfg.Output,
 		Events:    s.result.Events,
@@ -231,8 +231,8 @@ func (s *session) controlStatus() *control.Status {
 	if st.Paused {
 		st.PausedNS += time.Duration(s.openPause(now).Duration)
 	}
-	if s.instr != nil {
-		st.Mech = s.instr.mech
+	if s.mech != MechAuto {
+		st.Mech = string(s.mech)
 	}
 	for _, src := range s.sources {
 		if u, ok := src.(*uprobeSource); ok {

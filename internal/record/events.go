@@ -92,8 +92,8 @@ func (s *session) processEvent(e *instrEvent) error {
 	var err error
 	if e.module != 0 {
 		fn, err = s.res.FileLocation(e.pid, e.module, e.addr)
-		if err == nil && e.kind == trace.EventEntry && s.instr != nil && s.instr.root != "" {
-			err = s.expand(e.pid, e.module, e.addr)
+		if err == nil && e.kind == trace.EventEntry && s.planner != nil {
+			err = s.planner.entered(e.pid, e.module, e.addr, e.time)
 		}
 	} else {
 		fn, err = s.res.FunctionLocation(e.pid, e.addr, e.time)

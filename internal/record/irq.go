@@ -103,38 +103,11 @@ func (s *session) openIRQEvents() error {
 		st.common = tp.Fields["common_type"]
 		tps = append(tps, tp)
 	}
-	cpus, err := perf.OnlineCPUs()
+	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{Watermark: s.watermark()}, irqFilter)
 	if err != nil {
 		return err
 	}
-	var opened []event
-	fail := func(err error) error {
-		for _, e := range opened {
-			if e.ring != nil {
-				e.ring.Close()
-			}
-			perf.Close(e.fd)
-		}
-		return err
-	}
-	for _, cpu := range cpus {
-		owner := -1
-		for _, tp := range tps {
-			attr := perf.TracepointAttr(tp, perf.TracepointOptions{Watermark: s.watermark()})
-			e, err := s.openShared(attr, -1, cpu, owner)
-			if err != nil {
-				return fail(err)
-			}
-			// Without the filter only the volume grows.
-			perf.SetFilter(e.fd, irqFilter)
-			if e.ring != nil {
-				owner = e.fd
-				st.rings = append(st.rings, e.ring)
-				st.fds = append(st.fds, e.fd)
-			}
-			opened = append(opened, e)
-		}
-	}
+	st.rings, st.fds = rings, owners
 	// The poll loop waits on these rings too, and closeEvents closes them.
 	s.events = append(s.events, opened...)
 	s.irq = st

@@ -103,3 +103,18 @@ func (s *session) synthesize(pid int) error {
 	}
 	return sc.Err()
 }
+
+// mappedFiles lists the files process pid has mapped executable.
+func mappedFiles(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if m, ok := resolve.ParseMapsLine(line); ok && strings.HasPrefix(m.Path, "/") {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}

@@ -13,6 +13,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,72 +27,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"trueprof/internal/hook"
 	"trueprof/internal/perf"
 	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
-	"trueprof/internal/unwind"
 	"trueprof/internal/uprobe"
 )
-
-// Config selects what to record and how.
-type Config struct {
-	Output    string // trace file path
-	Event     perf.Event
-	Freq      uint64 // samples per second (used when Period is 0)
-	Period    uint64 // events per sample
-	Mode      trace.Mode
-	SizeLimit int64         // bytes; for normal and wrap modes
-	Command   []string      // command to launch, or
-	PID       int           // process to attach to
-	Duration  time.Duration // stop after this long; 0 means until the target exits
-	Log       io.Writer     // warnings; os.Stderr if nil
-	// RingPages is the number of data pages per CPU ring (power of two);
-	// 0 sizes the rings to the sampling rate (ringPages).
-	RingPages int
-	// CallGraph is how user stacks are unwound: "fp" (the kernel's
-	// frame-pointer walk), "dwarf" (each module's CFI over a copy of the
-	// user stack, as perf --call-graph dwarf but at record time) or
-	// "auto" (CFI, and frame pointers where code has none). Empty means
-	// "auto".
-	CallGraph string
-	// StackBytes is the user stack copied per sample for dwarf and auto,
-	// a multiple of 8 up to perf.MaxUserStack; 0 means the kernel's
-	// largest (perf.MaxUserStack), or perf's 8192 without the right to
-	// lock more than 512 KiB of ring per CPU (defaultStackBytes).
-	StackBytes int
-
-	// Trace lists glob patterns of functions to instrument ("name" or
-	// "module:name"); with hooks, an empty list means every instrumented
-	// function.
-	Trace []string
-	// Mech forces a probe mechanism: "hook" or "uprobe". Empty chooses
-	// hooks when the target was built with -finstrument-functions.
-	Mech string
-	// Root instruments only the subgraph of this function (Scheme B).
-	Root string
-	// NoSampling records probes and side records but no samples.
-	NoSampling bool
-	// Calibration returns this machine's calibration of a probe
-	// mechanism, measuring it if needed; it is called once the mechanism
-	// is chosen, and its result is copied into the trace header. Nil
-	// records without calibration (reports then show raw times).
-	Calibration func(mech string) (*trace.Calibration, error)
-	// Stdout receives the launched target's standard output; os.Stdout
-	// if nil.
-	Stdout io.Writer
-	// NoGoroutines records a Go target's samples and events per thread
-	// only. By default a uprobe on the Go scheduler records which
-	// goroutine each thread runs (trace.GoID), at about a microsecond
-	// of the target's time per goroutine switch.
-	NoGoroutines bool
-	// started is called once the events count (tests).
-	started func()
-}
-
-// Instrumented reports whether the configuration asks for probes.
-func (c *Config) Instrumented() bool {
-	return len(c.Trace) > 0 || c.Mech != "" || c.Root != ""
-}
 
 // Result summarises a finished recording.
 type Result struct {
@@ -134,9 +75,28 @@ type session struct {
 	// by the event's addr.
 	labelSets map[uint64]uprobe.LabelChange
 	nextLabel uint64
-	instr     *instrumentation // nil unless probing
-	detached  uint64           // when the probes came off (probes.go detach)
-	eventRec  trace.Event      // reused by processEvent
+	// The target: launched (tgt, until released held in the exec
+	// wrapper) or attached, and its pid.
+	tgt      *target
+	released bool
+	pid      int
+	// file is the trace file until finish closes it, hdr its header.
+	file *os.File
+	hdr  *trace.Header
+	// mech is the probe mechanism chosen (chooseMech), MechAuto for none;
+	// planner places probes as the data path reports what it sees (nil
+	// unless uprobes are planned; uprobes is the same planner, for its
+	// start); region is the hooks' shared memory until their source owns
+	// it.
+	mech    Mech
+	planner planner
+	uprobes *uprobePlanner
+	region  *hook.Region
+	// pauses finds the waits of the target's threads while probes are
+	// placed in it (pauses.go); nil without uprobes.
+	pauses    *pauseWatch
+	detached  uint64      // when the probes came off (probes.go detach)
+	eventRec  trace.Event // reused by processEvent
 	sampleRec trace.Sample
 	result    Result
 	full      bool // the size limit was reached
@@ -154,11 +114,8 @@ type session struct {
 	irq      irqState
 	counters counterState
 	side     sideRings
-	// ctl serves trueprof ctl (control.go); out is the trace file, which
-	// a snapshot copies, and targetPID the target's process.
-	ctl       controlState
-	out       *os.File
-	targetPID int
+	// ctl serves trueprof ctl (control.go).
+	ctl controlState
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -167,74 +124,6 @@ func logOrStderr(w io.Writer) io.Writer {
 		return os.Stderr
 	}
 	return w
-}
-
-// userStackBytes is how much of the user stack each sample copies with
-// --call-graph fp, so the resolver can find the caller of a function
-// sampled before it set up its frame: enough for the return address of
-// leaves with modest locals.
-const userStackBytes = 512
-
-// defaultStackBytes is the stack copy of the dwarf and auto call graphs:
-// the kernel's largest, with which Debian's sqlite3 (a 6.3 KB frame in
-// its main) and gcc's cc1 (deep recursion) reach their entry in 99.8% of
-// their samples, against 0.1% and 94% with perf's 8 KiB. The kernel
-// copies only the stack in use, so a larger copy costs ring space, not
-// time; the ring reader (ringreader.go) keeps the rings empty. Without
-// the right to lock rings beyond 512 KiB (unlimited false), a ring holds
-// only 8 such samples and as user nobody python3 lost 2% of its
-// records: there the copy stays at perf's 8 KiB (no losses).
-func defaultStackBytes(unlimited bool) int {
-	if unlimited {
-		return perf.MaxUserStack
-	}
-	return 8192
-}
-
-// Call graph modes (Config.CallGraph).
-const (
-	callGraphFP    = "fp"
-	callGraphDWARF = "dwarf"
-	callGraphAuto  = "auto"
-)
-
-// checkCallGraph fills in the defaults of cfg's call graph and rejects
-// what the kernel cannot do.
-func checkCallGraph(cfg *Config, unlimited bool) error {
-	switch cfg.CallGraph {
-	case "":
-		cfg.CallGraph = callGraphAuto
-	case callGraphFP, callGraphDWARF, callGraphAuto:
-	default:
-		return fmt.Errorf("call graph %q: want fp, dwarf or auto", cfg.CallGraph)
-	}
-	if cfg.StackBytes == 0 {
-		cfg.StackBytes = defaultStackBytes(unlimited)
-	}
-	if cfg.StackBytes < 8 || cfg.StackBytes > perf.MaxUserStack || cfg.StackBytes%8 != 0 {
-		return fmt.Errorf("stack copy of %d bytes: want a multiple of 8 from 8 to %d", cfg.StackBytes, perf.MaxUserStack)
-	}
-	return nil
-}
-
-// stackBytes is the user stack each sample copies under cfg.
-func stackBytes(cfg Config) int {
-	switch {
-	case cfg.CallGraph == callGraphFP:
-		return userStackBytes
-	case cfg.StackBytes == 0:
-		return defaultStackBytes(perf.UnlimitedRings())
-	}
-	return cfg.StackBytes
-}
-
-// unwindMode is how the user stacks of a call graph are walked where code
-// has no CFI (callGraph is not fp).
-func unwindMode(callGraph string) unwind.Mode {
-	if callGraph == callGraphDWARF {
-		return unwind.ModeDWARF
-	}
-	return unwind.ModeAuto
 }
 
 // reorderSlack is how far behind the present the loop processes records.
@@ -248,156 +137,203 @@ const reorderSlack = 5 * time.Millisecond
 
 // Run records until the target exits, the duration passes, the size limit
 // is reached in normal mode, or ctx is cancelled (SIGINT/SIGTERM). The
-// trace is complete and valid in every case.
+// trace is complete and valid in every case. It reads as its phases:
+// settle the configuration, launch the command or attach to the process,
+// open the events and the trace, record, and finish.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if (len(cfg.Command) == 0) == (cfg.PID == 0) {
-		return nil, errors.New("give either a command to launch or a pid to attach to")
-	}
-	if cfg.Freq == 0 && cfg.Period == 0 {
-		cfg.Freq = 999
-	}
-	if cfg.Mode == "" {
-		cfg.Mode = trace.ModeNormal
-	}
-	unlimited := perf.UnlimitedRings()
-	if err := checkCallGraph(&cfg, unlimited); err != nil {
+	s, err := newSession(cfg)
+	if err != nil {
 		return nil, err
 	}
+	defer s.close()
+	if err := s.launchOrAttach(); err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if err := s.record(ctx); err != nil {
+		return nil, err
+	}
+	return s.finish()
+}
+
+// newSession settles cfg: validated (Config.Validate), the probe
+// mechanism chosen (chooseMech), the stack copy and the rings sized to
+// this machine, and a dummy event instead of samples when only probes
+// and side records are wanted.
+func newSession(cfg Config) (*session, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mech, err := chooseMech(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if mech != MechAuto && cfg.ProbesAlone {
+		cfg.NoSampling = true
+	}
+	unlimited := perf.UnlimitedRings()
+	if cfg.StackBytes == 0 && cfg.CallGraph != CallGraphFP {
+		cfg.StackBytes = defaultStackBytes(unlimited)
+	}
+	log := logOrStderr(cfg.Log)
 	if cfg.RingPages == 0 {
 		cpus, err := perf.OnlineCPUs()
 		if err != nil {
 			return nil, err
 		}
 		cfg.RingPages = ringPages(cfg, len(cpus), unlimited)
-		if !unlimited && cfg.CallGraph != callGraphFP && !cfg.NoSampling {
+		if !unlimited && cfg.CallGraph != CallGraphFP && !cfg.NoSampling {
 			held := float64(cfg.RingPages*os.Getpagesize()) / float64(maxSampleBytes(cfg))
-			fmt.Fprintf(logOrStderr(cfg.Log), "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost when the recorder cannot run for a few milliseconds (--call-graph fp or a lower -F avoid it)\n",
+			fmt.Fprintf(log, "trueprof: without CAP_PERFMON or CAP_IPC_LOCK the rings hold only about %.0f samples with %d-byte stack copies: records may be lost when the recorder cannot run for a few milliseconds (--call-graph fp or a lower -F avoid it)\n",
 				held, cfg.StackBytes)
 		}
 	}
-	s := &session{cfg: cfg, log: logOrStderr(cfg.Log)}
-	defer s.closeEvents()
-	// Probes of every kind (planned, lazily placed, goroutine and label
-	// switches) are removed however Run returns.
-	defer s.closeSources()
-
 	if cfg.NoSampling {
 		// Side records only: a dummy event never samples.
 		dummy, err := perf.ParseEvent("dummy")
 		if err != nil {
 			return nil, err
 		}
-		s.cfg.Event, s.cfg.Freq, s.cfg.Period = dummy, 0, 1
+		cfg.Event, cfg.Freq, cfg.Period = dummy, 0, 1
 	}
-	var in *instrumentation
-	lo := launchOptions{stdout: cfg.Stdout}
-	if cfg.Instrumented() {
-		var err error
-		if in, lo, err = s.planInstrumentation(cfg.PID); err != nil {
-			return nil, err
-		}
-		lo.stdout = cfg.Stdout
-	}
+	return &session{cfg: cfg, log: log, mech: mech}, nil
+}
 
-	var tgt *target
-	pid := cfg.PID
-	if len(cfg.Command) > 0 {
-		var err error
-		if tgt, err = launch(cfg.Command, lo); err != nil {
-			if in != nil && in.region != nil {
-				in.region.Close()
-			}
-			return nil, fmt.Errorf("launching %s: %w", cfg.Command[0], err)
-		}
-		pid = tgt.pid()
+// close releases whatever the session still holds, however Run ends: a
+// launched target never released exits, the trace file closes, probes of
+// every kind (planned, lazily placed, goroutine and label switches) come
+// off, and the events close.
+func (s *session) close() {
+	if s.tgt != nil && !s.released {
+		s.tgt.abort()
 	}
-	fail := func(err error) (*Result, error) {
-		if tgt != nil {
-			tgt.abort()
-		}
-		return nil, err
+	s.stopControl()
+	if s.file != nil {
+		s.file.Close()
 	}
+	s.closeSources()
+	s.closeEvents()
+}
 
+// launchOrAttach prepares the probes the target must start with, then
+// launches the command, held in the exec wrapper until record releases
+// it, or takes the process to attach to.
+func (s *session) launchOrAttach() error {
+	lo, err := s.prepareProbes(s.mech, s.cfg.PID)
+	if err != nil {
+		return err
+	}
+	lo.stdout = s.cfg.Stdout
+	s.pid = s.cfg.PID
+	if len(s.cfg.Command) == 0 {
+		return nil
+	}
+	if s.tgt, err = launch(s.cfg.Command, lo); err != nil {
+		return fmt.Errorf("launching %s: %w", s.cfg.Command[0], err)
+	}
+	s.pid = s.tgt.pid()
+	return nil
+}
+
+// open opens what records, before the target counts: the perf events
+// (kernel samples where permitted), the trace file with its header, the
+// resolver, the probes, and the goroutine switches of a Go target.
+func (s *session) open() error {
+	launched := s.tgt != nil
 	kernel := true
-	if err := s.open(pid, kernel, tgt != nil); errors.Is(err, perf.ErrPermission) {
+	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
-		if err2 := s.open(pid, kernel, tgt != nil); err2 != nil {
-			return fail(err2)
+		if err := s.openEvents(kernel); err != nil {
+			return err
 		}
 		fmt.Fprintf(s.log, "trueprof: kernel samples not permitted (kernel.perf_event_paranoid=%d, no CAP_PERFMON); recording user space only\n", perf.Paranoid())
 	} else if err != nil {
-		return fail(err)
+		return err
 	}
 	s.result.UserOnly = !kernel
 	s.openIRQ()
-
-	f, err := os.OpenFile(cfg.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fail(err)
+	s.openPauses()
+	if err := s.openTrace(kernel); err != nil {
+		return err
 	}
-	defer f.Close()
-	s.out = f
-	hdr := s.header(kernel)
-	if in != nil {
-		hdr.Instrument = in.mech
-		hdr.Root = cfg.Root
-		if cfg.Calibration != nil {
-			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
-				return fail(err)
+	if err := s.startProbes(s.pid, launched); err != nil {
+		return err
+	}
+	s.startGoroutines(s.pid, launched)
+	return nil
+}
+
+// openTrace creates the trace file, writes its header (with the probes'
+// calibration) and sets up the resolver that names what it records.
+func (s *session) openTrace(kernel bool) error {
+	var err error
+	if s.file, err = os.OpenFile(s.cfg.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		return err
+	}
+	s.hdr = s.header(kernel)
+	if s.mech != MechAuto {
+		s.hdr.Instrument = string(s.mech)
+		s.hdr.Root = s.cfg.Root
+		if s.cfg.Calibration != nil {
+			if s.hdr.Calibration, err = s.cfg.Calibration(s.mech); err != nil {
+				return err
 			}
 		}
 	}
-	s.w, err = trace.NewWriter(f, hdr, trace.Options{Mode: cfg.Mode, SizeLimit: cfg.SizeLimit})
-	if err != nil {
-		return fail(err)
+	if s.w, err = trace.NewWriter(s.file, s.hdr, trace.Options{Mode: s.cfg.Mode, SizeLimit: s.cfg.SizeLimit}); err != nil {
+		return err
 	}
-	s.res = resolve.New(s.w, s.log, resolve.Options{Unwind: s.cfg.CallGraph != callGraphFP, Mode: unwindMode(s.cfg.CallGraph)})
-	s.instr = in
-	if in != nil {
-		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
-			return fail(err)
-		}
-	}
+	s.res = resolve.New(s.w, s.log, resolve.Options{Unwind: s.cfg.CallGraph != CallGraphFP, Mode: s.cfg.CallGraph.unwindMode()})
+	return nil
+}
 
-	s.startGoroutines(pid, tgt != nil)
-
-	if tgt != nil {
-		if err := tgt.release(); err != nil {
-			return fail(fmt.Errorf("starting the target: %w", err))
+// record makes the target count, a launched one by letting it exec, an
+// attached one by writing its threads and mappings so far and enabling
+// the events, and drains the rings until recording stops.
+func (s *session) record(ctx context.Context) error {
+	if s.tgt != nil {
+		if err := s.tgt.release(); err != nil {
+			return fmt.Errorf("starting the target: %w", err)
 		}
+		s.released = true
 	} else {
-		if err := s.synthesize(pid); err != nil {
-			return nil, err
+		if err := s.synthesize(s.pid); err != nil {
+			return err
 		}
 		for _, e := range s.events {
 			if err := perf.Enable(e.fd); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if err := s.baseCounters(pid); err != nil {
-			return nil, err
+		if err := s.baseCounters(s.pid); err != nil {
+			return err
 		}
 	}
-	s.targetPID = pid
-	s.startControl(pid, tgt != nil)
-	defer s.stopControl()
-	if cfg.started != nil {
-		cfg.started()
+	s.startControl(s.pid, s.tgt != nil)
+	if s.cfg.started != nil {
+		s.cfg.started()
 	}
+	var err error
+	s.result.Reason, err = s.loop(ctx)
+	return err
+}
 
-	s.result.Reason, err = s.loop(ctx, tgt, pid)
-	if err != nil {
-		return nil, err
-	}
+// finish ends the recording: the threads' last counters, the probes off
+// (what they could not deliver counted), a launched target that
+// outlived the recording stopped, the End record written, the trace
+// closed and the result complete.
+func (s *session) finish() (*Result, error) {
 	if err := s.finishCounters(); err != nil {
 		return nil, err
 	}
-	if in != nil && s.result.Events == 0 {
+	if s.mech != MechAuto && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
-	if in != nil && hdr.Calibration != nil {
-		s.warnHot(in.mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+	if c := s.hdr.Calibration; s.mech != MechAuto && c != nil {
+		s.warnHot(s.mech, c.PerCall, time.Duration(perf.Now()-s.hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -407,15 +343,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	s.closeSources()
-	if tgt != nil {
+	if s.tgt != nil {
 		if s.result.Reason != "exited" {
-			stopTarget(tgt)
+			stopTarget(s.tgt)
 		}
-		s.result.ExitCode = tgt.exitCode()
+		s.result.ExitCode = s.tgt.exitCode()
 	}
-	if err := s.finish(); err != nil {
+	if err := s.writeEnd(); err != nil {
 		return nil, err
 	}
+	f := s.file
+	s.file = nil
 	if err := f.Close(); err != nil {
 		return nil, err
 	}
@@ -430,7 +368,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // warnHot says what the probes cost the target: each call costs perCall
 // ns, which calibration removes from the report but not from the run.
 // Uprobes on hot functions can slow a program several times over.
-func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
+func (s *session) warnHot(mech Mech, perCall float64, elapsed time.Duration) {
 	calls := float64(s.result.Events) / 2
 	cost := time.Duration(calls * perCall)
 	if elapsed <= 0 || cost < elapsed/20 {
@@ -438,7 +376,7 @@ func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
 	}
 	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls at %.0f ns each cost the target about %v of %v; calibrated reports remove it",
 		mech, calls, perCall, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond))
-	if mech == "uprobe" {
+	if mech == MechUprobe {
 		fmt.Fprintf(s.log, ", but functions this hot are better measured by sampling (-F) or compiled-in hooks")
 	}
 	fmt.Fprintln(s.log)
@@ -470,7 +408,7 @@ func (s *session) header(kernel bool) *trace.Header {
 		Event:     s.cfg.Event.Name,
 		Freq:      s.cfg.Freq,
 		Period:    s.cfg.Period,
-		Callchain: s.cfg.CallGraph,
+		Callchain: string(s.cfg.CallGraph),
 		UserOnly:  !kernel,
 		Mode:      string(s.cfg.Mode),
 		SizeLimit: s.cfg.SizeLimit,
@@ -479,7 +417,7 @@ func (s *session) header(kernel bool) *trace.Header {
 	if s.cfg.Period > 0 {
 		h.Freq = 0
 	}
-	if s.cfg.CallGraph != callGraphFP {
+	if s.cfg.CallGraph != CallGraphFP {
 		h.StackBytes = s.cfg.StackBytes
 	}
 	h.Host, _ = os.Hostname()
@@ -490,10 +428,12 @@ func (s *session) header(kernel bool) *trace.Header {
 	return h
 }
 
-// open opens one sampling event per CPU. A launched target is followed
-// from exec with inherit; an attached one needs an event per existing
-// thread per CPU, which then inherit to threads created later.
-func (s *session) open(pid int, kernel, launched bool) error {
+// openEvents opens one sampling event per CPU on the target. A launched
+// target is followed from exec with inherit; an attached one needs an
+// event per existing thread per CPU, which then inherit to threads
+// created later.
+func (s *session) openEvents(kernel bool) error {
+	pid, launched := s.pid, s.tgt != nil
 	cpus, err := perf.OnlineCPUs()
 	if err != nil {
 		return err
@@ -511,7 +451,7 @@ func (s *session) open(pid int, kernel, launched bool) error {
 		ContextSwitch: true,
 		// dwarf mode unwinds the copy only, as perf does; auto keeps the
 		// kernel's walk to splice in where code has no CFI.
-		ExcludeCallchainUser: s.cfg.CallGraph == callGraphDWARF,
+		ExcludeCallchainUser: s.cfg.CallGraph == CallGraphDWARF,
 	})
 	s.sampleType = attr.Sample_type
 	s.counters = counterState{}
@@ -578,6 +518,46 @@ func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (eve
 	return e, nil
 }
 
+// openTracepoints opens tps on every CPU for all tasks, each CPU's events
+// writing to the ring of its first (rings, owned by the events owners),
+// with filter (when not empty) set on each; on error it closes what it
+// opened. The caller adds the events to s.events, which closeEvents
+// closes.
+func (s *session) openTracepoints(tps []*perf.Tracepoint, o perf.TracepointOptions, filter string) (opened []event, rings []*perf.Ring, owners []int, err error) {
+	cpus, err := perf.OnlineCPUs()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, cpu := range cpus {
+		owner := -1
+		for _, tp := range tps {
+			e, err := s.openShared(perf.TracepointAttr(tp, o), -1, cpu, owner)
+			if err != nil {
+				for _, e := range opened {
+					if e.ring != nil {
+						e.ring.Close()
+					}
+					perf.Close(e.fd)
+				}
+				return nil, nil, nil, err
+			}
+			if filter != "" {
+				// Without the filter only the volume grows.
+				perf.SetFilter(e.fd, filter)
+			}
+			if e.ring != nil {
+				owner = e.fd
+				rings, owners = append(rings, e.ring), append(owners, e.fd)
+			}
+			opened = append(opened, e)
+		}
+	}
+	return opened, rings, owners, nil
+}
+
+// byTime orders kernel records by time.
+func byTime(a, b perf.Record) int { return cmp.Compare(a.Time, b.Time) }
+
 // Ring sizes: the ring reader empties the rings while the loop reads a
 // large module's symbols (2 to 3.5 s were seen on node, 100 MB, on a
 // loaded machine), but it too can be descheduled on a loaded machine, so
@@ -636,11 +616,12 @@ func (s *session) closeSources() {
 		src.close()
 	}
 	s.sources = nil
-	if s.instr != nil {
-		for _, g := range s.instr.graphs {
-			g.close()
-		}
-		s.instr.graphs = nil
+	if s.planner != nil {
+		s.planner.close()
+	}
+	if s.region != nil {
+		s.region.Close()
+		s.region = nil
 	}
 }
 
@@ -660,7 +641,7 @@ func (s *session) closeEvents() {
 }
 
 // loop drains the rings until recording should stop and returns why.
-func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error) {
+func (s *session) loop(ctx context.Context) (string, error) {
 	var fds []int
 	for _, e := range s.events {
 		if e.ring != nil && !slices.Contains(s.ringFDs, e.fd) {
@@ -685,12 +666,12 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 			timeout = 20
 		}
 	}
-	if s.instr != nil && s.instr.root != "" {
+	if s.mech == MechUprobe && s.cfg.Root != "" {
 		// --root places probes when a function first runs: look at its
 		// events soon, so its callees miss as few calls as possible.
 		timeout = 5
 	}
-	if tgt != nil {
+	if s.tgt != nil {
 		// The poll wakes when the target exits, not at its timeout (up
 		// to 100 ms after the end of every launched recording).
 		exited, err := perf.NewWakeup()
@@ -701,7 +682,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			select {
-			case <-tgt.done:
+			case <-s.tgt.done:
 				exited.Signal()
 			case <-quit:
 			}
@@ -725,8 +706,8 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		deadline = t.C
 	}
 	var targetDone <-chan struct{}
-	if tgt != nil {
-		targetDone = tgt.done
+	if s.tgt != nil {
+		targetDone = s.tgt.done
 	}
 	lastFlush := time.Now()
 	reason := ""
@@ -745,7 +726,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		case <-targetDone:
 			reason = "exited"
 		default:
-			if tgt == nil && !processAlive(pid) {
+			if s.tgt == nil && !processAlive(s.pid) {
 				reason = "exited"
 			}
 		}
@@ -800,15 +781,7 @@ func (s *session) drain(final bool) error {
 	}
 	s.warnFull()
 	s.readOtherRings(final)
-	slices.SortStableFunc(s.pending, func(a, b perf.Record) int {
-		switch {
-		case a.Time < b.Time:
-			return -1
-		case a.Time > b.Time:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(s.pending, byTime)
 	n := len(s.pending)
 	if !final {
 		n, _ = slices.BinarySearchFunc(s.pending, horizon, func(r perf.Record, t uint64) int {
@@ -821,6 +794,9 @@ func (s *session) drain(final bool) error {
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	s.drainEvents(final)
+	if err := s.writePauses(final); err != nil {
+		return err
+	}
 	m := len(s.pendingEvents)
 	if !final {
 		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
@@ -903,8 +879,10 @@ func (s *session) process(r *perf.Record) error {
 			return nil
 		}
 		s.res.Mmap(r.PID, resolve.Mapping{Start: r.Addr, End: r.Addr + r.Len, PgOff: r.PgOff, Path: r.Filename, BuildID: r.BuildID, Time: r.Time})
-		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
-			return err
+		if s.planner != nil {
+			if err := s.planner.moduleMapped(r.PID, r.Filename, r.Time); err != nil {
+				return err
+			}
 		}
 		path, err := w.Intern(r.Filename)
 		if err != nil {
@@ -945,8 +923,8 @@ func (s *session) process(r *perf.Record) error {
 	return nil
 }
 
-// finish writes the End record and closes the trace.
-func (s *session) finish() error {
+// writeEnd writes the End record and closes the trace.
+func (s *session) writeEnd() error {
 	reason, err := s.w.Intern(s.result.Reason)
 	if err != nil {
 		return err

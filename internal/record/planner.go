@@ -1,0 +1,341 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"trueprof/internal/resolve"
+	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
+)
+
+// planner places probes as the recording learns what the target runs.
+// The data path (session.process, session.processEvent) reports what it
+// sees to it and never places a probe itself: deciding what to probe and
+// attaching it are the planner's alone.
+type planner interface {
+	// moduleMapped reports that process pid mapped file path executable
+	// at time (a library loaded with dlopen, or the executable at exec).
+	moduleMapped(pid uint32, path string, time uint64) error
+	// entered reports that a probed function ran in pid at time: the
+	// function at file offset off of module (the string id of its path).
+	entered(pid, module uint32, off, time uint64) error
+	// stop ends placing: recording is stopping, and probes placed now
+	// would count nothing.
+	stop()
+	// close releases what the planner holds; the probes it placed are
+	// event sources of the session, removed with them.
+	close()
+}
+
+// attachUprobes places uprobes: uprobe.Attach, which only the uprobe
+// planner calls (tests replace it to see who does).
+var attachUprobes = uprobe.Attach
+
+// uprobePlanner plans and places uprobes: the functions that match the
+// patterns, in the executable and the libraries it needs when the target
+// starts, in libraries as they are mapped, and with --root the direct
+// callees of each probed function when it first runs (Scheme B).
+type uprobePlanner struct {
+	path     string // the executable
+	patterns []string
+	// modules are the files to probe when the target starts: the
+	// executable and the libraries it needs, with their sites.
+	modules []plannedModule
+	// done lists the files already planned (by resolved path), so a
+	// library mapped later (dlopen) is probed once.
+	done map[string]bool
+	log  io.Writer // warnings
+	// root is --root's function: probed first, its callees as they run.
+	root   string
+	probed map[[2]uint64]probedFunc // by module string id and file offset
+	graphs map[string]*callGraph
+	named  map[string]bool // path + NUL + function already probed
+	// What placing needs from the session, from start on: names of files
+	// and functions, the trace for Probe records, the watch of the waits
+	// placing causes, and the loop's sources.
+	res       *resolve.Resolver
+	w         *trace.Writer
+	pauses    *pauseWatch
+	addSource func(eventSource)
+	stopped   bool
+}
+
+// plannedModule is a file and the probe sites placed in it.
+type plannedModule struct {
+	path  string
+	sites []uprobe.Site
+}
+
+// probedFunc is a probed function, for --root's expansion.
+type probedFunc struct {
+	path     string
+	vaddr    uint64
+	name     string
+	expanded bool
+}
+
+// newUprobePlanner plans the probes of cfg's patterns in the executable
+// of cfg's command or of process pid, and in the libraries it needs (a
+// running process's mapped files too), before the target runs.
+func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error) {
+	path, err := targetPath(cfg.Command, pid)
+	if err != nil {
+		return nil, err
+	}
+	p := &uprobePlanner{path: path, patterns: cfg.Trace, done: map[string]bool{}, log: log}
+	if cfg.Root != "" {
+		p.patterns = append(p.patterns, cfg.Root)
+		p.root = cfg.Root
+		p.probed = map[[2]uint64]probedFunc{}
+		p.graphs = map[string]*callGraph{}
+		p.named = map[string]bool{}
+	}
+	// The executable and the libraries it needs are probed before it
+	// runs, found as ld.so will find them in the environment the command
+	// inherits; libraries loaded later are probed when they are mapped.
+	// A running process has loaded what it needs, and maybe more: its
+	// mappings are the loader's own choice, and no path of its
+	// environment is followed.
+	files := []string{path}
+	if len(cfg.Command) > 0 {
+		files = append(files, neededLibraries(path, os.Environ())...)
+	} else {
+		files = append(files, mappedFiles(pid)...)
+	}
+	for _, f := range files {
+		sites, err := p.plan(f)
+		if err != nil {
+			return nil, err
+		}
+		if len(sites) > 0 {
+			p.modules = append(p.modules, plannedModule{path: f, sites: sites})
+		}
+	}
+	if len(p.modules) == 0 && !namesOtherModules(p.patterns, path) {
+		return nil, fmt.Errorf("no function of %s or its libraries matches %q", path, p.patterns)
+	}
+	return p, nil
+}
+
+// start places the planned probes once the target process exists
+// (launched: stopped before exec) and records which functions were
+// probed. No event counts before every probe is in place: a thread
+// inside a call that was entered while the probes were being placed
+// would otherwise see the call's entry but never its exit, and every
+// later call nest under it.
+func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *trace.Writer, pauses *pauseWatch, addSource func(eventSource)) error {
+	p.res, p.w, p.pauses, p.addSource = res, w, pauses, addSource
+	if !launched {
+		// A launched target waits in the exec wrapper; a running one
+		// waits for its mm's lock while the probes go in.
+		defer p.pauses.placing()()
+	}
+	var placed []*uprobeSource
+	var live uint64
+	for _, m := range p.modules {
+		u, err := p.placeModule(pid, m, launched, false)
+		if err != nil {
+			return err
+		}
+		placed = append(placed, u)
+		live = max(live, u.set.Live())
+	}
+	for _, u := range placed {
+		if err := p.accept(u, live); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moduleMapped probes a library the target mapped while running (dlopen)
+// if the patterns name functions in it. Calls made between the mapping and
+// the probes' placement, a few milliseconds, are not seen: the Probe
+// records say from when each function was counted.
+func (p *uprobePlanner) moduleMapped(pid uint32, path string, _ uint64) error {
+	if !resolve.IsFile(path) {
+		return nil
+	}
+	sites, err := p.plan(path)
+	if err != nil || len(sites) == 0 {
+		// A library that cannot be read is not a reason to stop recording.
+		return nil
+	}
+	if err := p.attachModule(int(pid), plannedModule{path: path, sites: sites}, false); err != nil {
+		fmt.Fprintf(p.log, "trueprof: probing %s: %v\n", path, err)
+	}
+	return nil
+}
+
+// entered probes the direct callees of a function the first time it
+// runs under --root (Scheme B). Their first calls happen before the
+// probes are placed and are not seen; later calls are counted, and the
+// Probe records say from when.
+func (p *uprobePlanner) entered(pid, module uint32, off, _ uint64) error {
+	if p.root == "" {
+		return nil
+	}
+	key := [2]uint64{uint64(module), off}
+	pf, ok := p.probed[key]
+	if !ok || pf.expanded {
+		return nil
+	}
+	pf.expanded = true
+	p.probed[key] = pf
+	g := p.graphs[pf.path]
+	if g == nil {
+		var err error
+		if g, err = openCallGraph(pf.path); err != nil {
+			return nil
+		}
+		p.graphs[pf.path] = g
+	}
+	var names []string
+	for _, name := range g.callees(pf.vaddr) {
+		// Names with glob metacharacters (C++ operators) cannot be
+		// given to the planner as exact patterns.
+		if !strings.ContainsAny(name, "*?[]\\") && !p.named[pf.path+"\x00"+name] {
+			p.named[pf.path+"\x00"+name] = true
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sites, err := uprobe.Plan(pf.path, names)
+	var skip *uprobe.SkipError
+	if err != nil && !errors.As(err, &skip) {
+		return nil
+	}
+	if len(sites) == 0 {
+		return nil
+	}
+	if err := p.attachModule(int(pid), plannedModule{path: pf.path, sites: sites}, true); err != nil {
+		fmt.Fprintf(p.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
+	}
+	return nil
+}
+
+func (p *uprobePlanner) stop() { p.stopped = true }
+
+func (p *uprobePlanner) close() {
+	for _, g := range p.graphs {
+		g.close()
+	}
+	p.graphs = nil
+}
+
+// attachModule places a module's probes on a running pid and counts
+// their events from the moment all of them are in place; lazy marks
+// probes placed by --root's expansion.
+func (p *uprobePlanner) attachModule(pid int, m plannedModule, lazy bool) error {
+	if p.stopped {
+		return nil // recording is stopping: the probes would count nothing
+	}
+	placed := p.pauses.placing()
+	u, err := p.placeModule(pid, m, false, lazy)
+	placed()
+	if err != nil {
+		return err
+	}
+	return p.accept(u, u.set.Live())
+}
+
+// placeModule places a planned module's probes on pid and adds their
+// source, which counts nothing until accept; lazy marks probes placed by
+// --root's expansion.
+func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy bool) (*uprobeSource, error) {
+	set, err := attachUprobes(pid, m.path, m.sites, launched)
+	if err != nil {
+		return nil, err
+	}
+	starts := fileOffsets(m.sites)
+	module, err := p.res.Module(m.path)
+	if err != nil {
+		set.Close()
+		return nil, err
+	}
+	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
+	p.addSource(u)
+	for i, site := range m.sites {
+		fn, err := p.res.FileLocation(uint32(pid), module, starts[i])
+		if err != nil {
+			return nil, err
+		}
+		mech := trace.ProbeEntry
+		switch {
+		case lazy:
+			mech = trace.ProbeDynamic
+		case len(site.Exits) > 0:
+			mech = trace.ProbeRetInsn
+		case site.Return:
+			mech = trace.ProbeReturn
+		}
+		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech})
+		if p.root != "" {
+			p.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
+		}
+	}
+	return u, nil
+}
+
+// accept makes u count the events from time from on, when its probes
+// (and the others placed with them) were all in place, and writes the
+// Probe records that say so.
+func (p *uprobePlanner) accept(u *uprobeSource, from uint64) error {
+	u.from = from
+	for i := range u.probes {
+		u.probes[i].Time = from
+		if err := p.w.Write(&u.probes[i]); err != nil {
+			return err
+		}
+	}
+	u.probes = nil
+	return nil
+}
+
+// plan returns the probe sites of the patterns in file, once per file:
+// files are known by absolute, resolved path, which is how the kernel
+// names the mappings that come later.
+func (p *uprobePlanner) plan(file string) ([]uprobe.Site, error) {
+	key, err := filepath.Abs(file)
+	if err != nil {
+		return nil, err
+	}
+	if r, err := filepath.EvalSymlinks(key); err == nil {
+		key = r
+	}
+	if p.done[key] {
+		return nil, nil
+	}
+	p.done[key] = true
+	sites, err := uprobe.Plan(file, p.patterns)
+	var skip *uprobe.SkipError
+	switch {
+	case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped) && file != p.path:
+		return nil, nil
+	case errors.As(err, &skip):
+		// Functions the planner cannot probe safely are left out, and
+		// said so: they will be missing from the report.
+		fmt.Fprintf(p.log, "trueprof: not probed: %v\n", skip)
+		return sites, nil
+	}
+	return sites, err
+}
+
+// namesOtherModules reports whether a pattern is qualified by a module
+// other than the executable: a library the program may load later.
+func namesOtherModules(patterns []string, exe string) bool {
+	for _, p := range patterns {
+		if mod, _, ok := strings.Cut(p, ":"); ok && !strings.HasPrefix(p[len(mod):], "::") && mod != filepath.Base(exe) {
+			return true
+		}
+	}
+	return false
+}
