@@ -274,7 +274,7 @@ func TestFoldedGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := Folded(&buf, modeltest.Fixture(), tt.f); err != nil {
+			if err := Folded(&buf, modeltest.Fixture(), tt.f, ""); err != nil {
 				t.Fatal(err)
 			}
 			file := filepath.Join("testdata", tt.file)
@@ -292,7 +292,7 @@ func TestFoldedEscapes(t *testing.T) {
 	p.Locations[1].Frames[0].Function = "Main.run(Ljava/lang/String;)V"
 	p.Locations[2].Frames[0].Function = "String.indexOf(II)I\nx"
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, model.Filter{}); err != nil {
+	if err := Folded(&buf, p, model.Filter{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := "java;Main.run(Ljava/lang/String:)V;String.indexOf(II)I x 2\njava;[unknown] 1\n"
@@ -309,7 +309,7 @@ func TestIncarnations(t *testing.T) {
 		Add(1, 2, "main;work", 2). // 1.004s and 1.005s: io
 		Add(1, 1, "main", 1).
 		Profile()
-	prof, err := toPprof(p, model.Filter{})
+	prof, err := toPprof(loadedSource(p), model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestIncarnations(t *testing.T) {
 		t.Errorf("samples %v, want %s", got, want)
 	}
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, model.Filter{Thread: "i?"}); err != nil {
+	if err := Folded(&buf, p, model.Filter{Thread: "i?"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if buf.String() != "app;main;work 2\n" {
@@ -334,13 +334,14 @@ func TestIncarnations(t *testing.T) {
 // sample was taken (not those it carried later).
 func TestGoroutineLabels(t *testing.T) {
 	p := modeltest.GoFixture()
+	p.Events = nil // its samples alone: a sampling recording
 	// Goroutine 1 gets its labels between its two samples (1011 µs and
 	// 1030 µs); goroutine 7 has them from the start.
 	p.Labels = []model.Labels{
 		{Time: 1_000_000, PID: 5, GoID: 7, Pairs: []model.LabelPair{{Key: "req", Value: "b"}}},
 		{Time: 1_020_000, PID: 5, GoID: 1, Pairs: []model.LabelPair{{Key: "req", Value: "a"}, {Key: "user", Value: "x"}}},
 	}
-	prof, err := toPprof(p, model.Filter{})
+	prof, err := toPprof(loadedSource(p), model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

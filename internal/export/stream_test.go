@@ -27,8 +27,8 @@ func TestStreamEqualsLoaded(t *testing.T) {
 	exporters := []exporter{
 		{"pprof", func(b *bytes.Buffer, p *model.Profile, f model.Filter) error { return PPROF(b, p, f) },
 			func(b *bytes.Buffer, s *model.Stream, f model.Filter) error { return PPROFStream(b, s, f) }},
-		{"folded", func(b *bytes.Buffer, p *model.Profile, f model.Filter) error { return Folded(b, p, f) },
-			func(b *bytes.Buffer, s *model.Stream, f model.Filter) error { return FoldedStream(b, s, f) }},
+		{"folded", func(b *bytes.Buffer, p *model.Profile, f model.Filter) error { return Folded(b, p, f, "") },
+			func(b *bytes.Buffer, s *model.Stream, f model.Filter) error { return FoldedStream(b, s, f, "") }},
 	}
 	compared := 0
 	for _, path := range files {
