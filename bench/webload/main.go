@@ -8,8 +8,9 @@
 // Then, with the trueprof built from this checkout:
 //
 //   - `report --format html` and `export --format pprof|folded` are
-//     timed with their peak RSS (wait4's ru_maxrss), and `go tool pprof
-//     -top` must read the pprof export;
+//     timed -runs times (medians of the wall and user CPU time) with
+//     their peak RSS (wait4's ru_maxrss), and `go tool pprof -top` must
+//     read the pprof export, the traced calls' calls and wall time;
 //   - headless Chromium (DevTools protocol, chromedp) opens the HTML
 //     file, then `serve`'s URL, -runs times each, and the time is
 //     Chromium's own: the page's performance mark "tp-rendered" (set
@@ -18,7 +19,7 @@
 //
 // Usage (from the repository root):
 //
-//	go run ./bench/webload [-mids 10000000] [-runs 3]
+//	go run ./bench/webload [-mids 10000000] [-runs 3] [-pages=false]
 package main
 
 import (
@@ -42,7 +43,8 @@ import (
 
 func main() {
 	mids := flag.Int("mids", 10_000_000, "mid calls of the hook trace (6 events each)")
-	runs := flag.Int("runs", 3, "page loads of each kind (medians are reported)")
+	runs := flag.Int("runs", 3, "runs of each command and page loads of each kind (medians are reported)")
+	pages := flag.Bool("pages", true, "open the pages in Chromium (false: time the commands only)")
 	flag.Parse()
 	log.SetFlags(0)
 	dir, cleanup := benchutil.Workdir("trueprof-bench-webload-")
@@ -66,19 +68,32 @@ func main() {
 	html := filepath.Join(dir, "report.html")
 	pb := filepath.Join(dir, "prof.pb.gz")
 	folded := filepath.Join(dir, "folded.txt")
-	fmt.Printf("%-40s %10s %10s\n", "command", "time (ms)", "peak RSS")
+	fmt.Printf("%-40s %10s %10s %10s\n", "command (median of runs)", "time (ms)", "user (ms)", "peak RSS")
 	for _, c := range [][]string{
 		{"report", "--format", "html", "-o", html},
 		{"export", "--format", "pprof", "-o", pb},
 		{"export", "--format", "folded", "-o", folded},
 	} {
-		wall, rss := timed(append([]string{bin}, append(c, "-i", tr)...)...)
-		fmt.Printf("%-40s %10.0f %7d MB\n", strings.Join(c[:3], " "), benchutil.MS(wall), rss/1024)
+		var walls, users []time.Duration
+		var rss int64
+		for range *runs {
+			wall, user, peak := timed(append([]string{bin}, append(c, "-i", tr)...)...)
+			walls, users, rss = append(walls, wall), append(users, user), max(rss, peak)
+		}
+		fmt.Printf("%-40s %10.0f %10.0f %7d MB\n", strings.Join(c[:3], " "), benchutil.MS(benchutil.Median(walls)),
+			benchutil.MS(benchutil.Median(users)), rss/1024)
 	}
 	st, _ := os.Stat(html)
 	fmt.Printf("\nHTML file: %d bytes\n", st.Size())
-	top := benchutil.Output("go", "tool", "pprof", "-top", pb)
-	fmt.Printf("go tool pprof -top %s:\n%s\n", filepath.Base(pb), top)
+	// The exports carry the traced calls: go tool pprof must read them,
+	// with the calls and the wall time of each function.
+	for _, index := range []string{"calls", "wall"} {
+		top := benchutil.Output("go", "tool", "pprof", "-top", "-sample_index="+index, pb)
+		fmt.Printf("go tool pprof -top -sample_index=%s %s:\n%s\n", index, filepath.Base(pb), top)
+	}
+	if !*pages {
+		return
+	}
 
 	ctx, stop := browser()
 	defer stop()
@@ -113,21 +128,22 @@ func main() {
 	bar(served < 3000, "serve's page opens in Chromium in %.0f ms (median of %d; bar 3000 ms)", served, *runs)
 }
 
-// timed runs a command that must succeed and returns its wall time and
-// peak RSS in KiB.
-func timed(argv ...string) (time.Duration, int64) {
+// timed runs a command that must succeed and returns its wall time, its
+// user CPU time (which a loaded machine inflates less) and its peak RSS
+// in KiB.
+func timed(argv ...string) (wall, user time.Duration, rss int64) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		log.Fatalf("%s: %v", strings.Join(argv, " "), err)
 	}
-	wall := time.Since(start)
+	wall = time.Since(start)
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if ru == nil {
-		return wall, 0
+		return wall, cmd.ProcessState.UserTime(), 0
 	}
-	return wall, ru.Maxrss
+	return wall, cmd.ProcessState.UserTime(), ru.Maxrss
 }
 
 // browser starts headless Chromium.

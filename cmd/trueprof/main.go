@@ -299,37 +299,53 @@ func reportCmd() *cobra.Command {
 }
 
 func exportCmd() *cobra.Command {
-	var in, format, out, thread string
+	var in, format, out, thread, value string
 	var labels []string
 	var pid, tid int
 	var agg model.Aggregation
 	c := &cobra.Command{
 		Use:   "export",
 		Short: "Export a trace for other tools: pprof (go tool pprof) or folded stacks (flame graphs)",
-		Args:  cobra.NoArgs,
+		Long: `Export a trace for other tools: pprof's profile.proto (go tool pprof) or folded
+stacks (flamegraph.pl, speedscope).
+
+A sampling recording exports its samples. An instrumented recording exports
+the call paths of its traced calls, as the reports show them (calibrated):
+pprof sample types calls, wall (the default), wall_raw, cpu when context
+switches were recorded, and samples with the event's period when sampled
+alongside (go tool pprof -sample_index=calls); folded lines count the
+--value sample type (default wall: self nanoseconds, calibrated).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := filter(cmd, pid, tid, thread, labels)
 			if err != nil {
 				return err
 			}
-			write, writeStream := export.PPROF, export.PPROFStream
+			var write func(io.Writer, *model.Profile) error
+			var writeStream func(io.Writer, *model.Stream) error
 			switch format {
 			case "pprof":
+				if value != "" {
+					return fmt.Errorf("--value applies to --format folded: a pprof export holds every value (go tool pprof -sample_index)")
+				}
+				write = func(w io.Writer, p *model.Profile) error { return export.PPROF(w, p, o) }
+				writeStream = func(w io.Writer, s *model.Stream) error { return export.PPROFStream(w, s, o) }
 			case "folded":
-				write, writeStream = export.Folded, export.FoldedStream
+				write = func(w io.Writer, p *model.Profile) error { return export.Folded(w, p, o, value) }
+				writeStream = func(w io.Writer, s *model.Stream) error { return export.FoldedStream(w, s, o, value) }
 			default:
 				return fmt.Errorf("--format %q: want pprof or folded", format)
 			}
 			log := cmd.ErrOrStderr()
 			if len(labels) == 0 {
-				// The samples are grouped in one pass over the records,
-				// none of which is held; a trace the stream cannot take
-				// is loaded.
+				// The trees, or the samples, come from one pass over the
+				// records, none of which is held; a trace the stream
+				// cannot take is loaded.
 				s, err := streamProfile(in, log, agg)
 				if err != nil {
 					return err
 				}
-				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return writeStream(w, s, o) })
+				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return writeStream(w, s) })
 				if !errors.Is(err, model.ErrNotStreamable) {
 					return err
 				}
@@ -339,7 +355,7 @@ func exportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return write(w, p, o) })
+			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return write(w, p) })
 		},
 	}
 	f := c.Flags()
@@ -349,6 +365,7 @@ func exportCmd() *cobra.Command {
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
+	f.StringVar(&value, "value", "", "folded: what a line counts, a sample type of the pprof export: samples (default) or the period (cpu, or the event) of a sampling recording; wall (default: self ns, calibrated), wall_raw, calls, cpu, samples, the event of an instrumented one")
 	labelFlag(c, &labels)
 	aggregationFlags(c, &agg)
 	c.MarkFlagRequired("output")

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/testutil"
 
 	"github.com/google/pprof/profile"
@@ -28,37 +29,41 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // flatRow is one function's numbers.
 type flatRow struct{ self, total uint64 }
 
+// reportJSON writes trueprof's report o of p, in JSON, into v.
+func reportJSON(t *testing.T, p *model.Profile, o report.Options, v any) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := report.Write(&buf, p, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // trueprofFlat runs trueprof's flat report and keys its rows the way the
 // pprof export names functions: a name that several modules define is
 // qualified with the module.
 func trueprofFlat(t *testing.T, p *model.Profile, f model.Filter) (rows map[string]flatRow, total uint64) {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := report.Write(&buf, p, report.Options{View: "flat", Format: "json", Filter: f}); err != nil {
-		t.Fatal(err)
-	}
 	var r report.FlatReport
-	if err := json.Unmarshal(buf.Bytes(), &r); err != nil {
-		t.Fatal(err)
-	}
-	modules := map[string]int{}
+	reportJSON(t, p, report.Options{View: "flat", Format: "json", Filter: f}, &r)
+	names := names{}
 	for _, fn := range r.Functions {
-		modules[fn.Name]++
+		names.add(calltree.Func{Name: fn.Name, Module: fn.Module})
 	}
 	rows = map[string]flatRow{}
 	for _, fn := range r.Functions {
-		name := fn.Name
-		if modules[fn.Name] > 1 {
-			name = fmt.Sprintf("%s (%s)", fn.Name, fn.Module)
-		}
-		rows[name] = flatRow{fn.Self.Samples, fn.Total.Samples}
+		rows[names.export(calltree.Func{Name: fn.Name, Module: fn.Module})] = flatRow{fn.Self.Samples, fn.Total.Samples}
 	}
 	return rows, r.Total.Samples
 }
 
 // topRow matches a row of `go tool pprof -top`: flat flat% sum% cum cum%
-// name, and the "(inline)" note pprof appends to inlined functions.
-var topRow = regexp.MustCompile(`^\s*(\d+)\s+[\d.]+%\s+[\d.]+%\s+(\d+)\s+[\d.]+%\s+(.*?)(?: \((?:partial-)?inline\))?$`)
+// name, and the "(inline)" note pprof appends to inlined functions. The
+// values may carry the unit "ns" (-unit=ns) and the percentages an
+// exponent (3.3e-06%).
+var topRow = regexp.MustCompile(`^\s*(\d+)(?:ns)?\s+[\d.e+-]+%\s+[\d.e+-]+%\s+(\d+)(?:ns)?\s+[\d.e+-]+%\s+(.*?)(?: \((?:partial-)?inline\))?$`)
 
 // pprofTop runs `go tool pprof -top` with options on a profile file and
 // returns its rows. -nodefraction=0 keeps pprof from dropping small
@@ -176,10 +181,9 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 	}
 }
 
-// TestPPROFRoundTrip parses the export back and checks what pprof's
-// reports do not show: types, period, times, labels, inline order.
-func TestPPROFRoundTrip(t *testing.T) {
-	p := modeltest.Fixture()
+// roundTrip exports p to pprof and parses the export back.
+func roundTrip(t *testing.T, p *model.Profile) *profile.Profile {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := PPROF(&buf, p, model.Filter{}); err != nil {
 		t.Fatal(err)
@@ -191,6 +195,14 @@ func TestPPROFRoundTrip(t *testing.T) {
 	if err := prof.CheckValid(); err != nil {
 		t.Fatal(err)
 	}
+	return prof
+}
+
+// TestPPROFRoundTrip parses the export back and checks what pprof's
+// reports do not show: types, period, times, labels, inline order.
+func TestPPROFRoundTrip(t *testing.T) {
+	p := modeltest.Fixture()
+	prof := roundTrip(t, p)
 	types := fmt.Sprint(prof.SampleType[0].Type, "/", prof.SampleType[0].Unit, " ", prof.SampleType[1].Type, "/", prof.SampleType[1].Unit)
 	if types != "samples/count cpu/nanoseconds" {
 		t.Errorf("sample types %s", types)
@@ -274,7 +286,7 @@ func TestFoldedGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := Folded(&buf, modeltest.Fixture(), tt.f); err != nil {
+			if err := Folded(&buf, modeltest.Fixture(), tt.f, ""); err != nil {
 				t.Fatal(err)
 			}
 			file := filepath.Join("testdata", tt.file)
@@ -292,7 +304,7 @@ func TestFoldedEscapes(t *testing.T) {
 	p.Locations[1].Frames[0].Function = "Main.run(Ljava/lang/String;)V"
 	p.Locations[2].Frames[0].Function = "String.indexOf(II)I\nx"
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, model.Filter{}); err != nil {
+	if err := Folded(&buf, p, model.Filter{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := "java;Main.run(Ljava/lang/String:)V;String.indexOf(II)I x 2\njava;[unknown] 1\n"
@@ -309,7 +321,7 @@ func TestIncarnations(t *testing.T) {
 		Add(1, 2, "main;work", 2). // 1.004s and 1.005s: io
 		Add(1, 1, "main", 1).
 		Profile()
-	prof, err := toPprof(p, model.Filter{})
+	prof, err := toPprof(loadedSource(p), model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +333,7 @@ func TestIncarnations(t *testing.T) {
 		t.Errorf("samples %v, want %s", got, want)
 	}
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, model.Filter{Thread: "i?"}); err != nil {
+	if err := Folded(&buf, p, model.Filter{Thread: "i?"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if buf.String() != "app;main;work 2\n" {
@@ -334,13 +346,14 @@ func TestIncarnations(t *testing.T) {
 // sample was taken (not those it carried later).
 func TestGoroutineLabels(t *testing.T) {
 	p := modeltest.GoFixture()
+	p.Events = nil // its samples alone: a sampling recording
 	// Goroutine 1 gets its labels between its two samples (1011 µs and
 	// 1030 µs); goroutine 7 has them from the start.
 	p.Labels = []model.Labels{
 		{Time: 1_000_000, PID: 5, GoID: 7, Pairs: []model.LabelPair{{Key: "req", Value: "b"}}},
 		{Time: 1_020_000, PID: 5, GoID: 1, Pairs: []model.LabelPair{{Key: "req", Value: "a"}, {Key: "user", Value: "x"}}},
 	}
-	prof, err := toPprof(p, model.Filter{})
+	prof, err := toPprof(loadedSource(p), model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package export
 
 import (
 	"bufio"
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,31 +13,99 @@ import (
 	"trueprof/internal/model"
 )
 
-// Folded writes the samples of p that pass f as folded stacks, one line per
-// distinct stack: the process name, then the functions outermost first,
-// separated by ';', a space and the sample count. Lines are sorted. Stacks
-// that differ only by pid or tid are merged, as stackcollapse-perf.pl does
-// for processes of the same name. Inlined functions are frames of their
-// own. A ';' in a name would split a frame in two, so it becomes ':', and
-// line breaks become spaces.
+// ErrUnknownValue is returned by Folded and FoldedStream for a value
+// that is not a sample type of the recording's pprof export; it is
+// wrapped with the value and the valid ones.
+var ErrUnknownValue = errors.New("unknown value")
+
+// Folded writes p's data that pass f as folded stacks (flamegraph.pl's
+// input: "a;b;c N"), one line per distinct stack: the process name, then
+// the functions outermost first, separated by ';', a space and the
+// value. Lines are sorted; lines whose value is 0 are left out. Stacks
+// that differ only by pid or tid are merged, as stackcollapse-perf.pl
+// does for processes of the same name. Inlined functions are frames of
+// their own. A ';' in a name would split a frame in two, so it becomes
+// ':', and line breaks become spaces.
+//
+// value names what N is, one of the sample types of the pprof export of
+// the same recording. Of a sampling recording: "samples" (the default
+// for "") or the sum of the periods ("cpu" for the clock events, else
+// the event's name). Of an instrumented recording, whose call paths are
+// calltree's (see PPROF): "wall" (the default: self wall time,
+// calibrated, in ns), "wall_raw", "calls", "cpu" when measured, and
+// "samples" and the event's name when sampled alongside; the time
+// outside the outermost traced calls is the process's own line. Any
+// other value is an error wrapping ErrUnknownValue.
+//
 // FoldedStream does the same without holding the records.
-func Folded(w io.Writer, p *model.Profile, f model.Filter) error {
-	return folded(w, p, calltree.GroupSamples(p, f, false))
+func Folded(w io.Writer, p *model.Profile, f model.Filter, value string) error {
+	return writeFolded(w, loadedSource(p), f, value)
 }
 
 // FoldedStream is Folded for a trace read in two passes, as PPROFStream
 // is PPROF's.
-func FoldedStream(w io.Writer, s *model.Stream, f model.Filter) error {
-	samples, err := streamSamples(s, f, false)
+func FoldedStream(w io.Writer, s *model.Stream, f model.Filter, value string) error {
+	return writeFolded(w, streamSource(s), f, value)
+}
+
+// writeFolded writes src's data that pass f as folded stacks counting
+// value.
+func writeFolded(w io.Writer, src source, f model.Filter, value string) error {
+	v, err := foldedValue(src.p, src.rec, value)
 	if err != nil {
 		return err
 	}
-	return folded(w, s.Profile, samples)
+	if v.tree != nil {
+		r, err := src.tree(f)
+		if err != nil {
+			return err
+		}
+		return writeLines(w, foldedTree(r, *v.tree))
+	}
+	samples, err := src.samples(f, false)
+	if err != nil {
+		return err
+	}
+	return writeLines(w, foldedSamples(src.p, samples, v.period))
 }
 
-// folded writes samples, grouped from p's records, as folded stacks.
-func folded(w io.Writer, p *model.Profile, samples *calltree.Samples) error {
-	counts := map[string]uint64{}
+// foldedVal is what the lines of a folded export count: a sample type
+// of the trees of an instrumented recording (tree), or the samples of
+// a sampling recording, or the sum of their periods (period).
+type foldedVal struct {
+	tree   *treeValue
+	period bool
+}
+
+// foldedValue returns the value named value of the folded export of p, a
+// recording of kinds rec.
+func foldedValue(p *model.Profile, rec recording, value string) (foldedVal, error) {
+	var valid []string
+	if rec.events {
+		values := treeValues(p, rec)
+		for i := range values {
+			if values[i].typ.Type == cmp.Or(value, "wall") {
+				return foldedVal{tree: &values[i]}, nil
+			}
+		}
+		valid = treeTypes(values)
+	} else {
+		period := periodType(p).Type
+		switch value {
+		case "", "samples":
+			return foldedVal{}, nil
+		case period:
+			return foldedVal{period: true}, nil
+		}
+		valid = []string{"samples", period}
+	}
+	return foldedVal{}, fmt.Errorf("export: %w %q for this recording (valid: %s)", ErrUnknownValue, value, strings.Join(valid, ", "))
+}
+
+// foldedSamples returns the folded lines of samples, grouped from p's
+// records: their number, or the sum of their periods.
+func foldedSamples(p *model.Profile, samples *calltree.Samples, period bool) map[string]float64 {
+	lines := map[string]float64{}
 	names := map[uint32]string{}
 	var b strings.Builder
 	for _, s := range samples.Stacks {
@@ -54,16 +124,29 @@ func folded(w io.Writer, p *model.Profile, samples *calltree.Samples) error {
 			b.WriteByte(';')
 			b.WriteString(foldedFrame(fn.Name))
 		}
-		counts[b.String()] += s.Samples
+		if period {
+			lines[b.String()] += float64(s.Period)
+		} else {
+			lines[b.String()] += float64(s.Samples)
+		}
 	}
-	lines := make([]string, 0, len(counts))
-	for stack := range counts {
-		lines = append(lines, stack)
+	return lines
+}
+
+// writeLines writes folded lines, sorted, their values rounded so
+// that they add up to the rounded total; a line rounded to 0 is left out.
+func writeLines(w io.Writer, lines map[string]float64) error {
+	stacks := make([]string, 0, len(lines))
+	for stack := range lines {
+		stacks = append(stacks, stack)
 	}
-	slices.Sort(lines)
+	slices.Sort(stacks)
 	bw := bufio.NewWriter(w)
-	for _, stack := range lines {
-		fmt.Fprintf(bw, "%s %d\n", stack, counts[stack])
+	var r rounder
+	for _, stack := range stacks {
+		if n := r.next(lines[stack]); n != 0 {
+			fmt.Fprintf(bw, "%s %d\n", stack, n)
+		}
 	}
 	return bw.Flush()
 }

@@ -1,13 +1,8 @@
 package export
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"maps"
-	"regexp"
-	"slices"
-	"strings"
 
 	"github.com/google/pprof/profile"
 
@@ -15,10 +10,29 @@ import (
 	"trueprof/internal/model"
 )
 
-// PPROF writes the samples of p that pass f to w as a gzipped pprof
-// profile.proto with two sample types: "samples" (count, the default) and
-// the sum of the samples' Period ("cpu"/nanoseconds for the clock events,
-// the event's name/count for others).
+// PPROF writes p's data that pass f to w as a gzipped pprof
+// profile.proto.
+//
+// Of a sampling recording, the samples, with two sample types: "samples"
+// (count, the default) and the sum of the samples' Period
+// ("cpu"/nanoseconds for the clock events, the event's name/count for
+// others).
+//
+// Of an instrumented recording (function entry and exit events), the
+// call-path trees of calltree's analysis, which the reports show, with
+// the recording's root and calibration: one pprof sample per call path,
+// its values the path's self values, so that pprof's flat is a
+// function's self and its cum the function's total (a recursive function
+// counted once). The sample types are "calls"/count, "wall"/nanoseconds
+// (calibrated; the default), "wall_raw"/nanoseconds (as recorded),
+// "cpu"/nanoseconds when the recording has context switches, and, when
+// it has samples alongside, "samples"/count and the sum of their periods
+// under the event's name ("cpu-clock"/nanoseconds): the samples merged
+// into the trees, on the paths the reports show them, as functions not
+// traced below the traced ones. Calibrated times are rounded to whole
+// nanoseconds so that they add up to the rounded total. The time outside
+// a thread's outermost traced calls (its root's self) is a sample without
+// a location: it counts in pprof's total, not in any function.
 //
 // pprof's reports merge functions by name, while trueprof tells functions
 // apart by name and module; so a name that occurs in more than one module
@@ -33,74 +47,73 @@ import (
 // thread created during the recording also "thread_start" (its creation,
 // trace clock ns), so that a reused tid's two threads stay apart. The
 // report header's warnings (lost records, throttling, truncated stacks, a
-// damaged trace) become the profile's comments.
+// damaged trace, the analysis's repairs) become the profile's comments.
 //
 // For a Go target (goroutine switches recorded), samples are per
 // goroutine instead, as in Go's own CPU profiles: the numeric label
 // "goroutine" and, as string labels, the runtime/pprof labels the
-// goroutine carried when the samples were taken, so that `go tool pprof
-// -tagfocus 'worker=^2$'` works; a thread's samples before it ran any
-// goroutine keep their thread labels.
+// goroutine carried when the samples were taken (of an instrumented
+// recording, during the recording), so that `go tool pprof -tagfocus
+// 'worker=^2$'` works; a thread's samples before it ran any goroutine
+// keep their thread labels.
 //
 // PPROFStream does the same without holding the records.
 func PPROF(w io.Writer, p *model.Profile, f model.Filter) error {
-	prof, err := toPprof(p, f)
-	if err != nil {
-		return err
-	}
-	return prof.Write(w)
+	return writePprof(w, loadedSource(p), f)
 }
 
-// PPROFStream is PPROF for a trace read in two passes: the samples are
-// grouped in one pass over the records (calltree.BuildStreamSamples),
-// none of which is kept, so that memory is the distinct stacks however
-// many records the trace holds. A label filter, or a trace too far out
-// of order, gives an error wrapping model.ErrNotStreamable before
-// anything is written: load the trace and call PPROF.
+// PPROFStream is PPROF for a trace read in two passes: the trees, or the
+// samples, come from one pass over the records (calltree.BuildStream, or
+// calltree.GroupStreamSamples), none of which is kept, so that memory is
+// the trees or the distinct stacks however many records the trace holds.
+// A label filter, or a trace too far out of order, gives an error
+// wrapping model.ErrNotStreamable before anything is written: load the
+// trace and call PPROF.
 func PPROFStream(w io.Writer, s *model.Stream, f model.Filter) error {
-	samples, err := streamSamples(s, f, s.Counts[model.RecordGoID] > 0)
-	if err != nil {
-		return err
-	}
-	prof, err := pprofOf(s.Profile, samples)
+	return writePprof(w, streamSource(s), f)
+}
+
+// writePprof writes the pprof profile of src's data that pass f.
+func writePprof(w io.Writer, src source, f model.Filter) error {
+	prof, err := toPprof(src, f)
 	if err != nil {
 		return err
 	}
 	return prof.Write(w)
 }
 
-// streamSamples groups the samples of s that pass f, by goroutine when
-// byGoroutine, in one pass over its records.
-func streamSamples(s *model.Stream, f model.Filter, byGoroutine bool) (*calltree.Samples, error) {
-	if len(f.Labels) > 0 {
-		if _, err := f.Compile(); err != nil {
+// toPprof builds the pprof profile of src's data that pass f.
+func toPprof(src source, f model.Filter) (*profile.Profile, error) {
+	if src.rec.events {
+		r, err := src.tree(f)
+		if err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("export: %w", calltree.ErrNeedsLoad)
+		return pprofOfTree(src.p, r, src.rec)
 	}
-	_, samples, err := calltree.BuildStreamSamples(s, calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID,
-		HasTID: f.HasTID, Thread: f.Thread, ByGoroutine: byGoroutine})
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	return samples, nil
-}
-
-// toPprof builds the pprof profile of p's samples that pass f; it is
-// separate from PPROF for tests.
-func toPprof(p *model.Profile, f model.Filter) (*profile.Profile, error) {
 	// One pprof sample per thread incarnation and stack or, for a Go
 	// target, per goroutine, the labels it carried then, and stack.
-	return pprofOf(p, calltree.GroupSamples(p, f, len(p.GoIDs) > 0))
+	samples, err := src.samples(f, src.rec.goroutines)
+	if err != nil {
+		return nil, err
+	}
+	return pprofOf(src.p, samples)
+}
+
+// periodType is the sample type of the sum of the periods of p's
+// samples: "cpu"/nanoseconds for the clock events, as Go's CPU profiles,
+// else the event's name/count.
+func periodType(p *model.Profile) *profile.ValueType {
+	if model.PeriodUnit(p.Header.Event) == "nanoseconds" {
+		return &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	}
+	return &profile.ValueType{Type: p.Header.Event, Unit: "count"}
 }
 
 // pprofOf builds the pprof profile of samples, grouped from p's records.
 func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, error) {
 	stacks := samples.Stacks
-	valueType := &profile.ValueType{Type: p.Header.Event, Unit: "count"}
-	if model.PeriodUnit(p.Header.Event) == "nanoseconds" {
-		valueType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
-	}
+	valueType := periodType(p)
 	prof := &profile.Profile{
 		SampleType: []*profile.ValueType{
 			{Type: "samples", Unit: "count"},
@@ -126,17 +139,11 @@ func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, err
 	locs := make([][]uint32, len(stacks))
 	var locIDs []uint32
 	usedLoc := map[uint32]bool{}
-	modules := map[string]map[string]bool{}
-	addName := func(name, module string) {
-		if modules[name] == nil {
-			modules[name] = map[string]bool{}
-		}
-		modules[name][module] = true
-	}
+	names := names{}
 	for i := range stacks {
 		locs[i] = p.Stack(stacks[i].StackID, nil)
 		if len(locs[i]) == 0 {
-			addName(calltree.Unknown.Name, calltree.Unknown.Module)
+			names.add(calltree.Unknown)
 		}
 		for _, id := range locs[i] {
 			if usedLoc[id] {
@@ -146,67 +153,33 @@ func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, err
 			locIDs = append(locIDs, id)
 			frames, module := calltree.Frames(p, id)
 			for _, fr := range frames {
-				addName(fr.Function, module)
+				names.add(calltree.Func{Name: fr.Function, Module: module})
 			}
 		}
-	}
-	exportName := func(name, module string) string {
-		if len(modules[name]) > 1 {
-			return fmt.Sprintf("%s (%s)", name, module)
-		}
-		return name
 	}
 
-	// Mappings, one per module, in module order.
-	mappings := map[string]*profile.Mapping{}
-	for _, id := range locIDs {
-		_, module := calltree.Frames(p, id)
-		if module != "" {
-			mappings[module] = &profile.Mapping{
-				File:            module,
-				HasFunctions:    true,
-				HasFilenames:    true,
-				HasLineNumbers:  true,
-				HasInlineFrames: true,
-			}
-		}
-	}
-	// pprof names a profile after its first mapping ("File:" in its
-	// reports): put first the most sampled module that looks like a
-	// program rather than a library or a pseudo module.
-	weight := map[string]uint64{}
+	// Mappings, one per module; the most sampled first.
+	weight := map[string]float64{}
 	for i := range stacks {
 		seen := map[string]bool{}
 		for _, id := range locs[i] {
 			if _, module := calltree.Frames(p, id); !seen[module] {
 				seen[module] = true
-				weight[module] += stacks[i].Samples
+				weight[module] += float64(stacks[i].Samples)
 			}
 		}
 	}
-	program := func(module string) bool {
-		return !strings.HasPrefix(module, "[") && !sharedLibrary.MatchString(module)
+	var modules []string
+	for _, id := range locIDs {
+		_, module := calltree.Frames(p, id)
+		modules = append(modules, module)
 	}
-	order := slices.Collect(maps.Keys(mappings))
-	slices.SortFunc(order, func(a, b string) int {
-		if pa, pb := program(a), program(b); pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(cmp.Compare(weight[b], weight[a]), cmp.Compare(a, b))
-	})
-	for _, module := range order {
-		m := mappings[module]
-		m.ID = uint64(len(prof.Mapping) + 1)
-		prof.Mapping = append(prof.Mapping, m)
-	}
+	mappings := addMappings(prof, modules, weight)
 
 	type funcKey struct{ name, file string }
 	functions := map[funcKey]*profile.Function{}
 	function := func(name, module, file string) *profile.Function {
-		k := funcKey{exportName(name, module), file}
+		k := funcKey{names.export(calltree.Func{Name: name, Module: module}), file}
 		fn := functions[k]
 		if fn == nil {
 			fn = &profile.Function{
@@ -294,6 +267,3 @@ func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, err
 	}
 	return prof, nil
 }
-
-// sharedLibrary matches the file names of shared libraries: "libc.so.6".
-var sharedLibrary = regexp.MustCompile(`\.so($|\.)`)
