@@ -55,8 +55,11 @@ type Options struct {
 }
 
 // DefaultBatches is how many recordings a calibration pools unless told
-// otherwise.
-const DefaultBatches = 5
+// otherwise, and minBatches the fewest it makes.
+const (
+	DefaultBatches = 5
+	minBatches     = 3
+)
 
 // withDefaults returns o with its zero fields set to their defaults.
 func (o Options) withDefaults() Options {
@@ -69,6 +72,9 @@ func (o Options) withDefaults() Options {
 	if o.Batches == 0 {
 		o.Batches = DefaultBatches
 	}
+	// At least three runs even for a quick calibration: the minimum of
+	// a single run is that run's noise.
+	o.Batches = max(o.Batches, minBatches)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -164,9 +170,6 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 			args = append(args, s.arg())
 		}
 	}
-	// At least three runs even for a quick calibration: a single run's
-	// minimum is any run's noise.
-	runs := max(o.Batches, 3)
 	var pooled [trace.Transitions][]uint64
 	real := make([]float64, len(shapes))
 	recorded := make([]shapeRun, len(shapes))
@@ -174,7 +177,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 		real[i] = math.Inf(1)
 		recorded[i].raw = math.Inf(1)
 	}
-	for range runs {
+	for range o.Batches {
 		ns, err := uninstrumented(ctx, plain, args)
 		if err != nil {
 			return nil, err

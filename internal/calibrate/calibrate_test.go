@@ -60,7 +60,7 @@ func TestLoadOrMeasureSaysWhenItMeasures(t *testing.T) {
 	if err == nil {
 		t.Fatal("measuring under a cancelled context succeeded")
 	}
-	if want := "trueprof: no hook calibration for this machine; measuring it now, quickly: 1 × 200000 calls instead of 5 × 200000 (trueprof calibrate replaces it with the full measurement)\n"; notice.String() != want {
+	if want := "trueprof: no hook calibration for this machine; measuring it now, quickly: 3 × 200000 calls instead of 5 × 200000 (trueprof calibrate replaces it with the full measurement)\n"; notice.String() != want {
 		t.Errorf("notice %q, want %q", notice.String(), want)
 	}
 	if want := "calibrating hook: "; !strings.HasPrefix(err.Error(), want) {
