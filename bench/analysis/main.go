@@ -10,7 +10,7 @@
 // `--view tree` are timed on one core (GOMAXPROCS=1) and on two, with
 // their peak RSS (wait4's ru_maxrss); then the other views (arcflow,
 // threads), calltree.BuildStream on the trace read in two passes (this
-// program run again with -stream; the reports still load every record)
+// program run again with -stream; the reports stream the trace too)
 // and, with -scale, the same trace with that many times the events, to
 // check that memory stays flat. Beside them, uftrace records
 // the same program built with -pg (n mid calls) and `uftrace report` is

@@ -1,27 +1,37 @@
 // Command percall measures what one instrumented call costs the target
 // under each probe mechanism, beside uftrace and bpftrace, in the same
-// run. The fixture times its own loop of calls, so the tools' start-up
-// is left out:
+// run, on two loads:
 //
-//   - trueprof hooks vs uftrace, on a -finstrument-functions build;
-//   - trueprof uprobes vs bpftrace uprobe+uretprobe, on a plain build.
+//   - default: a loop calling one small function (-calls times);
+//   - dense: testutil.CallsC's main -> mid -> leaf x2 (-mids mid calls,
+//     three calls each), the load that floods the hook rings.
+//
+// Each fixture times its own loop (the target's own clock, so the tools'
+// start-up is left out) and the whole command is timed too. Variants:
+// trueprof hooks on a -finstrument-functions build beside uftrace record
+// on a -pg build; on the default load also trueprof uprobes beside
+// bpftrace uprobe+uretprobe on a plain build. Runs are interleaved and
+// medians printed.
 //
 // Usage (root, from the repository root):
 //
-//	go run ./bench/percall [-runs 5] [-calls 200000]
+//	go run ./bench/percall [-runs 5] [-calls 200000] [-mids 500000]
 package main
 
 import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"trueprof/bench/internal/benchutil"
 )
 
+// fixture is the default load: one function called in a timed loop.
 const fixture = `
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,64 +54,135 @@ int main(int argc, char **argv) {
 }
 `
 
+// dense is the dense load: testutil.CallsC's calls, with its loop timed.
+const dense = `
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+volatile long sink;
+long leaf(long x) { return x * 3 + 1; }
+long mid(long x) { return leaf(x) + leaf(x + 1); }
+int main(int argc, char **argv) {
+	long n = atol(argv[1]), s = 0;
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (long i = 0; i < n; i++)
+		s += mid(i);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	sink = s;
+	printf("%lld\n", (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec));
+	return 0;
+}
+`
+
+// variant is one way of running a load's fixture.
+type variant struct {
+	name string
+	argv []string
+}
+
+// load is a fixture built three ways and the variants that run it.
+type load struct {
+	name     string
+	calls    int // instrumented calls the fixture makes
+	variants []variant
+	own      map[string][]float64 // the fixture's own loop time, ns
+	whole    map[string][]float64 // the whole command's wall time, ns
+}
+
 func main() {
 	runs := flag.Int("runs", 5, "repetitions (medians are reported)")
-	calls := flag.Int("calls", 200000, "calls of the probed function")
+	calls := flag.Int("calls", 200000, "calls of the probed function (default load)")
+	mids := flag.Int("mids", 500000, "mid calls of the dense load (3 calls each)")
 	flag.Parse()
 	log.SetFlags(0)
 	dir, cleanup := benchutil.Workdir("trueprof-percall-")
 	defer cleanup()
 	trueprof := benchutil.BuildTrueprof(dir)
-	src := benchutil.Source(dir, "f.c", fixture)
-	plain, hooked := filepath.Join(dir, "plain"), filepath.Join(dir, "hooked")
-	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-o", plain, src)
-	benchutil.Run("gcc", "-O1", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
-	n := strconv.Itoa(*calls)
 	tr := filepath.Join(dir, "t.trace")
-	variants := []struct {
-		name string
-		argv []string
-	}{
+	uft := filepath.Join(dir, "uftrace.data")
+	build := func(name, text string) (plain, hooked, pg string) {
+		src := benchutil.Source(dir, name+".c", text)
+		plain, hooked, pg = filepath.Join(dir, name), filepath.Join(dir, name+"-hooked"), filepath.Join(dir, name+"-pg")
+		flags := []string{"gcc", "-O1", "-fno-inline", "-fno-omit-frame-pointer"}
+		benchutil.Run(append(flags, "-o", plain, src)...)
+		benchutil.Run(append(flags, "-finstrument-functions", "-o", hooked, src)...)
+		benchutil.Run(append(flags, "-pg", "-o", pg, src)...)
+		return plain, hooked, pg
+	}
+	plain, hooked, pg := build("default", fixture)
+	n := strconv.Itoa(*calls)
+	def := &load{name: "default", calls: *calls, variants: []variant{
 		{"uninstrumented", []string{plain, n}},
 		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, n}},
-		{"uftrace", []string{"uftrace", "record", "-d", filepath.Join(dir, "uftrace.data"), hooked, n}},
+		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, n}},
 		{"trueprof uprobes", []string{trueprof, "record", "-o", tr, "--trace", "target", "--", plain, n}},
 		{"bpftrace uprobes", []string{"bpftrace", "-q", "-e",
 			"uprobe:" + plain + ":target { @c = count(); } uretprobe:" + plain + ":target { @r = count(); }",
 			"-c", plain + " " + n}},
+	}}
+	plain, hooked, pg = build("dense", dense)
+	m := strconv.Itoa(*mids)
+	den := &load{name: "dense", calls: 3 * *mids, variants: []variant{
+		{"uninstrumented", []string{plain, m}},
+		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, m}},
+		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, m}},
+	}}
+	loads := []*load{def, den}
+	for _, l := range loads {
+		l.own, l.whole = map[string][]float64{}, map[string][]float64{}
 	}
-	times := map[string][]float64{}
 	for r := 0; r < *runs; r++ {
-		for _, v := range variants {
-			if _, err := exec.LookPath(v.argv[0]); err != nil && !strings.Contains(v.argv[0], "/") {
-				continue
-			}
-			out, err := exec.Command(v.argv[0], v.argv[1:]...).Output()
-			if err != nil {
-				log.Fatalf("%s: %v", v.name, err)
-			}
-			if ns, ok := firstNumber(string(out)); ok {
-				times[v.name] = append(times[v.name], ns)
+		// Interleaved, so that drift on a shared machine hits all alike.
+		for _, l := range loads {
+			for _, v := range l.variants {
+				if _, err := exec.LookPath(v.argv[0]); err != nil {
+					continue
+				}
+				start := time.Now()
+				out, err := exec.Command(v.argv[0], v.argv[1:]...).Output()
+				if err != nil {
+					log.Fatalf("%s: %v", v.name, err)
+				}
+				l.whole[v.name] = append(l.whole[v.name], float64(time.Since(start)))
+				if ns, ok := firstNumber(string(out)); ok {
+					l.own[v.name] = append(l.own[v.name], ns)
+				}
+				os.RemoveAll(uft)
 			}
 		}
 	}
-	base := benchutil.Median(times["uninstrumented"])
-	fmt.Printf("%d calls, %d runs, medians; overhead per call (entry and exit) over the uninstrumented loop\n", *calls, *runs)
-	for _, v := range variants {
-		t, ok := times[v.name]
+	for _, l := range loads {
+		l.print(*runs)
+	}
+}
+
+// print reports a load's medians: the fixture's own loop time and the
+// overhead per call (entry and exit) over the uninstrumented loop, the
+// whole command's time, and the ratios to the competing tools.
+func (l *load) print(runs int) {
+	base := benchutil.Median(l.own["uninstrumented"])
+	fmt.Printf("%s load: %d calls, %d runs, medians; overhead per call (entry and exit) over the uninstrumented loop, on the fixture's own clock\n", l.name, l.calls, runs)
+	fmt.Printf("  %-18s %12s %14s %14s\n", "variant", "own clock", "ns/call", "whole command")
+	for _, v := range l.variants {
+		t, ok := l.own[v.name]
 		if !ok {
 			fmt.Printf("  %-18s not installed\n", v.name)
 			continue
 		}
-		fmt.Printf("  %-18s %10.2f ms   %+9.1f ns/call\n", v.name, benchutil.Median(t)/1e6, (benchutil.Median(t)-base)/float64(*calls))
+		fmt.Printf("  %-18s %9.2f ms %+14.1f %11.2f ms\n", v.name, benchutil.Median(t)/1e6,
+			(benchutil.Median(t)-base)/float64(l.calls), benchutil.Median(l.whole[v.name])/1e6)
 	}
-	per := func(name string) float64 { return (benchutil.Median(times[name]) - base) / float64(*calls) }
-	if _, ok := times["uftrace"]; ok {
-		fmt.Printf("  ratio trueprof hooks / uftrace:    %.2f\n", per("trueprof hooks")/per("uftrace"))
+	per := func(name string) float64 { return (benchutil.Median(l.own[name]) - base) / float64(l.calls) }
+	whole := func(name string) float64 { return benchutil.Median(l.whole[name]) }
+	if _, ok := l.own["uftrace"]; ok {
+		fmt.Printf("  ratio trueprof hooks / uftrace:    %.2f per call (goal <= 0.6), %.2f whole command (goal <= 1)\n",
+			per("trueprof hooks")/per("uftrace"), whole("trueprof hooks")/whole("uftrace"))
 	}
-	if _, ok := times["bpftrace uprobes"]; ok {
-		fmt.Printf("  ratio trueprof uprobes / bpftrace: %.2f\n", per("trueprof uprobes")/per("bpftrace uprobes"))
+	if _, ok := l.own["bpftrace uprobes"]; ok {
+		fmt.Printf("  ratio trueprof uprobes / bpftrace: %.2f per call\n", per("trueprof uprobes")/per("bpftrace uprobes"))
 	}
+	fmt.Println()
 }
 
 // firstNumber finds the fixture's output line (the tools print their own

@@ -164,7 +164,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
-	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 8192)")
+	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
 	return c
 }
@@ -292,12 +292,27 @@ func reportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
+			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
+				By: by, ExcludeInterrupts: noInterrupts}
+			log := cmd.ErrOrStderr()
+			if format != "html" {
+				// The records are read from the file again rather than
+				// held: memory stays flat however many events the trace
+				// has. A trace the stream cannot take is loaded.
+				s, err := streamProfile(in, cmd.ErrOrStderr(), agg)
+				if err != nil {
+					return err
+				}
+				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return report.WriteStream(w, s, o) })
+				if !errors.Is(err, model.ErrNotStreamable) {
+					return err
+				}
+				log = io.Discard // the stream warned already
+			}
+			p, err := loadProfile(in, log, agg)
 			if err != nil {
 				return err
 			}
-			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
-				By: by, ExcludeInterrupts: noInterrupts}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 				if format == "html" {
 					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in, Filter: o.Filter, FilterLabel: o.Filter.String()})
@@ -409,6 +424,23 @@ func loadProfile(path string, log io.Writer, agg model.Aggregation) (*model.Prof
 		return nil, err
 	}
 	return p, nil
+}
+
+// streamProfile opens a trace for a report that reads its records in a
+// second pass (model.OpenStream), its code grouped as agg says; damage is
+// reported as by loadProfile.
+func streamProfile(path string, log io.Writer, agg model.Aggregation) (*model.Stream, error) {
+	s, err := model.OpenStream(path)
+	if err != nil {
+		return nil, err
+	}
+	if s.Profile.Err != nil {
+		fmt.Fprintf(log, "trueprof: warning: %v\n", s.Profile.Err)
+	}
+	if err := s.Profile.Aggregate(agg); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // aggregationFlags defines --granularity and --no-inlines, which report,

@@ -104,78 +104,115 @@ func GroupSamples(p *model.Profile, f model.Filter, byGoroutine bool) *Samples {
 		return &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}
 	}
 	p = model.FilterLabels(p, m.LabelMatcher())
-	d := &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}
-	var labels model.GoLabels
-	if byGoroutine {
-		labels = p.GoLabels()
-	}
-	type key struct {
-		owner
-		stack  uint32
-		labels string // model.LabelString of the goroutine's labels then
-	}
-	index := map[key]int{}
-	var keys []key
-	var groups []Stack
-	running := map[*model.Thread]uint64{} // the goroutine each thread runs
-	var g int                             // the next goroutine switch
-	threadAt := p.NewThreadLookup().At
+	g := newGrouper(p, f, m, byGoroutine)
+	var k int // the next goroutine switch
 	for i := range p.Samples {
 		s := &p.Samples[i]
-		th := threadAt(s.PID, s.TID, s.Time)
-		if !m.Thread(s.PID, s.TID, th) {
-			continue
+		for ; byGoroutine && k < len(p.GoIDs) && p.GoIDs[k].Time <= s.Time; k++ {
+			g.goSwitch(&p.GoIDs[k])
 		}
-		for ; byGoroutine && g < len(p.GoIDs) && p.GoIDs[g].Time <= s.Time; g++ {
-			r := &p.GoIDs[g]
-			running[threadAt(r.PID, r.TID, r.Time)] = r.GoID
-		}
-		k := key{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
-		if th != nil {
-			k.start = th.Start
-		}
-		goid, ok := running[th]
-		var now []model.LabelPair
-		if ok && th != nil {
-			k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
-			now = labels.At(s.PID, goid, s.Time)
-			k.labels = model.LabelString(now)
-		}
-		j, ok := index[k]
-		if !ok {
-			j = len(groups)
-			index[k] = j
-			keys = append(keys, k)
-			st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
-			if k.goroutine {
-				st.Goroutine = new(uint64)
-				*st.Goroutine = goid
-				st.Labels = model.LabelString(labels.Carried(s.PID, goid))
-				st.LabelsAt = now
-			} else {
-				st.Thread = th
-			}
-			groups = append(groups, st)
-		}
-		gr := &groups[j]
-		gr.Samples++
-		gr.Period += s.Period
-		if s.Truncated {
-			gr.Truncated++
-			d.Truncated++
-			d.TruncatedBy[s.Unwind]++
-		}
-		d.Total.Samples++
-		d.Total.Period += s.Period
-		if d.Total.Samples == 1 || s.Time < d.First {
-			d.First = s.Time
-		}
-		d.Last = max(d.Last, s.Time)
+		g.sample(s)
 	}
+	return g.finish()
+}
 
+// groupKey is what the samples of one Stack share.
+type groupKey struct {
+	owner
+	stack  uint32
+	labels string // model.LabelString of the goroutine's labels then
+}
+
+// grouper groups samples one at a time, in time order, with the
+// goroutine switches before them (goSwitch): GroupSamples over a
+// profile's samples, and BuildStream over a trace's, which it never
+// holds.
+type grouper struct {
+	d           *Samples
+	m           *model.Matcher
+	byGoroutine bool
+	labels      model.GoLabels
+	index       map[groupKey]int
+	keys        []groupKey
+	groups      []Stack
+	running     map[*model.Thread]uint64 // the goroutine each thread runs
+	threadAt    func(pid, tid uint32, t uint64) *model.Thread
+}
+
+// newGrouper returns a grouper of the samples of p (its tables) that
+// pass f, which m applies.
+func newGrouper(p *model.Profile, f model.Filter, m *model.Matcher, byGoroutine bool) *grouper {
+	g := &grouper{d: &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}, m: m, byGoroutine: byGoroutine,
+		index: map[groupKey]int{}, running: map[*model.Thread]uint64{}, threadAt: p.NewThreadLookup().At}
+	if byGoroutine {
+		g.labels = p.GoLabels()
+	}
+	return g
+}
+
+// goSwitch notes that a thread runs another goroutine from r.Time on.
+func (g *grouper) goSwitch(r *model.GoID) {
+	if g.byGoroutine {
+		g.running[g.threadAt(r.PID, r.TID, r.Time)] = r.GoID
+	}
+}
+
+// sample counts s in its group, if it passes the filter.
+func (g *grouper) sample(s *model.Sample) {
+	d := g.d
+	th := g.threadAt(s.PID, s.TID, s.Time)
+	if !g.m.Thread(s.PID, s.TID, th) {
+		return
+	}
+	k := groupKey{owner: owner{pid: s.PID, tid: s.TID}, stack: s.Stack}
+	if th != nil {
+		k.start = th.Start
+	}
+	goid, ok := g.running[th]
+	var now []model.LabelPair
+	if ok && th != nil {
+		k.owner = owner{pid: s.PID, goroutine: true, goid: goid}
+		now = g.labels.At(s.PID, goid, s.Time)
+		k.labels = model.LabelString(now)
+	}
+	j, ok := g.index[k]
+	if !ok {
+		j = len(g.groups)
+		g.index[k] = j
+		g.keys = append(g.keys, k)
+		st := Stack{PID: s.PID, TID: k.tid, StackID: s.Stack}
+		if k.goroutine {
+			st.Goroutine = new(uint64)
+			*st.Goroutine = goid
+			st.Labels = model.LabelString(g.labels.Carried(s.PID, goid))
+			st.LabelsAt = now
+		} else {
+			st.Thread = th
+		}
+		g.groups = append(g.groups, st)
+	}
+	gr := &g.groups[j]
+	gr.Samples++
+	gr.Period += s.Period
+	if s.Truncated {
+		gr.Truncated++
+		d.Truncated++
+		d.TruncatedBy[s.Unwind]++
+	}
+	d.Total.Samples++
+	d.Total.Period += s.Period
+	if d.Total.Samples == 1 || s.Time < d.First {
+		d.First = s.Time
+	}
+	d.Last = max(d.Last, s.Time)
+}
+
+// finish expands the groups' stacks to functions and sorts them.
+func (g *grouper) finish() *Samples {
+	d, keys, groups := g.d, g.keys, g.groups
 	// Expand each distinct stack once: threads running the same code share
 	// the slice, which the views only read.
-	table := NewTable(p)
+	table := NewTable(d.Profile)
 	expanded := map[uint32][]Func{}
 	symbols := map[uint32]Func{}
 	var ids []FuncID

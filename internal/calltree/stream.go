@@ -23,6 +23,31 @@ var ErrNeedsLoad = fmt.Errorf("%w: a label filter selects records in memory", mo
 // Result is Build's on the same trace, bit for bit. See ErrNeedsLoad for
 // when it cannot.
 func BuildStream(s *model.Stream, o Options) (*Result, error) {
+	return buildStream(s, o, nil)
+}
+
+// BuildStreamSamples is BuildStream that also groups the samples which
+// pass o's thread filter (o.PID, o.TID, o.Thread; o.Root aside), by
+// goroutine when o.ByGoroutine, in the same pass over the file: the
+// Samples GroupSamples gives for a loaded trace, which the reports' header
+// and the sampling views start from.
+func BuildStreamSamples(s *model.Stream, o Options) (*Result, *Samples, error) {
+	f := model.Filter{PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID, Thread: o.Thread}
+	m, err := f.Compile()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := newGrouper(s.Profile, f, m, o.ByGoroutine)
+	r, err := buildStream(s, o, g)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, g.finish(), nil
+}
+
+// buildStream replays s's records and, when g is not nil, groups their
+// samples with g.
+func buildStream(s *model.Stream, o Options, g *grouper) (*Result, error) {
 	if len(o.Labels) > 0 {
 		return nil, ErrNeedsLoad
 	}
@@ -31,7 +56,7 @@ func BuildStream(s *model.Stream, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer rs.Close()
-	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, rs.Next, o)
+	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, rs.Next, o, g)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +66,7 @@ func BuildStream(s *model.Stream, o Options) (*Result, error) {
 // replayRecords replays the records next yields (in time order, ties in
 // any order of kinds) of the recording whose tables p holds and whose
 // records sum summarizes, and sweeps its threads at the end.
-func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error, o Options) (*replay, error) {
+func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error, o Options, g *grouper) (*replay, error) {
 	a, err := newReplay(p, sum, o, o.Flow)
 	if err != nil {
 		return nil, err
@@ -51,15 +76,29 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 	// The records of one time, handed over in recordOrder: a trace has
 	// them in file order, the replay wants Load's per-kind order.
 	batch := make([]model.Record, 0, 8)
+	handle := a.onRecord
+	if g != nil {
+		// recordOrder puts a time's goroutine switches before its
+		// samples, as GroupSamples applies them.
+		handle = func(r *model.Record) {
+			switch r.Kind {
+			case model.RecordGoID:
+				g.goSwitch(&r.GoID)
+			case model.RecordSample:
+				g.sample(&r.Sample)
+			}
+			a.onRecord(r)
+		}
+	}
 	flush := func() {
 		if len(batch) == 1 {
-			a.onRecord(&batch[0])
+			handle(&batch[0])
 			return
 		}
 		for _, k := range recordOrder {
 			for i := range batch {
 				if batch[i].Kind == k {
-					a.onRecord(&batch[i])
+					handle(&batch[i])
 				}
 			}
 		}

@@ -80,7 +80,7 @@ func TestRecordsSameResult(t *testing.T) {
 				*r, rs = rs[0], rs[1:]
 				return nil
 			}
-			a, err := replayRecords(&tables, summarize(in.p), next, o)
+			a, err := replayRecords(&tables, summarize(in.p), next, o, nil)
 			if wantErr != nil || err != nil {
 				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 					t.Errorf("%s %+v: error %v, Build's %v", in.name, o, err, wantErr)
@@ -104,32 +104,9 @@ func TestRecordsSameResult(t *testing.T) {
 // the file gives Build's Result on model.Open's profile of it.
 func TestBuildStreamFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hooks.trace")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := trace.NewWriter(f, &trace.Header{Event: "dummy", Instrument: "hook"}, trace.Options{Mode: trace.ModeNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	intern := func(s string) uint32 {
-		id, err := w.Intern(s)
-		must(err)
-		return id
-	}
-	mod := intern("/usr/bin/app")
-	for i, name := range []string{"main", "mid", "leaf"} {
-		must(w.Write(&trace.Location{ID: uint32(i + 1), Address: 0x401000 + uint64(i)*0x40, Module: mod,
-			Offset: 0x1000 + uint64(i)*0x40, Lines: []trace.Line{{Function: intern(name)}}}))
-	}
-	must(w.Write(&trace.Comm{Time: 1000, PID: 7, TID: 7, Name: intern("app"), Exec: true}))
-	must(w.Write(&trace.Fork{Time: 1000, PID: 7, TID: 8, PPID: 7, PTID: 7}))
+	w := modeltest.NewTraceFile(t, path, &trace.Header{Event: "dummy", Instrument: "hook"}, "main", "mid", "leaf")
+	w.Write(&trace.Comm{Time: 1000, PID: 7, TID: 7, Name: w.Intern("app"), Exec: true})
+	w.Write(&trace.Fork{Time: 1000, PID: 7, TID: 8, PPID: 7, PTID: 7})
 	// Each thread's records go out in blocks of 50 calls, the second
 	// thread's block after the first's although it starts earlier.
 	for block := range 40 {
@@ -137,32 +114,23 @@ func TestBuildStreamFile(t *testing.T) {
 			now := 2000 + uint64(block)*50*60 + uint64(tid-7)*7
 			ev := func(k trace.EventKind, fn uint32) {
 				now += 10
-				must(w.Write(&trace.Event{Time: now, PID: 7, TID: tid, Kind: k, Function: fn}))
+				w.Write(&trace.Event{Time: now, PID: 7, TID: tid, Kind: k, Function: fn})
 			}
 			for call := range 50 {
 				ev(trace.EventEntry, 2)
 				ev(trace.EventEntry, 3)
 				if call%7 == 0 {
-					must(w.Write(&trace.Switch{Time: now + 1, PID: 7, TID: tid, Out: true, Preempt: call%2 == 0}))
-					must(w.Write(&trace.Switch{Time: now + 3, PID: 7, TID: tid}))
+					w.Write(&trace.Switch{Time: now + 1, PID: 7, TID: tid, Out: true, Preempt: call%2 == 0},
+						&trace.Switch{Time: now + 3, PID: 7, TID: tid})
 				}
 				ev(trace.EventExit, 3)
 				ev(trace.EventExit, 2)
 			}
 		}
 	}
-	must(w.Write(&trace.End{Time: 200_000, Reason: intern("exited")}))
-	must(w.Close())
-	must(f.Close())
+	w.Close(200_000)
 
-	p, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := model.OpenStream(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, s := modeltest.OpenBoth(t, path)
 	if s.Lateness == 0 {
 		t.Fatal("the trace is in time order: the test would not exercise the reorder window")
 	}

@@ -37,6 +37,10 @@ const (
 	// at 3,000 samples, 1.1 points for p = 25%, so 3 points is about 2.7
 	// of them; the workloads are sized for 3,500-4,500 samples.
 	minSamples = 3000
+	// minComplete is the share of samples (percent) whose user stack
+	// must reach the thread's entry at default settings, as perf
+	// --call-graph dwarf reaches on these programs.
+	minComplete = 99.0
 )
 
 // debianCXXFlags are the C++ flags Debian's packages are built with
@@ -51,6 +55,10 @@ type program struct {
 	// minProcs is how many processes the recording must hold: a build
 	// that runs children must be followed into them.
 	minProcs int
+	// jit marks the runtimes whose compiled code has no CFI: their
+	// stacks fall back on frame pointers and are not held to
+	// minComplete.
+	jit bool
 	// prepare builds or generates what the program needs in dir and
 	// returns its command line; each recorder runs it in a directory of
 	// its own, where relative output paths land.
@@ -60,10 +68,10 @@ type program struct {
 var corpus = []program{
 	// The JIT runtimes run testutil's fixtures, whose perf maps are
 	// removed when the test ends (perf report reads them until then).
-	{name: "jvm", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+	{name: "jvm", minProcs: 1, jit: true, prepare: func(t *testing.T, dir, testdata string) []string {
 		return testutil.JVMProgram(t, testutil.Compute, "160")
 	}},
-	{name: "node", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
+	{name: "node", minProcs: 1, jit: true, prepare: func(t *testing.T, dir, testdata string) []string {
 		return testutil.NodeProgram(t, testutil.Compute, "100")
 	}},
 	{name: "rust", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
@@ -214,8 +222,12 @@ func TestCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			ours, unresolved := rep.shares(alias)
-			logf(t, "trueprof: %d samples, %d processes, lost %d, truncated %.1f%%, unresolved leaves %.2f%% of samples",
-				rep.Total.Samples, rep.Processes, rep.Lost, rep.TruncatedPercent, unresolved)
+			logf(t, "trueprof: %d samples, %d processes, lost %d, truncated %.1f%% %v, unresolved leaves %.2f%% of samples",
+				rep.Total.Samples, rep.Processes, rep.Lost, rep.TruncatedPercent, rep.TruncatedBy, unresolved)
+			if complete := 100 - rep.TruncatedPercent; !p.jit && complete < minComplete {
+				t.Errorf("%.2f%% of the samples have complete stacks, want at least %.0f%%; truncated by %v",
+					complete, minComplete, rep.TruncatedBy)
+			}
 
 			perfRows := perfReport(t, perfBin, data)
 			theirs := perfShares(perfRows, alias)
@@ -246,6 +258,7 @@ type flatReport struct {
 	Lost             uint64            `json:"lost"`
 	LostByKind       map[string]uint64 `json:"lost_by_kind"`
 	TruncatedPercent float64           `json:"truncated_percent"`
+	TruncatedBy      map[string]uint64 `json:"truncated_by"`
 	Functions        []struct {
 		Name   string `json:"name"`
 		Module string `json:"module"`

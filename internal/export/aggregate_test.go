@@ -11,7 +11,6 @@ import (
 
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
-	"trueprof/internal/report"
 )
 
 // writePPROF exports p to a file in a test directory.
@@ -23,7 +22,7 @@ func writePPROF(t *testing.T, p *model.Profile) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := PPROF(f, p, report.Filter{}); err != nil {
+	if err := PPROF(f, p, model.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	return file
@@ -67,7 +66,7 @@ func TestPPROFAggregationMatchesPprof(t *testing.T) {
 				if !same {
 					t.Errorf("export aggregated by %s: pprof -top\n%v\nwant pprof %v on the default export:\n%v", agg.a, got, agg.option, want)
 				}
-				flat, _ := trueprofFlat(t, p, report.Filter{})
+				flat, _ := trueprofFlat(t, p, model.Filter{})
 				if fmt.Sprint(flat) != fmt.Sprint(got) {
 					t.Errorf("trueprof flat %v\npprof -top %v", flat, got)
 				}

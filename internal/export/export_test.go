@@ -31,7 +31,7 @@ type flatRow struct{ self, total uint64 }
 // trueprofFlat runs trueprof's flat report and keys its rows the way the
 // pprof export names functions: a name that several modules define is
 // qualified with the module.
-func trueprofFlat(t *testing.T, p *model.Profile, f report.Filter) (rows map[string]flatRow, total uint64) {
+func trueprofFlat(t *testing.T, p *model.Profile, f model.Filter) (rows map[string]flatRow, total uint64) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := report.Write(&buf, p, report.Options{View: "flat", Format: "json", Filter: f}); err != nil {
@@ -108,12 +108,12 @@ func pprofTop(t *testing.T, file string, options ...string) map[string]flatRow {
 func TestPPROFMatchesFlat(t *testing.T) {
 	tests := []struct {
 		name string
-		f    report.Filter
+		f    model.Filter
 	}{
-		{"all", report.Filter{}},
-		{"pid 100", report.Filter{PID: 100, HasPID: true}},
-		{"tid 101", report.Filter{TID: 101, HasTID: true}},
-		{"pid 200", report.Filter{PID: 200, HasPID: true}},
+		{"all", model.Filter{}},
+		{"pid 100", model.Filter{PID: 100, HasPID: true}},
+		{"tid 101", model.Filter{TID: 101, HasTID: true}},
+		{"pid 200", model.Filter{PID: 200, HasPID: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,13 +161,13 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "profile.pb.gz")
 			var buf bytes.Buffer
-			if err := PPROF(&buf, p, report.Filter{}); err != nil {
+			if err := PPROF(&buf, p, model.Filter{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			want, _ := trueprofFlat(t, p, report.Filter{})
+			want, _ := trueprofFlat(t, p, model.Filter{})
 			got := pprofTop(t, file)
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("pprof -top %v\ntrueprof flat %v", got, want)
@@ -181,7 +181,7 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 func TestPPROFRoundTrip(t *testing.T) {
 	p := modeltest.Fixture()
 	var buf bytes.Buffer
-	if err := PPROF(&buf, p, report.Filter{}); err != nil {
+	if err := PPROF(&buf, p, model.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	prof, err := profile.Parse(&buf)
@@ -255,7 +255,7 @@ func TestPPROFRoundTrip(t *testing.T) {
 // TestPPROFEmpty exports a profile without samples.
 func TestPPROFEmpty(t *testing.T) {
 	var buf bytes.Buffer
-	if err := PPROF(&buf, modeltest.New().Profile(), report.Filter{}); err != nil {
+	if err := PPROF(&buf, modeltest.New().Profile(), model.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := profile.Parse(&buf); err != nil {
@@ -266,10 +266,10 @@ func TestPPROFEmpty(t *testing.T) {
 func TestFoldedGolden(t *testing.T) {
 	tests := []struct {
 		file string
-		f    report.Filter
+		f    model.Filter
 	}{
-		{"folded.golden", report.Filter{}},
-		{"folded-tid=101.golden", report.Filter{TID: 101, HasTID: true}},
+		{"folded.golden", model.Filter{}},
+		{"folded-tid=101.golden", model.Filter{TID: 101, HasTID: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -292,7 +292,7 @@ func TestFoldedEscapes(t *testing.T) {
 	p.Locations[1].Frames[0].Function = "Main.run(Ljava/lang/String;)V"
 	p.Locations[2].Frames[0].Function = "String.indexOf(II)I\nx"
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, report.Filter{}); err != nil {
+	if err := Folded(&buf, p, model.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	want := "java;Main.run(Ljava/lang/String:)V;String.indexOf(II)I x 2\njava;[unknown] 1\n"
@@ -309,7 +309,7 @@ func TestIncarnations(t *testing.T) {
 		Add(1, 2, "main;work", 2). // 1.004s and 1.005s: io
 		Add(1, 1, "main", 1).
 		Profile()
-	prof, err := toPprof(p, report.Filter{})
+	prof, err := toPprof(p, model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestIncarnations(t *testing.T) {
 		t.Errorf("samples %v, want %s", got, want)
 	}
 	var buf bytes.Buffer
-	if err := Folded(&buf, p, report.Filter{Thread: "i?"}); err != nil {
+	if err := Folded(&buf, p, model.Filter{Thread: "i?"}); err != nil {
 		t.Fatal(err)
 	}
 	if buf.String() != "app;main;work 2\n" {
@@ -340,7 +340,7 @@ func TestGoroutineLabels(t *testing.T) {
 		{Time: 1_000_000, PID: 5, GoID: 7, Pairs: []model.LabelPair{{Key: "req", Value: "b"}}},
 		{Time: 1_020_000, PID: 5, GoID: 1, Pairs: []model.LabelPair{{Key: "req", Value: "a"}, {Key: "user", Value: "x"}}},
 	}
-	prof, err := toPprof(p, report.Filter{})
+	prof, err := toPprof(p, model.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

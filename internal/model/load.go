@@ -55,7 +55,7 @@ func newLoader(tr *trace.Reader, keep func(*Record)) *loader {
 // becomes Profile.Err, and counts them in l.records.
 func (l *loader) read(tr *trace.Reader) {
 	for {
-		rec, err := tr.Next()
+		rec, err := tr.Scan()
 		if err == io.EOF {
 			break
 		}

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"container/heap"
 	"errors"
 	"io"
 	"os"
@@ -187,8 +186,25 @@ type Records struct {
 	lag  uint64 // the reorder window
 	seen uint64 // the latest time read
 	seq  uint64 // records queued so far
-	q    reorder
-	rec  Record
+	// The records waiting in the window: those that came in time order
+	// in a queue (in order already, most of them), the late ones in a
+	// heap; the next is the earlier of their heads.
+	inOrder []queued
+	head    int // inOrder[head:] wait
+	q       reorder
+	rec     Record
+}
+
+// first returns the earliest waiting record, nil if none.
+func (rs *Records) first() *queued {
+	var f *queued
+	if rs.head < len(rs.inOrder) {
+		f = &rs.inOrder[rs.head]
+	}
+	if len(rs.q) > 0 && (f == nil || rs.q.before(&rs.q[0], f)) {
+		f = &rs.q[0]
+	}
+	return f
 }
 
 // Next fills r with the next record and returns nil, or returns io.EOF
@@ -196,16 +212,26 @@ type Records struct {
 // changed since the first pass if it differs).
 func (rs *Records) Next(r *Record) error {
 	for {
-		if len(rs.q) > 0 && (rs.left == 0 || rs.q[0].r.Time()+rs.lag <= rs.seen) {
+		if f := rs.first(); f != nil && (rs.left == 0 || f.r.Time()+rs.lag <= rs.seen) {
 			// Nothing still to come can be earlier: a record comes at
 			// most lag after a later one, and ties go in file order.
-			*r = heap.Pop(&rs.q).(queued).r
+			if len(rs.q) > 0 && f == &rs.q[0] {
+				*r = rs.q.pop()
+				return nil
+			}
+			*r = f.r
+			rs.head++
+			if rs.head == len(rs.inOrder) {
+				rs.inOrder, rs.head = rs.inOrder[:0], 0
+			} else if rs.head > 4096 && rs.head*2 > len(rs.inOrder) {
+				rs.inOrder, rs.head = append(rs.inOrder[:0], rs.inOrder[rs.head:]...), 0
+			}
 			return nil
 		}
 		if rs.left == 0 {
 			return io.EOF
 		}
-		rec, err := rs.tr.Next()
+		rec, err := rs.tr.Scan()
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
@@ -217,8 +243,13 @@ func (rs *Records) Next(r *Record) error {
 		if rs.rec.Kind == 0 {
 			continue
 		}
-		rs.seen = max(rs.seen, rs.rec.Time())
-		heap.Push(&rs.q, queued{r: rs.rec, seq: rs.seq})
+		t := rs.rec.Time()
+		if n := len(rs.inOrder); n == rs.head || t >= rs.inOrder[n-1].r.Time() {
+			rs.inOrder = append(rs.inOrder, queued{r: rs.rec, seq: rs.seq})
+		} else {
+			rs.q.push(queued{r: rs.rec, seq: rs.seq})
+		}
+		rs.seen = max(rs.seen, t)
 		rs.seq++
 	}
 }
@@ -233,19 +264,55 @@ type queued struct {
 	seq uint64
 }
 
-// reorder is a min-heap of records by time, then place in the file.
+// reorder is a min-heap of records by time, then place in the file. It
+// is typed rather than a container/heap, whose any boxes every record:
+// that was 80% of the stream's allocations.
 type reorder []queued
 
-func (q reorder) Len() int { return len(q) }
-func (q reorder) Less(i, j int) bool {
-	ti, tj := q[i].r.Time(), q[j].r.Time()
-	return ti < tj || ti == tj && q[i].seq < q[j].seq
+// less orders q[i] before q[j].
+func (q reorder) less(i, j int) bool { return q.before(&q[i], &q[j]) }
+
+// before orders a before b: by time, then place in the file.
+func (reorder) before(a, b *queued) bool {
+	ta, tb := a.r.Time(), b.r.Time()
+	return ta < tb || ta == tb && a.seq < b.seq
 }
-func (q reorder) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *reorder) Push(x any)   { *q = append(*q, x.(queued)) }
-func (q *reorder) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+
+// push adds x.
+func (q *reorder) push(x queued) {
+	*q = append(*q, x)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest record; q is not empty.
+func (q *reorder) pop() Record {
+	h := *q
+	top := h[0].r
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.less(l, least) {
+			least = l
+		}
+		if r < len(h) && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return top
 }

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"encoding/binary"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -52,3 +53,35 @@ func Now() uint64 {
 
 // Close closes an event descriptor.
 func Close(fd int) error { return unix.Close(fd) }
+
+// Wakeup is an eventfd one goroutine signals to wake another's Poller:
+// readable from the first Signal until Clear.
+type Wakeup struct{ fd int }
+
+// NewWakeup returns a cleared Wakeup.
+func NewWakeup() (*Wakeup, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	return &Wakeup{fd: fd}, nil
+}
+
+// Fd is the descriptor to give NewPoller.
+func (w *Wakeup) Fd() int { return w.fd }
+
+// Signal makes the Wakeup readable. Signals before a Clear add up to one.
+func (w *Wakeup) Signal() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(w.fd, one[:])
+}
+
+// Clear makes the Wakeup unreadable until the next Signal.
+func (w *Wakeup) Clear() {
+	var b [8]byte
+	unix.Read(w.fd, b[:])
+}
+
+// Close releases the eventfd.
+func (w *Wakeup) Close() error { return unix.Close(w.fd) }

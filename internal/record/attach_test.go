@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/testutil"
 )
 
@@ -80,7 +80,7 @@ func TestUprobeAttachRepeatedly(t *testing.T) {
 
 	for i := range 20 {
 		_, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: 300 * time.Millisecond, Trace: []string{"work", "handle"}})
-		r, err := instr.Build(p, instr.Options{})
+		r, err := calltree.Build(p, calltree.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestUprobeAttachRepeatedly(t *testing.T) {
 
 // recursive adds the calls of each function under n to calls and returns
 // the name of the first node with a recursion level, or "".
-func recursive(n *instr.Node, calls map[string]uint64) string {
+func recursive(n *calltree.Node, calls map[string]uint64) string {
 	found := ""
 	if n.Recursion > 0 {
 		found = n.Name

@@ -25,6 +25,17 @@ type eventSource interface {
 	close() error
 }
 
+// chunkSource is an eventSource that delivers its events in whole
+// chunks: the hooks' tens of millions of events a second are copied
+// into the session's buffer a chunk at a time rather than through a
+// call per event.
+type chunkSource interface {
+	eventSource
+	// drainChunks passes every available event to fn, in chunks that fn
+	// must not retain.
+	drainChunks(fn func([]instrEvent))
+}
+
 // instrEvent is one event of an eventSource. It is small and holds no
 // pointers: hooks deliver tens of millions a second.
 type instrEvent struct {
@@ -49,6 +60,10 @@ func (s *session) drainEvents(final bool) {
 		s.detached = s.detach()
 	}
 	for _, src := range s.sources {
+		if c, ok := src.(chunkSource); ok {
+			c.drainChunks(func(c []instrEvent) { s.pendingEvents = append(s.pendingEvents, c...) })
+			continue
+		}
 		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
@@ -291,7 +291,7 @@ int main() { for (int i = 0; i < 300; i++) guarded(i); std::printf("%ld\n", sink
 	if n["deepest(int)"] != 300 || n["middle(int)"] != 300 || n["guarded(int)"] != 300 {
 		t.Fatalf("entries %v, want 300 each", n)
 	}
-	res, err := instr.Build(p, instr.Options{})
+	res, err := calltree.Build(p, calltree.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
+
+	"golang.org/x/sys/unix"
 )
 
 // instrumentation is how a recording probes functions, decided before the
@@ -131,7 +133,11 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 func (s *session) startInstrumentation(in *instrumentation, pid int, launched bool) error {
 	switch in.mech {
 	case "hook":
-		s.sources = append(s.sources, newHookSource(in.region))
+		h, err := newHookSource(in.region)
+		if err != nil {
+			return err
+		}
+		s.sources = append(s.sources, h)
 	case "uprobe":
 		var placed []*uprobeSource
 		var live uint64
@@ -430,10 +436,14 @@ func fileExists(p string) bool {
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else; processing the events may lag behind without
-// stalling the target. Events go into fixed-size chunks recycled through
-// a free list: a growing slice would stop the drainer for tens of
-// milliseconds to reallocate, zero and copy millions of events.
+// does nothing else; processing the events may lag behind by a bounded
+// spool of chunks without stalling the target. Events go into fixed-size
+// chunks recycled through a free list: a growing slice would stop the
+// drainer for tens of milliseconds to reallocate, zero and copy millions
+// of events. When the spool is full the drainer waits for processing to
+// hand a chunk back, and so do the target's threads for ring space (each
+// wait an adjust record): memory stays bounded and nothing is dropped
+// unless processing stalls for the hook's whole MaxWait.
 type hookSource struct {
 	r      *hook.Region
 	mu     sync.Mutex
@@ -441,23 +451,46 @@ type hookSource struct {
 	cur    []instrEvent   // the chunk being filled
 	since  time.Time      // when cur got its first event
 	free   [][]instrEvent
+	chunks int           // chunks allocated, at most hookSpool until stop
+	freed  chan struct{} // signalled when drain hands chunks back
+	// ready is an eventfd the drainer signals when it hands a chunk
+	// over, so the recording loop's poll wakes for it at once.
+	ready  int
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
 }
 
 // hookChunk is the number of events per chunk (2.5 MiB).
-const hookChunk = 1 << 16
+const hookChunk = 1 << 14
+
+// hookSpool bounds the chunks waiting to be processed (40 MiB, 1M
+// events, some 50 ms of the densest load): enough to ride out the
+// processing loop's pauses, small enough that the recorder's memory does
+// not grow with the target's event rate.
+const hookSpool = 32
 
 // hookHandOver is how long events may wait in a chunk that is not full:
 // a slow target's events must reach the trace within the recorder's
 // one-second flush, and a snapshot of a live trace must see them.
 const hookHandOver = 100 * time.Millisecond
 
-func newHookSource(r *hook.Region) *hookSource {
-	h := &hookSource{r: r, stop: make(chan struct{}), done: make(chan struct{})}
+func newHookSource(r *hook.Region) (*hookSource, error) {
+	ready, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.run()
-	return h
+	return h, nil
+}
+
+// handOver moves the chunk being filled to the full ones and wakes the
+// recording loop; h.mu is held.
+func (h *hookSource) handOver() {
+	h.full = append(h.full, h.cur)
+	h.cur = nil
+	unix.Write(h.ready, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
 func (h *hookSource) run() {
@@ -481,8 +514,7 @@ func (h *hookSource) run() {
 		h.r.Drain(h.push)
 		if len(h.cur) > 0 && time.Since(h.since) >= hookHandOver {
 			h.mu.Lock()
-			h.full = append(h.full, h.cur)
-			h.cur = nil
+			h.handOver()
 			h.mu.Unlock()
 		}
 		select {
@@ -495,27 +527,52 @@ func (h *hookSource) run() {
 }
 
 // push appends one event; only the drainer (or finish, after it stopped)
-// calls it.
+// calls it. With the spool full it waits for drain to free a chunk, and
+// the target's threads wait for their rings meanwhile; once stopping it
+// no longer waits (the target is done and the rings hold the rest).
 func (h *hookSource) push(e hook.Event) {
 	if len(h.cur) == cap(h.cur) {
-		h.mu.Lock()
-		if h.cur != nil {
-			h.full = append(h.full, h.cur)
-		}
-		if n := len(h.free); n > 0 {
-			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
-		} else {
-			h.cur = nil
-		}
-		h.mu.Unlock()
-		if h.cur == nil {
-			h.cur = make([]instrEvent, 0, hookChunk)
-		}
+		h.nextChunk()
 	}
 	if len(h.cur) == 0 {
 		h.since = time.Now()
 	}
 	h.cur = append(h.cur, convertHook(e))
+}
+
+// nextChunk hands the full chunk over and takes a free one.
+func (h *hookSource) nextChunk() {
+	h.mu.Lock()
+	if h.cur != nil {
+		h.handOver()
+	}
+	for {
+		if n := len(h.free); n > 0 {
+			h.cur, h.free = h.free[n-1][:0], h.free[:n-1]
+			break
+		}
+		if h.chunks < hookSpool || h.stopping() {
+			h.chunks++
+			h.cur = make([]instrEvent, 0, hookChunk)
+			break
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.freed:
+		case <-h.stop:
+		}
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+}
+
+func (h *hookSource) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func convertHook(e hook.Event) instrEvent {
@@ -534,11 +591,25 @@ func convertHook(e hook.Event) instrEvent {
 	return ev
 }
 
-func (h *hookSource) fds() []int { return nil }
+func (h *hookSource) fds() []int { return []int{h.ready} }
 
-// drain hands over the filled chunks. The chunk being filled stays with
-// the drainer until it is full or the drainer has stopped.
+// drain passes the events of drainChunks one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
+	h.drainChunks(func(c []instrEvent) {
+		for i := range c {
+			fn(c[i])
+		}
+	})
+}
+
+// drainChunks hands over the filled chunks and returns them to the free
+// list. The chunk being filled stays with the drainer until it is full
+// or the drainer has stopped.
+func (h *hookSource) drainChunks(fn func([]instrEvent)) {
+	// Reset the wake-up before taking the chunks: a chunk handed over
+	// after this signals again.
+	var b [8]byte
+	unix.Read(h.ready, b[:])
 	h.mu.Lock()
 	full := h.full
 	h.full = nil
@@ -548,13 +619,17 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 	}
 	h.mu.Unlock()
 	for _, c := range full {
-		for i := range c {
-			fn(c[i])
-		}
+		fn(c)
 	}
 	h.mu.Lock()
 	h.free = append(h.free, full...)
 	h.mu.Unlock()
+	if len(full) > 0 {
+		select {
+		case h.freed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // finish stops the drainer once the target is done and collects what
@@ -579,6 +654,7 @@ func (h *hookSource) lost() uint64 { return 0 }
 
 func (h *hookSource) close() error {
 	h.finish()
+	unix.Close(h.ready)
 	return h.r.Close()
 }
 

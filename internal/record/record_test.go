@@ -506,9 +506,11 @@ func TestRingPages(t *testing.T) {
 		{"more CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 1024, true, 512 << 10},
 		{"limited", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, false, 512 << 10},
 		// An 8 KiB stack copy per sample: 999 Hz for 2 s is 18.8 MB.
-		{"default rate, auto", Config{Event: clock, Freq: 999}, 2, true, 16 << 20},
-		{"low rate, dwarf", Config{Event: clock, Freq: 100, CallGraph: "dwarf"}, 2, true, 2 << 20},
-		{"limited, auto", Config{Event: clock, Freq: 999}, 2, false, 512 << 10},
+		{"default rate, auto 8 KiB", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, true, 16 << 20},
+		{"low rate, dwarf 8 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: 8192}, 2, true, 2 << 20},
+		// The largest copy: 100 Hz for 2 s is 13.3 MB.
+		{"low rate, dwarf 64 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: perf.MaxUserStack}, 2, true, 16 << 20},
+		{"limited, auto", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, false, 512 << 10},
 	} {
 		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
 			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)

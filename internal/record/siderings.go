@@ -68,24 +68,30 @@ func (s *session) startSideRings() {
 	}
 	sr := &s.side
 	sr.stop, sr.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sr.done)
-		defer poller.Close()
-		for {
-			select {
-			case <-sr.stop:
-				return
-			default:
-			}
-			if poller.Wait(50) != nil {
-				return
-			}
-			sr.mu.Lock()
-			s.readIRQ()
-			s.readCounters()
-			sr.mu.Unlock()
+	go pollRings(poller, sr.stop, sr.done, func() {
+		sr.mu.Lock()
+		s.readIRQ()
+		s.readCounters()
+		sr.mu.Unlock()
+	})
+}
+
+// pollRings calls read whenever a ring of poller's has data or 50 ms
+// pass, until stop is closed; it then closes poller and done.
+func pollRings(poller *perf.Poller, stop, done chan struct{}, read func()) {
+	defer close(done)
+	defer poller.Close()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
 		}
-	}()
+		if poller.Wait(50) != nil {
+			return
+		}
+		read()
+	}
 }
 
 // stopSideRings stops the goroutine before the rings are read a last

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
 )
@@ -136,7 +136,7 @@ func TestThreadIDReuse(t *testing.T) {
 	}
 
 	// The analysis: each incarnation's tree has only its own calls.
-	res, err := instr.Build(p, instr.Options{Raw: true})
+	res, err := calltree.Build(p, calltree.Options{Raw: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +148,8 @@ func TestThreadIDReuse(t *testing.T) {
 				continue
 			}
 			c := map[string]uint64{}
-			var walk func(n *instr.Node)
-			walk = func(n *instr.Node) {
+			var walk func(n *calltree.Node)
+			walk = func(n *calltree.Node) {
 				c[n.Name] += n.Calls
 				for i := range n.Children {
 					walk(&n.Children[i])

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -88,15 +89,15 @@ func TestInstrAggregationGolden(t *testing.T) {
 // fixture, compute's 10 samples plus inl_helper's 42, and sort's 0 plus
 // cmp's 7), as perf, blind to inlining, reports it.
 func TestNoInlinesSelf(t *testing.T) {
-	self := func(p *model.Profile) map[report.Func]uint64 {
+	self := func(p *model.Profile) map[calltree.Func]uint64 {
 		var rep struct {
 			Functions []struct {
-				report.Func
-				Self report.Metrics `json:"self"`
+				calltree.Func
+				Self calltree.Count `json:"self"`
 			} `json:"functions"`
 		}
 		writeJSON(t, p, report.Options{View: "flat"}, &rep)
-		m := map[report.Func]uint64{}
+		m := map[calltree.Func]uint64{}
 		for _, f := range rep.Functions {
 			m[f.Func] = f.Self.Samples
 		}
@@ -110,13 +111,13 @@ func TestNoInlinesSelf(t *testing.T) {
 	noInl := self(p)
 	app, db := modeltest.DefaultModule, "/usr/bin/db"
 	checks := []struct {
-		fn   report.Func
+		fn   calltree.Func
 		want uint64
 	}{
-		{report.Func{Name: "compute", Module: app}, def[report.Func{Name: "compute", Module: app}] + def[report.Func{Name: "inl_helper", Module: app}]},
-		{report.Func{Name: "sort", Module: db}, def[report.Func{Name: "sort", Module: db}] + def[report.Func{Name: "cmp", Module: db}]},
-		{report.Func{Name: "inl_helper", Module: app}, 0},
-		{report.Func{Name: "cmp", Module: db}, 0},
+		{calltree.Func{Name: "compute", Module: app}, def[calltree.Func{Name: "compute", Module: app}] + def[calltree.Func{Name: "inl_helper", Module: app}]},
+		{calltree.Func{Name: "sort", Module: db}, def[calltree.Func{Name: "sort", Module: db}] + def[calltree.Func{Name: "cmp", Module: db}]},
+		{calltree.Func{Name: "inl_helper", Module: app}, 0},
+		{calltree.Func{Name: "cmp", Module: db}, 0},
 	}
 	for _, c := range checks {
 		if got := noInl[c.fn]; got != c.want {

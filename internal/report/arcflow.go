@@ -11,11 +11,11 @@ import (
 
 // ArcRow is a parent or child row of an arcflow stanza.
 type ArcRow struct {
-	Name   string  `json:"name"`
-	Module string  `json:"module"`
-	Calls  *uint64 `json:"calls"` // always null: sampling does not count calls
-	Base   Metrics `json:"base"`
-	Cum    Metrics `json:"cum"`
+	Name   string         `json:"name"`
+	Module string         `json:"module"`
+	Calls  *uint64        `json:"calls"` // always null: sampling does not count calls
+	Base   calltree.Count `json:"base"`
+	Cum    calltree.Count `json:"cum"`
 }
 
 // ArcStanza is the caller/callee stanza of one function (an arc per caller and callee): its
@@ -30,14 +30,14 @@ type ArcRow struct {
 // So the parents' base and cum add up to the self row's, and the
 // children's cum to the self cum minus the self base, recursion included.
 type ArcStanza struct {
-	Name       string   `json:"name"`
-	Module     string   `json:"module"`
-	Calls      *uint64  `json:"calls"` // always null
-	Base       Metrics  `json:"base"`
-	Cum        Metrics  `json:"cum"`
-	CumPercent float64  `json:"cum_percent"` // of the filtered total
-	Parents    []ArcRow `json:"parents"`     // by cum, largest first, then base, name
-	Children   []ArcRow `json:"children"`    // same order
+	Name       string         `json:"name"`
+	Module     string         `json:"module"`
+	Calls      *uint64        `json:"calls"` // always null
+	Base       calltree.Count `json:"base"`
+	Cum        calltree.Count `json:"cum"`
+	CumPercent float64        `json:"cum_percent"` // of the filtered total
+	Parents    []ArcRow       `json:"parents"`     // by cum, largest first, then base, name
+	Children   []ArcRow       `json:"children"`    // same order
 }
 
 // ArcflowReport is the JSON form of the arcflow view.
@@ -61,7 +61,7 @@ func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 		if hidden(f.Total.Samples, d.Total.Samples, o) {
 			continue
 		}
-		fn := Func{Name: f.Name, Module: f.Module}
+		fn := calltree.Func{Name: f.Name, Module: f.Module}
 		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), sortedArcRows(callees[fn]))
 	}
 	r.sort()
@@ -69,7 +69,7 @@ func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 }
 
 // add adds the stanza of function f with its base and cum of all samples.
-func (r *ArcflowReport) add(f Func, base, cum Metrics, all uint64, parents, children []ArcRow) {
+func (r *ArcflowReport) add(f calltree.Func, base, cum calltree.Count, all uint64, parents, children []ArcRow) {
 	r.Functions = append(r.Functions, ArcStanza{Name: f.Name, Module: f.Module, Base: base, Cum: cum,
 		CumPercent: percent(cum.Samples, all), Parents: parents, Children: children})
 }
@@ -106,8 +106,8 @@ func arcRows(arcs []calltree.Arc) []ArcRow {
 // base those that end in the child. So the children's cum adds up to
 // F's cum minus its base, recursion included: a sample is counted where
 // its stack leaves F's outermost activation for good.
-func sampledCallees(res *calltree.Result) map[Func]map[Func]*ArcRow {
-	rows := map[Func]map[Func]*ArcRow{}
+func sampledCallees(res *calltree.Result) map[calltree.Func]map[calltree.Func]*ArcRow {
+	rows := map[calltree.Func]map[calltree.Func]*ArcRow{}
 	var walk func(n *calltree.Node)
 	walk = func(n *calltree.Node) {
 		f := n.Func()
@@ -116,11 +116,11 @@ func sampledCallees(res *calltree.Result) map[Func]map[Func]*ArcRow {
 			if n.Level > 0 && n.Recursion == 0 {
 				m := rows[f]
 				if m == nil {
-					m = map[Func]*ArcRow{}
+					m = map[calltree.Func]*ArcRow{}
 					rows[f] = m
 				}
 				in := samplesIn(c, f)
-				if cum := (Metrics{Samples: c.Cum.Samples - in.Samples, Period: c.Cum.Period - in.Period}); cum.Samples > 0 {
+				if cum := (calltree.Count{Samples: c.Cum.Samples - in.Samples, Period: c.Cum.Period - in.Period}); cum.Samples > 0 {
 					g := c.Func()
 					row := m[g]
 					if row == nil {
@@ -145,8 +145,8 @@ func sampledCallees(res *calltree.Result) map[Func]map[Func]*ArcRow {
 }
 
 // samplesIn is the base of the nodes of function f in n's subtree.
-func samplesIn(n *calltree.Node, f Func) Metrics {
-	var m Metrics
+func samplesIn(n *calltree.Node, f calltree.Func) calltree.Count {
+	var m calltree.Count
 	if n.Func() == f {
 		m = count(n.Base)
 	}
@@ -157,7 +157,7 @@ func samplesIn(n *calltree.Node, f Func) Metrics {
 }
 
 // sortedArcRows returns the rows of m, sorted.
-func sortedArcRows(m map[Func]*ArcRow) []ArcRow {
+func sortedArcRows(m map[calltree.Func]*ArcRow) []ArcRow {
 	rows := make([]ArcRow, 0, len(m))
 	for _, r := range m {
 		rows = append(rows, *r)
@@ -186,18 +186,18 @@ func arcflowText(w io.Writer, d *data, o Options) error {
 	fmt.Fprintln(w, "Each stanza: the function's parents (callers), the function itself")
 	fmt.Fprintln(w, "(not indented, with its CUM%), then its children (callees).")
 	sep := strings.Repeat("-", 60)
-	row := func(base, cum Metrics, pct, name string) {
+	row := func(base, cum calltree.Count, pct, name string) {
 		fmt.Fprintf(w, "%6s %10d %10d %7s  %s\n", "-", base.Samples, cum.Samples, pct, name)
 	}
 	for _, s := range r.Functions {
 		fmt.Fprintln(w, sep)
 		fmt.Fprintf(w, "%6s %10s %10s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "NAME")
 		for _, p := range s.Parents {
-			row(p.Base, p.Cum, "", "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
+			row(p.Base, p.Cum, "", "    "+funcLabel(calltree.Func{Name: p.Name, Module: p.Module}))
 		}
-		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(Func{Name: s.Name, Module: s.Module}))
+		row(s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), funcLabel(calltree.Func{Name: s.Name, Module: s.Module}))
 		for _, c := range s.Children {
-			row(c.Base, c.Cum, "", "    "+funcLabel(Func{Name: c.Name, Module: c.Module}))
+			row(c.Base, c.Cum, "", "    "+funcLabel(calltree.Func{Name: c.Name, Module: c.Module}))
 		}
 	}
 	if len(r.Functions) > 0 {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"trueprof/internal/calltree"
+	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 )
 
@@ -14,14 +16,14 @@ func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
 		p := modeltest.RandomSamples(r)
-		d := prepare(p, Filter{}, false)
+		d := prepare(source{p: p}, model.Filter{}, false)
 		arc, err := buildArcflow(d, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var bases Metrics
+		var bases calltree.Count
 		for _, s := range arc.Functions {
-			var pBase, pCum, cCum Metrics
+			var pBase, pCum, cCum calltree.Count
 			var pCalls uint64
 			for _, row := range s.Parents {
 				pBase.Add(row.Base)
@@ -47,7 +49,7 @@ func TestArcflowInvariants(t *testing.T) {
 			if pCum != s.Cum {
 				t.Errorf("%s: parents' cum %v != self cum %v", where, pCum, s.Cum)
 			}
-			if want := (Metrics{Samples: s.Cum.Samples - s.Base.Samples, Period: s.Cum.Period - s.Base.Period}); cCum != want {
+			if want := (calltree.Count{Samples: s.Cum.Samples - s.Base.Samples, Period: s.Cum.Period - s.Base.Period}); cCum != want {
 				t.Errorf("%s: children's cum %v != self cum - base %v", where, cCum, want)
 			}
 			bases.Add(s.Base)
@@ -64,12 +66,12 @@ func TestArcflowInvariants(t *testing.T) {
 		if len(flat.Functions) != len(arc.Functions) {
 			t.Fatalf("profile %d: %d flat functions, %d stanzas", iter, len(flat.Functions), len(arc.Functions))
 		}
-		byFunc := map[Func]ArcStanza{}
+		byFunc := map[calltree.Func]ArcStanza{}
 		for _, s := range arc.Functions {
-			byFunc[Func{Name: s.Name, Module: s.Module}] = s
+			byFunc[calltree.Func{Name: s.Name, Module: s.Module}] = s
 		}
 		for _, f := range flat.Functions {
-			s := byFunc[Func{Name: f.Name, Module: f.Module}]
+			s := byFunc[calltree.Func{Name: f.Name, Module: f.Module}]
 			if f.Self != s.Base || f.Total != s.Cum {
 				t.Errorf("profile %d: %s: flat self %v total %v, arcflow base %v cum %v", iter, f.Name, f.Self, f.Total, s.Base, s.Cum)
 			}
@@ -81,12 +83,12 @@ func TestArcflowInvariants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var treeBase Metrics
-		var check func(n *TreeNode, path []Func)
-		check = func(n *TreeNode, path []Func) {
+		var treeBase calltree.Count
+		var check func(n *TreeNode, path []calltree.Func)
+		check = func(n *TreeNode, path []calltree.Func) {
 			treeBase.Add(n.Base)
 			sum := n.Base
-			f := Func{Name: n.Name, Module: n.Module}
+			f := calltree.Func{Name: n.Name, Module: n.Module}
 			rl := 0
 			for _, a := range path {
 				if a == f {
@@ -126,7 +128,7 @@ func TestArcflowRecursion(t *testing.T) {
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g
 		Profile()
-	arc, err := buildArcflow(prepare(p, Filter{}, false), Options{})
+	arc, err := buildArcflow(prepare(source{p: p}, model.Filter{}, false), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,15 +5,15 @@ import (
 	"io"
 	"strings"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 )
 
 // CallflowEvent is one line of the callflow view: an entry or exit
-// (instr.FlowEvent, whose delta is the interval since the thread's
+// (calltree.FlowEvent, whose delta is the interval since the thread's
 // previous event) and its time since BaseNS.
 type CallflowEvent struct {
 	OffsetNS uint64 `json:"offset_ns"`
-	instr.FlowEvent
+	calltree.FlowEvent
 }
 
 // CallflowThread is the callflow of one thread incarnation or, by
@@ -70,13 +70,13 @@ func buildCallflow(in *instrData) CallflowReport {
 }
 
 // flowNotes say what a repaired line is.
-var flowNotes = map[instr.FlowKind]string{
-	instr.FlowPopped:    "  [exit missing: closed by a caller's exit]",
-	instr.FlowUnmatched: "  [unmatched exit: ignored]",
-	instr.FlowUnclosed:  "  [no exit: still open at the end]",
-	instr.FlowDetach:    "  [detach: the probes came off]",
-	instr.FlowDetached:  "  [no exit: open when the probes came off]",
-	instr.FlowEnd:       "  [end: its exit, its last run, or the end of the recording]",
+var flowNotes = map[calltree.FlowKind]string{
+	calltree.FlowPopped:    "  [exit missing: closed by a caller's exit]",
+	calltree.FlowUnmatched: "  [unmatched exit: ignored]",
+	calltree.FlowUnclosed:  "  [no exit: still open at the end]",
+	calltree.FlowDetach:    "  [detach: the probes came off]",
+	calltree.FlowDetached:  "  [no exit: open when the probes came off]",
+	calltree.FlowEnd:       "  [end: its exit, its last run, or the end of the recording]",
 }
 
 func callflowView(in *instrData) (func(io.Writer), any, error) {
@@ -117,12 +117,12 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 				}
 				mark, indent := "<", strings.Repeat("  ", max(0, e.Level-1))
 				switch e.Kind {
-				case instr.FlowEntry:
+				case calltree.FlowEntry:
 					mark = ">"
-				case instr.FlowEnd, instr.FlowDetach:
+				case calltree.FlowEnd, calltree.FlowDetach:
 					mark, indent = "=", strings.Repeat("  ", e.Level)
 				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
+				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(calltree.Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
 			}
 		}
 	}

@@ -6,7 +6,7 @@
 //
 // A sampling recording is shown by tprof, flat, tree and arcflow from its
 // samples. An instrumented recording (model.Profile.Events not empty) is
-// analysed by package instr, and flat, tree, arcflow and callflow show its
+// analysed by package calltree, and flat, tree, arcflow and callflow show its
 // exact calls and calibrated times (the log-rt and log-gen reports);
 // Options.Raw, Metric, Root and ExcludeInterrupts select how. threads
 // shows either kind, from the same analysis, so that its rows add up to
@@ -27,10 +27,13 @@
 //	err := report.Write(os.Stdout, prof, report.Options{
 //		View:   "flat",
 //		Format: "text",
-//		Filter: report.Filter{PID: 1234, HasPID: true, Thread: "worker-*"},
+//		Filter: model.Filter{PID: 1234, HasPID: true, Thread: "worker-*"},
 //		Min:    0.5,   // hide functions below 0.5% self
 //		Metric: "cpu", // instrumented recordings: columns of CPU time
 //	})
+//
+// WriteStream gives the same report from a model.Stream, reading the
+// records from the file one at a time instead of holding them.
 //
 // docs/reports.md describes each view's columns and the JSON schema.
 package report

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"trueprof/internal/calltree"
 )
 
 // FlatFunction is one row of the flat view.
@@ -16,10 +17,10 @@ type FlatFunction struct {
 	// Self counts the samples where the function is the leaf frame, Total
 	// those where it is anywhere on the stack (once per sample, however
 	// deep it recursed).
-	Self         Metrics `json:"self"`
-	Total        Metrics `json:"total"`
-	SelfPercent  float64 `json:"self_percent"`
-	TotalPercent float64 `json:"total_percent"`
+	Self         calltree.Count `json:"self"`
+	Total        calltree.Count `json:"total"`
+	SelfPercent  float64        `json:"self_percent"`
+	TotalPercent float64        `json:"total_percent"`
 }
 
 // FlatReport is the JSON form of the flat view.
@@ -42,14 +43,14 @@ func buildFlat(d *data, o Options) (FlatReport, error) {
 		if hidden(f.Self.Samples, d.Total.Samples, o) {
 			continue
 		}
-		r.add(Func{Name: f.Name, Module: f.Module}, count(f.Self), count(f.Total), d.Total.Samples)
+		r.add(calltree.Func{Name: f.Name, Module: f.Module}, count(f.Self), count(f.Total), d.Total.Samples)
 	}
 	r.sort()
 	return r, nil
 }
 
 // add adds the row of function f with self and total of all samples.
-func (r *FlatReport) add(f Func, self, total Metrics, all uint64) {
+func (r *FlatReport) add(f calltree.Func, self, total calltree.Count, all uint64) {
 	r.Functions = append(r.Functions, FlatFunction{
 		Name:         f.Name,
 		Module:       f.Module,
@@ -83,7 +84,7 @@ func flatText(w io.Writer, d *data, o Options) error {
 		sum += f.Self.Samples
 		fmt.Fprintf(w, "%10d %6.2f%% %6.2f%% %10d %6.2f%%  %s\n",
 			f.Self.Samples, f.SelfPercent, percent(sum, d.Total.Samples),
-			f.Total.Samples, f.TotalPercent, funcLabel(Func{Name: f.Name, Module: f.Module}))
+			f.Total.Samples, f.TotalPercent, funcLabel(calltree.Func{Name: f.Name, Module: f.Module}))
 	}
 	return nil
 }
@@ -91,7 +92,7 @@ func flatText(w io.Writer, d *data, o Options) error {
 // funcLabel is how text views name a function: "name (module)" with the
 // module's base name, which is what tells two same-named functions apart
 // at a glance; JSON carries the full module path.
-func funcLabel(f Func) string {
+func funcLabel(f calltree.Func) string {
 	if f.Module == "" {
 		return f.Name
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
@@ -34,12 +35,12 @@ type Header struct {
 	Granularity string `json:"granularity,omitempty"`
 	NoInlines   bool   `json:"no_inlines,omitempty"`
 
-	Total     Metrics `json:"total"`     // of the filtered samples
-	FirstNS   uint64  `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
-	LastNS    uint64  `json:"last_ns"`   // time of the last sample
-	SpanNS    uint64  `json:"span_ns"`   // LastNS - FirstNS
-	Processes int     `json:"processes"` // processes seen in the trace (that pass the filter)
-	Threads   int     `json:"threads"`   // threads seen in the trace (that pass the filter)
+	Total     calltree.Count `json:"total"`     // of the filtered samples
+	FirstNS   uint64         `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
+	LastNS    uint64         `json:"last_ns"`   // time of the last sample
+	SpanNS    uint64         `json:"span_ns"`   // LastNS - FirstNS
+	Processes int            `json:"processes"` // processes seen in the trace (that pass the filter)
+	Threads   int            `json:"threads"`   // threads seen in the trace (that pass the filter)
 
 	// Lost and Throttled are for the whole trace even when filtered:
 	// lost records and throttling do not say which thread they hit.
@@ -75,7 +76,7 @@ type FilterJSON struct {
 }
 
 // filterJSON returns the JSON form of f, nil for the zero Filter.
-func filterJSON(f Filter) *FilterJSON {
+func filterJSON(f model.Filter) *FilterJSON {
 	if !f.HasPID && !f.HasTID && f.Thread == "" {
 		return nil
 	}
@@ -90,8 +91,8 @@ func filterJSON(f Filter) *FilterJSON {
 }
 
 // filter is the Filter j describes.
-func (j *FilterJSON) filter() Filter {
-	f := Filter{Thread: j.Thread}
+func (j *FilterJSON) filter() model.Filter {
+	f := model.Filter{Thread: j.Thread}
 	if j.PID != nil {
 		f.PID, f.HasPID = *j.PID, true
 	}
@@ -111,15 +112,15 @@ type LostJSON struct {
 
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
-func NewHeader(p *model.Profile, f Filter) Header {
-	return prepare(p, f, false).header("")
+func NewHeader(p *model.Profile, f model.Filter) Header {
+	return prepare(source{p: p}, f, false).header("")
 }
 
 // header returns the header of sampling view view. For an instrumented
 // recording it warns that the view counts only the samples.
 func (d *data) header(view string) Header {
 	h := d.baseHeader(view)
-	if len(d.p.Events) > 0 {
+	if d.src.instrumented() {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("this is an instrumented recording: this report counts only the %d samples taken alongside the traced calls, which the flat, tree, arcflow and callflow views show",
 			d.Total.Samples))
 	}

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"time"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
 
 // The views of an instrumented recording (Profile.Events not empty) are
-// computed by package instr; this file holds what they share: the metric
+// computed by package calltree; this file holds what they share: the metric
 // selection, the header and the number formats.
 
 // instrView renders an analysed instrumented recording; as for the
@@ -35,15 +35,15 @@ var instrViews = map[string]instrView{
 // metric is a column metric of the instrumented views.
 type metric struct {
 	name string
-	of   func(m *instr.Metrics) float64
+	of   func(m *calltree.Metrics) float64
 	// count: the metric is a number of events, not nanoseconds.
 	count bool
 }
 
 var metrics = []metric{
-	{name: "wall", of: func(m *instr.Metrics) float64 { return m.WallNS }},
-	{name: "cpu", of: func(m *instr.Metrics) float64 { return m.CPUNS }},
-	{name: "dispatches", of: func(m *instr.Metrics) float64 { return float64(m.Dispatches) }, count: true},
+	{name: "wall", of: func(m *calltree.Metrics) float64 { return m.WallNS }},
+	{name: "cpu", of: func(m *calltree.Metrics) float64 { return m.CPUNS }},
+	{name: "dispatches", of: func(m *calltree.Metrics) float64 { return float64(m.Dispatches) }, count: true},
 }
 
 // MetricNames returns the names of the metrics Options.Metric selects
@@ -135,9 +135,9 @@ func hiddenF(v, total float64, o Options) bool {
 type instrData struct {
 	p      *model.Profile
 	o      Options
-	opts   instr.Options
+	opts   calltree.Options
 	mt     metric
-	r      *instr.Result
+	r      *calltree.Result
 	header InstrHeader
 	// sampling is the header of the sampling views, with the analysis's
 	// warnings: the threads view's of a sampling recording.
@@ -176,9 +176,9 @@ type InstrHeader struct {
 
 	// Total is the sum over the analysed threads (samples: those merged
 	// into the trees).
-	Total  instr.Metrics `json:"total"`
-	Calls  uint64        `json:"calls"`  // function entries analysed
-	Events uint64        `json:"events"` // entries and exits analysed
+	Total  calltree.Metrics `json:"total"`
+	Calls  uint64           `json:"calls"`  // function entries analysed
+	Events uint64           `json:"events"` // entries and exits analysed
 	// FirstNS and LastNS are the first and last analysed event's times
 	// (trace clock); SpanNS their difference.
 	FirstNS   uint64 `json:"first_ns"`
@@ -205,8 +205,8 @@ type InstrHeader struct {
 	// Repairs counts what the shadow stacks repaired (missing and
 	// unmatched exits, calls open at the end); Dropped the events the
 	// recorder reported lost.
-	Repairs instr.Repairs `json:"repairs"`
-	Dropped uint64        `json:"dropped"`
+	Repairs calltree.Repairs `json:"repairs"`
+	Dropped uint64           `json:"dropped"`
 
 	// As in Header, for the whole trace even when filtered.
 	Lost       uint64   `json:"lost"`
@@ -224,13 +224,15 @@ type InstrHeader struct {
 	ErrorOffset *int64 `json:"error_offset,omitempty"`
 
 	// Warnings are the trace's (as in Header) and the analysis's
-	// (instr.Result.Warnings: missing calibration or context switches,
+	// (calltree.Result.Warnings: missing calibration or context switches,
 	// dropped events, repairs). Never null.
 	Warnings []string `json:"warnings"`
 }
 
-// analyseInstr runs instr.Build on p as o selects and makes the header.
-func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
+// analyseInstr analyses src with calltree as o selects and makes the
+// header.
+func analyseInstr(src source, o Options, mt metric) (*instrData, error) {
+	p := src.p
 	if o.Root == "" {
 		// A --root recording covers its root's subgraph: show that.
 		o.Root = p.Header.Root
@@ -239,32 +241,32 @@ func analyseInstr(p *model.Profile, o Options, mt metric) (*instrData, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	opts := instr.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
+	opts := calltree.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
 		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts, Labels: m.LabelMatcher(),
 		Flow: o.View == "callflow"}
-	r, err := instr.Build(p, opts)
+	r, d, err := src.analyse(opts, o.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	if mt.name != "wall" && !r.CPUMeasured {
 		return nil, fmt.Errorf("report: metric %s: the recording has no context switches, so CPU time and dispatches were not measured", mt.name)
 	}
-	return newInstrData(p, o, opts, mt, r), nil
+	return newInstrData(p, o, opts, mt, r, d), nil
 }
 
-// InstrHeaderOf is the header the flat view of p shows for r, instr.Build's
+// InstrHeaderOf is the header the flat view of p shows for r, calltree.Build's
 // analysis of p with the recording's root and no filter: for a caller that
 // has the analysis already (the web UI) and must not run it again.
-func InstrHeaderOf(p *model.Profile, r *instr.Result) InstrHeader {
+func InstrHeaderOf(p *model.Profile, r *calltree.Result) InstrHeader {
 	mt, _ := metricByName("wall")
 	o := Options{View: "flat", Root: p.Header.Root}
-	return newInstrData(p, o, instr.Options{Root: o.Root}, mt, r).header
+	return newInstrData(p, o, calltree.Options{Root: o.Root}, mt, r, prepare(source{p: p}, o.Filter, false)).header
 }
 
-// newInstrData makes the header of r, analysed with opts, for o.
-func newInstrData(p *model.Profile, o Options, opts instr.Options, mt metric, r *instr.Result) *instrData {
+// newInstrData makes the header of r, analysed with opts, for o; d is
+// the samples that pass o.Filter.
+func newInstrData(p *model.Profile, o Options, opts calltree.Options, mt metric, r *calltree.Result, d *data) *instrData {
 	in := &instrData{p: p, o: o, opts: opts, mt: mt, r: r, total: mt.of(&r.Total)}
-	d := prepare(p, o.Filter, opts.ByGoroutine)
 	sh := d.baseHeader(o.View)
 	h := InstrHeader{
 		View:               o.View,
@@ -326,12 +328,12 @@ func newInstrData(p *model.Profile, o Options, opts instr.Options, mt metric, r 
 	return in
 }
 
-// writeInstr writes view iv of the instrumented recording p.
-func writeInstr(w io.Writer, p *model.Profile, o Options, mt metric, iv instrView) error {
+// writeInstr writes view iv of the instrumented recording src.
+func writeInstr(w io.Writer, src source, o Options, mt metric, iv instrView) error {
 	if o.View == "callflow" && o.Min > 0 {
 		return fmt.Errorf("report: --min does not apply to callflow, which lists every event")
 	}
-	in, err := analyseInstr(p, o, mt)
+	in, err := analyseInstr(src, o, mt)
 	if err != nil {
 		return err
 	}
@@ -386,7 +388,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	case c != nil:
 		var parts []string
 		for k, v := range c.Overhead {
-			parts = append(parts, fmt.Sprintf("%s %s", instr.TransitionName(k), formatNS(v)))
+			parts = append(parts, fmt.Sprintf("%s %s", calltree.TransitionName(k), formatNS(v)))
 		}
 		fmt.Fprintf(w, "Calibration: %s of %d (%s): %s; %s per call\n",
 			cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
@@ -424,7 +426,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 
 // writeInterrupts says how many interrupts the threads took and whether
 // their time was left out.
-func writeInterrupts(w io.Writer, measured, excluded bool, t *instr.Metrics) {
+func writeInterrupts(w io.Writer, measured, excluded bool, t *calltree.Metrics) {
 	switch {
 	case !measured:
 		fmt.Fprintf(w, "Interrupts: not measured (no interrupt records)\n")
@@ -445,11 +447,11 @@ func plural(n uint64, one, many string) string {
 }
 
 // instrProcessName names a process as the sampling views do: "name_pid".
-func instrProcessName(pr *instr.Process) string { return fmt.Sprintf("%s_%d", pr.Name, pr.PID) }
+func instrProcessName(pr *calltree.Process) string { return fmt.Sprintf("%s_%d", pr.Name, pr.PID) }
 
 // sampledLabel is funcLabel with the mark of a function known only from
 // samples.
-func sampledLabel(f Func, sampled bool) string {
+func sampledLabel(f calltree.Func, sampled bool) string {
 	if sampled {
 		return "~" + funcLabel(f)
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -26,7 +26,7 @@ func TestInstrGolden(t *testing.T) {
 		}
 		opts = append(opts,
 			report.Options{View: view, Format: "text", Raw: true},
-			report.Options{View: view, Format: "text", Filter: report.Filter{PID: 1, HasPID: true}})
+			report.Options{View: view, Format: "text", Filter: model.Filter{PID: 1, HasPID: true}})
 		if view != "callflow" {
 			opts = append(opts,
 				report.Options{View: view, Format: "text", Metric: "cpu"},
@@ -37,14 +37,14 @@ func TestInstrGolden(t *testing.T) {
 		report.Options{View: "tree", Format: "text", Metric: "dispatches"},
 		report.Options{View: "tree", Format: "text", Root: "compute"},
 		report.Options{View: "tree", Format: "text", ExcludeInterrupts: true},
-		report.Options{View: "tree", Format: "text", Filter: report.Filter{Thread: "io"}},
-		report.Options{View: "callflow", Format: "text", Filter: report.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
+		report.Options{View: "tree", Format: "text", Filter: model.Filter{Thread: "io"}},
+		report.Options{View: "callflow", Format: "text", Filter: model.Filter{PID: 1, TID: 2, HasPID: true, HasTID: true}},
 		report.Options{View: "tprof", Format: "text"},
 		report.Options{View: "threads", Format: "text"},
 		report.Options{View: "threads", Format: "json"},
 		report.Options{View: "threads", Format: "text", Raw: true},
 		report.Options{View: "threads", Format: "text", Metric: "cpu", ExcludeInterrupts: true},
-		report.Options{View: "threads", Format: "text", Filter: report.Filter{Thread: "work*"}},
+		report.Options{View: "threads", Format: "text", Filter: model.Filter{Thread: "work*"}},
 	)
 	runGolden(t, "instr-", modeltest.InstrFixture(), opts)
 }
@@ -461,20 +461,20 @@ func TestInstrFilter(t *testing.T) {
 	p := modeltest.InstrFixture()
 	tests := []struct {
 		name               string
-		f                  report.Filter
+		f                  model.Filter
 		processes, threads int
 		events             uint64
 		flows              []string // callflow threads
 	}{
-		{"none", report.Filter{}, 2, 4, 30, []string{"app_1", "worker_2", "io_2", "db_3"}},
-		{"pid 1", report.Filter{PID: 1, HasPID: true}, 1, 3, 24, []string{"app_1", "worker_2", "io_2"}},
-		{"tid 2", report.Filter{TID: 2, HasTID: true}, 1, 2, 10, []string{"worker_2", "io_2"}},
-		{"pid 3 tid 3", report.Filter{PID: 3, TID: 3, HasPID: true, HasTID: true}, 1, 1, 6, []string{"db_3"}},
-		{"no such pid", report.Filter{PID: 7, HasPID: true}, 0, 0, 0, nil},
+		{"none", model.Filter{}, 2, 4, 30, []string{"app_1", "worker_2", "io_2", "db_3"}},
+		{"pid 1", model.Filter{PID: 1, HasPID: true}, 1, 3, 24, []string{"app_1", "worker_2", "io_2"}},
+		{"tid 2", model.Filter{TID: 2, HasTID: true}, 1, 2, 10, []string{"worker_2", "io_2"}},
+		{"pid 3 tid 3", model.Filter{PID: 3, TID: 3, HasPID: true, HasTID: true}, 1, 1, 6, []string{"db_3"}},
+		{"no such pid", model.Filter{PID: 7, HasPID: true}, 0, 0, 0, nil},
 		// Any of a thread's names: the second tid 2 was worker first.
-		{"thread worker", report.Filter{Thread: "worker"}, 1, 2, 10, []string{"worker_2", "io_2"}},
-		{"thread i?", report.Filter{Thread: "i?"}, 1, 1, 2, []string{"io_2"}},
-		{"thread 3", report.Filter{Thread: "3"}, 1, 1, 6, []string{"db_3"}},
+		{"thread worker", model.Filter{Thread: "worker"}, 1, 2, 10, []string{"worker_2", "io_2"}},
+		{"thread i?", model.Filter{Thread: "i?"}, 1, 1, 2, []string{"io_2"}},
+		{"thread 3", model.Filter{Thread: "3"}, 1, 1, 6, []string{"db_3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -502,7 +502,7 @@ func TestInstrFilter(t *testing.T) {
 			for _, th := range flow.Threads {
 				names = append(names, th.Name)
 				for _, e := range th.Events {
-					if e.Kind != instr.FlowPopped && e.Kind != instr.FlowUnclosed && e.Kind != instr.FlowEnd {
+					if e.Kind != calltree.FlowPopped && e.Kind != calltree.FlowUnclosed && e.Kind != calltree.FlowEnd {
 						events++
 					}
 				}
@@ -527,7 +527,7 @@ func TestInstrRoot(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	err := report.Write(&buf, p, report.Options{View: "tree", Format: "text", Root: "nosuch"})
-	if !errors.Is(err, instr.ErrRootNotFound) || buf.Len() != 0 {
+	if !errors.Is(err, calltree.ErrRootNotFound) || buf.Len() != 0 {
 		t.Errorf("unknown root: %v", err)
 	}
 	// tprof counts samples: a root cannot restrict it.

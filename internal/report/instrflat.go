@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 )
 
 // InstrFlatFunction is one row of the flat view of an instrumented
@@ -21,8 +21,8 @@ type InstrFlatFunction struct {
 	Sampled bool   `json:"sampled"`
 	// Self is measured while the function was the current call, Total
 	// while it was anywhere on the stack (a recursive function once).
-	Self  instr.Metrics `json:"self"`
-	Total instr.Metrics `json:"total"`
+	Self  calltree.Metrics `json:"self"`
+	Total calltree.Metrics `json:"total"`
 	// SelfPercent and TotalPercent are shares of the total in the
 	// header's metric.
 	SelfPercent  float64 `json:"self_percent"`
@@ -38,19 +38,19 @@ type InstrFlatFunction struct {
 type InstrFlatReport struct {
 	InstrHeader
 	// Functions are sorted by self, then total, in the header's metric
-	// (largest first), then as instr sorts them (self and total wall
+	// (largest first), then as calltree sorts them (self and total wall
 	// time, samples, name, module).
 	Functions []InstrFlatFunction `json:"functions"`
 }
 
 // instrFunctions returns the analysed functions sorted by the two values
-// of key, largest first; instr's order breaks ties.
-func instrFunctions(in *instrData, key func(f *instr.Function) []float64) []*instr.Function {
-	fs := make([]*instr.Function, len(in.r.Functions))
+// of key, largest first; calltree's order breaks ties.
+func instrFunctions(in *instrData, key func(f *calltree.Function) []float64) []*calltree.Function {
+	fs := make([]*calltree.Function, len(in.r.Functions))
 	for i := range in.r.Functions {
 		fs[i] = &in.r.Functions[i]
 	}
-	slices.SortStableFunc(fs, func(a, b *instr.Function) int {
+	slices.SortStableFunc(fs, func(a, b *calltree.Function) int {
 		ka, kb := key(a), key(b)
 		return cmp.Or(cmp.Compare(kb[0], ka[0]), cmp.Compare(kb[1], ka[1]))
 	})
@@ -60,7 +60,7 @@ func instrFunctions(in *instrData, key func(f *instr.Function) []float64) []*ins
 func buildInstrFlat(in *instrData) InstrFlatReport {
 	mt := in.mt
 	rep := InstrFlatReport{InstrHeader: in.header, Functions: []InstrFlatFunction{}}
-	fs := instrFunctions(in, func(f *instr.Function) []float64 { return []float64{mt.of(&f.Self), mt.of(&f.Total)} })
+	fs := instrFunctions(in, func(f *calltree.Function) []float64 { return []float64{mt.of(&f.Self), mt.of(&f.Total)} })
 	for _, f := range fs {
 		if hiddenF(mt.of(&f.Self), in.total, in.o) {
 			continue
@@ -93,14 +93,14 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			}
 			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s\n", calls,
 				mt.format(mt.of(&f.Self)), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
-				lo, hi, sampledLabel(Func{Name: f.Name, Module: f.Module}, f.Sampled))
+				lo, hi, sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled))
 		}
 	}
 	return text, rep, nil
 }
 
 // InstrArcRow is a caller or callee row of an arcflow stanza of an
-// instrumented recording (instr.Arc).
+// instrumented recording (calltree.Arc).
 type InstrArcRow struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
@@ -110,8 +110,8 @@ type InstrArcRow struct {
 	// the part of its total, measured in the calls this caller made; for
 	// a callee, Cum is the part of the function's total spent in calls
 	// to it and Base the callee's self within them.
-	Base instr.Metrics `json:"base"`
-	Cum  instr.Metrics `json:"cum"`
+	Base calltree.Metrics `json:"base"`
+	Cum  calltree.Metrics `json:"cum"`
 	// SharePercent is Cum as a share of the stanza function's total cum,
 	// in the header's metric: for a caller, the part of the function's
 	// time it is responsible for (exact arcs).
@@ -121,18 +121,18 @@ type InstrArcRow struct {
 // InstrArcStanza is the stanza of one function: its callers, itself and
 // its callees, with exact calls and times.
 type InstrArcStanza struct {
-	Name    string        `json:"name"`
-	Module  string        `json:"module"`
-	Calls   uint64        `json:"calls"`
-	Sampled bool          `json:"sampled"` // known only from samples
-	Base    instr.Metrics `json:"base"`    // the function's self
-	Cum     instr.Metrics `json:"cum"`     // the function's total
+	Name    string           `json:"name"`
+	Module  string           `json:"module"`
+	Calls   uint64           `json:"calls"`
+	Sampled bool             `json:"sampled"` // known only from samples
+	Base    calltree.Metrics `json:"base"`    // the function's self
+	Cum     calltree.Metrics `json:"cum"`     // the function's total
 	// CumPercent is Cum's share of the report's total, in the header's
 	// metric.
 	CumPercent float64 `json:"cum_percent"`
 	// Parents (callers; <root> for a thread's outermost calls) and
 	// Children (callees) are sorted by cum in the header's metric,
-	// largest first, then as instr sorts them. Never null.
+	// largest first, then as calltree sorts them. Never null.
 	Parents  []InstrArcRow `json:"parents"`
 	Children []InstrArcRow `json:"children"`
 }
@@ -142,20 +142,20 @@ type InstrArcStanza struct {
 type InstrArcflowReport struct {
 	InstrHeader
 	// Functions are sorted by cum, then base, in the header's metric
-	// (largest first), then as instr sorts them.
+	// (largest first), then as calltree sorts them.
 	Functions []InstrArcStanza `json:"functions"`
 }
 
 func buildInstrArcflow(in *instrData) InstrArcflowReport {
 	mt := in.mt
 	rep := InstrArcflowReport{InstrHeader: in.header, Functions: []InstrArcStanza{}}
-	fs := instrFunctions(in, func(f *instr.Function) []float64 { return []float64{mt.of(&f.Total), mt.of(&f.Self)} })
+	fs := instrFunctions(in, func(f *calltree.Function) []float64 { return []float64{mt.of(&f.Total), mt.of(&f.Self)} })
 	for _, f := range fs {
 		cum := mt.of(&f.Total)
 		if hiddenF(cum, in.total, in.o) {
 			continue
 		}
-		rows := func(arcs []instr.Arc) []InstrArcRow {
+		rows := func(arcs []calltree.Arc) []InstrArcRow {
 			out := make([]InstrArcRow, 0, len(arcs))
 			for _, a := range arcs {
 				out = append(out, InstrArcRow{Name: a.Name, Module: a.Module, Calls: a.Calls, Base: a.Base, Cum: a.Cum,
@@ -185,7 +185,7 @@ func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
 			fmt.Fprintln(w, sampledLegend)
 		}
 		sep := strings.Repeat("-", 70)
-		row := func(calls uint64, sampled bool, base, cum instr.Metrics, pct, share, name string) {
+		row := func(calls uint64, sampled bool, base, cum calltree.Metrics, pct, share, name string) {
 			c := fmt.Sprint(calls)
 			if sampled {
 				c = "-"
@@ -196,11 +196,11 @@ func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
 			fmt.Fprintln(w, sep)
 			fmt.Fprintf(w, "%8s %10s %10s %7s %7s  %s\n", "CALLS", "BASE", "CUM", "CUM%", "SHARE", "NAME")
 			for _, p := range s.Parents {
-				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(Func{Name: p.Name, Module: p.Module}))
+				row(p.Calls, s.Sampled, p.Base, p.Cum, "", fmt.Sprintf("%.2f%%", p.SharePercent), "    "+funcLabel(calltree.Func{Name: p.Name, Module: p.Module}))
 			}
-			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(Func{Name: s.Name, Module: s.Module}, s.Sampled))
+			row(s.Calls, s.Sampled, s.Base, s.Cum, fmt.Sprintf("%.2f%%", s.CumPercent), "", sampledLabel(calltree.Func{Name: s.Name, Module: s.Module}, s.Sampled))
 			for _, c := range s.Children {
-				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(Func{Name: c.Name, Module: c.Module}, c.Calls == 0))
+				row(c.Calls, c.Calls == 0, c.Base, c.Cum, "", fmt.Sprintf("%.2f%%", c.SharePercent), "    "+sampledLabel(calltree.Func{Name: c.Name, Module: c.Module}, c.Calls == 0))
 			}
 		}
 		if len(rep.Functions) > 0 {

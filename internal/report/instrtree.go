@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 )
 
 // InstrTreeNode is a node of a thread's call-stack tree in an
-// instrumented recording (the log-rt report): instr.Node with its share
+// instrumented recording (the log-rt report): calltree.Node with its share
 // of the total.
 type InstrTreeNode struct {
 	Name   string `json:"name"`
@@ -29,8 +29,8 @@ type InstrTreeNode struct {
 	Callees uint64 `json:"callees"`
 	// Base is measured while this node was the current call (its self),
 	// Cum adds its descendants.
-	Base instr.Metrics `json:"base"`
-	Cum  instr.Metrics `json:"cum"`
+	Base calltree.Metrics `json:"base"`
+	Cum  calltree.Metrics `json:"cum"`
 	// CumPercent is Cum's share of the total, in the header's metric.
 	CumPercent float64 `json:"cum_percent"`
 	// MinSelfNS and MaxSelfNS are the smallest and largest self wall
@@ -53,13 +53,13 @@ type InstrTreeThread struct {
 	Goroutine *uint64  `json:"goroutine,omitempty"`
 	OSThreads []uint32 `json:"os_threads,omitempty"`
 	// BeginNS and EndNS bound the time the tree covers: the thread's
-	// life in the recording (instr.Thread).
-	BeginNS uint64        `json:"begin_ns"`
-	EndNS   uint64        `json:"end_ns"`
-	FirstNS uint64        `json:"first_ns"` // first analysed event
-	LastNS  uint64        `json:"last_ns"`  // last analysed event
-	Events  uint64        `json:"events"`
-	Repairs instr.Repairs `json:"repairs"`
+	// life in the recording (calltree.Thread).
+	BeginNS uint64           `json:"begin_ns"`
+	EndNS   uint64           `json:"end_ns"`
+	FirstNS uint64           `json:"first_ns"` // first analysed event
+	LastNS  uint64           `json:"last_ns"`  // last analysed event
+	Events  uint64           `json:"events"`
+	Repairs calltree.Repairs `json:"repairs"`
 	// Root is the thread itself (level 0): its base is the time outside
 	// its outermost calls, its cum the thread's total.
 	Root InstrTreeNode `json:"root"`
@@ -69,7 +69,7 @@ type InstrTreeThread struct {
 type InstrTreeProcess struct {
 	PID     uint32            `json:"pid"`
 	Name    string            `json:"name"` // "name_pid"
-	Total   instr.Metrics     `json:"total"`
+	Total   calltree.Metrics  `json:"total"`
 	Percent float64           `json:"percent"` // of the total, in the header's metric
 	Threads []InstrTreeThread `json:"threads"` // by cum, largest first, then tid and start
 }
@@ -101,7 +101,7 @@ func buildInstrTree(in *instrData) InstrTreeReport {
 				Goroutine: th.Goroutine, OSThreads: th.OSThreads, BeginNS: th.BeginNS, EndNS: th.EndNS,
 				FirstNS: th.FirstNS, LastNS: th.LastNS, Events: th.Events, Repairs: th.Repairs, Root: root})
 		}
-		// instr sorts by goroutine, tid and start: a stable sort by the
+		// calltree sorts by goroutine, tid and start: a stable sort by the
 		// metric keeps that order among equals.
 		slices.SortStableFunc(tp.Threads, func(a, b InstrTreeThread) int {
 			return cmp.Compare(mt.of(&b.Root.Cum), mt.of(&a.Root.Cum))
@@ -116,7 +116,7 @@ func buildInstrTree(in *instrData) InstrTreeReport {
 
 // instrTreeNode converts n and its descendants, pruning those below
 // Options.Min, and reports whether n itself is kept.
-func instrTreeNode(n *instr.Node, in *instrData) (InstrTreeNode, bool) {
+func instrTreeNode(n *calltree.Node, in *instrData) (InstrTreeNode, bool) {
 	mt := in.mt
 	if hiddenF(mt.of(&n.Cum), in.total, in.o) {
 		return InstrTreeNode{}, false
@@ -133,7 +133,7 @@ func instrTreeNode(n *instr.Node, in *instrData) (InstrTreeNode, bool) {
 			t.Children = append(t.Children, c)
 		}
 	}
-	// instr sorts by cum wall time, then samples, name and module: a
+	// calltree sorts by cum wall time, then samples, name and module: a
 	// stable sort by the metric keeps that order among equals.
 	slices.SortStableFunc(t.Children, func(a, b InstrTreeNode) int {
 		return cmp.Compare(mt.of(&b.Cum), mt.of(&a.Cum))
@@ -181,7 +181,7 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 						fmt.Fprintf(w, " %6d", n.Base.Samples)
 					}
 					fmt.Fprintf(w, " %10s %6.2f%%  %s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
-						strings.Repeat("  ", n.Level), sampledLabel(Func{Name: n.Name, Module: n.Module}, n.Sampled))
+						strings.Repeat("  ", n.Level), sampledLabel(calltree.Func{Name: n.Name, Module: n.Module}, n.Sampled))
 					for i := range n.Children {
 						print(&n.Children[i])
 					}

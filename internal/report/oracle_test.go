@@ -25,7 +25,7 @@ import (
 func stackTree(d *data, o Options) TreeReport {
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
 	total := d.Total.Samples
-	depth := map[Func]int{} // occurrences of each function on the current path
+	depth := map[calltree.Func]int{} // occurrences of each function on the current path
 	for i := 0; i < len(d.Stacks); {
 		first := &d.Stacks[i]
 		pid := first.PID
@@ -65,18 +65,18 @@ func stackTree(d *data, o Options) TreeReport {
 
 // sameOwner reports whether two stacks are of the same thread
 // incarnation or goroutine.
-func sameOwner(s, t *Stack) bool {
+func sameOwner(s, t *calltree.Stack) bool {
 	return s.PID == t.PID && s.TID == t.TID && s.Thread == t.Thread &&
 		(s.Goroutine == nil) == (t.Goroutine == nil) && goid(s.Goroutine) == goid(t.Goroutine)
 }
 
 // child returns n's child for f, creating it with recursion level rl.
-func (n *oracleNode) child(f Func, rl int) *oracleNode {
+func (n *oracleNode) child(f calltree.Func, rl int) *oracleNode {
 	if c, ok := n.byFunc[f]; ok {
 		return c
 	}
 	if n.byFunc == nil {
-		n.byFunc = map[Func]*oracleNode{}
+		n.byFunc = map[calltree.Func]*oracleNode{}
 	}
 	c := &oracleNode{TreeNode: TreeNode{Name: f.Name, Module: f.Module, Level: n.Level + 1, Recursion: rl}}
 	n.byFunc[f] = c
@@ -88,7 +88,7 @@ func (n *oracleNode) child(f Func, rl int) *oracleNode {
 type oracleNode struct {
 	TreeNode
 	kids   []*oracleNode
-	byFunc map[Func]*oracleNode
+	byFunc map[calltree.Func]*oracleNode
 }
 
 // node returns the finished TreeNode of n.
@@ -104,9 +104,9 @@ func (n *oracleNode) node() TreeNode {
 // stackFlat is the flat view as it was computed from stacks before calltree: it computes self and total per function, sorted by self, then
 // total (both largest first), then name and module.
 func stackFlat(d *data, o Options) FlatReport {
-	type acc struct{ self, total Metrics }
-	funcs := map[Func]*acc{}
-	get := func(f Func) *acc {
+	type acc struct{ self, total calltree.Count }
+	funcs := map[calltree.Func]*acc{}
+	get := func(f calltree.Func) *acc {
 		a := funcs[f]
 		if a == nil {
 			a = &acc{}
@@ -116,7 +116,7 @@ func stackFlat(d *data, o Options) FlatReport {
 	}
 	// seen[f] == i+1 when f was already counted for stack i: a recursive
 	// function adds to its total once per sample.
-	seen := map[Func]int{}
+	seen := map[calltree.Func]int{}
 	for i := range d.Stacks {
 		s := &d.Stacks[i]
 		for _, f := range s.Funcs {
@@ -143,11 +143,11 @@ func stackFlat(d *data, o Options) FlatReport {
 // stackArcflow is the arcflow view as it was computed from stacks
 // before calltree, with its accumulators.
 type arcAcc struct {
-	base, cum         Metrics
-	parents, children map[Func]*ArcRow
+	base, cum         calltree.Count
+	parents, children map[calltree.Func]*ArcRow
 }
 
-func arcRow(m map[Func]*ArcRow, f Func) *ArcRow {
+func arcRow(m map[calltree.Func]*ArcRow, f calltree.Func) *ArcRow {
 	r := m[f]
 	if r == nil {
 		r = &ArcRow{Name: f.Name, Module: f.Module}
@@ -157,22 +157,22 @@ func arcRow(m map[Func]*ArcRow, f Func) *ArcRow {
 }
 
 func stackArcflow(d *data, o Options) ArcflowReport {
-	accs := map[Func]*arcAcc{}
-	get := func(f Func) *arcAcc {
+	accs := map[calltree.Func]*arcAcc{}
+	get := func(f calltree.Func) *arcAcc {
 		a := accs[f]
 		if a == nil {
-			a = &arcAcc{parents: map[Func]*ArcRow{}, children: map[Func]*ArcRow{}}
+			a = &arcAcc{parents: map[calltree.Func]*ArcRow{}, children: map[calltree.Func]*ArcRow{}}
 			accs[f] = a
 		}
 		return a
 	}
-	caller := func(funcs []Func, i int) Func {
+	caller := func(funcs []calltree.Func, i int) calltree.Func {
 		if i == 0 {
 			return calltree.Root
 		}
 		return funcs[i-1]
 	}
-	seen := map[Func]int{} // as in buildFlat: stack i+1 counted f already
+	seen := map[calltree.Func]int{} // as in buildFlat: stack i+1 counted f already
 	for i := range d.Stacks {
 		s := &d.Stacks[i]
 		k := len(s.Funcs) - 1
@@ -225,8 +225,8 @@ func TestSamplingViewsFromTree(t *testing.T) {
 	for i := range 300 {
 		inputs = append(inputs, input{name: "random " + strconv.Itoa(i), p: modeltest.RandomSamples(r)})
 	}
-	for _, o := range []Options{{}, {Min: 5}, {Filter: Filter{PID: 100, HasPID: true}},
-		{Filter: Filter{TID: 101, HasTID: true}}, {Filter: Filter{Thread: "d*"}}, {Filter: Filter{PID: 9, HasPID: true}}} {
+	for _, o := range []Options{{}, {Min: 5}, {Filter: model.Filter{PID: 100, HasPID: true}},
+		{Filter: model.Filter{TID: 101, HasTID: true}}, {Filter: model.Filter{Thread: "d*"}}, {Filter: model.Filter{PID: 9, HasPID: true}}} {
 		inputs = append(inputs, input{name: fmt.Sprintf("fixture %+v", o), p: modeltest.Fixture(), o: o})
 	}
 	goSamples := func() *model.Profile {
@@ -238,10 +238,10 @@ func TestSamplingViewsFromTree(t *testing.T) {
 	inputs = append(inputs,
 		input{name: "goroutines", p: goSamples(), o: Options{By: "goroutine"}},
 		input{name: "threads of goroutines", p: goSamples()},
-		input{name: "label", p: goSamples(), o: Options{Filter: Filter{Labels: []string{"job=x"}}}},
-		input{name: "label by goroutine", p: goSamples(), o: Options{By: "goroutine", Filter: Filter{Labels: []string{"job=x"}}}})
+		input{name: "label", p: goSamples(), o: Options{Filter: model.Filter{Labels: []string{"job=x"}}}},
+		input{name: "label by goroutine", p: goSamples(), o: Options{By: "goroutine", Filter: model.Filter{Labels: []string{"job=x"}}}})
 	for _, in := range inputs {
-		d := prepare(in.p, in.o.Filter, in.o.By == "goroutine")
+		d := prepare(source{p: in.p}, in.o.Filter, in.o.By == "goroutine")
 		for view, pair := range map[string][2]func() (any, error){
 			"tree":    {func() (any, error) { return buildTree(d, in.o) }, func() (any, error) { return stackTree(d, in.o), nil }},
 			"flat":    {func() (any, error) { return buildFlat(d, in.o) }, func() (any, error) { return stackFlat(d, in.o), nil }},

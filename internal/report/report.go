@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"trueprof/internal/calltree"
-	"trueprof/internal/instr"
 	"trueprof/internal/model"
 )
 
@@ -31,11 +30,6 @@ var (
 // wrapped with an explanation.
 var ErrNotInstrumented = errors.New("needs an instrumented recording")
 
-// Filter restricts a report or an export to the records of one process
-// and/or some threads and labelled goroutines (model.Filter). The zero
-// Filter keeps everything.
-type Filter = model.Filter
-
 // Options selects a report.
 type Options struct {
 	// View is "tprof", "flat", "tree", "arcflow", "callflow" or
@@ -50,7 +44,7 @@ type Options struct {
 	// Filter restricts the report, header counts included, to one
 	// process and/or some threads. Percentages are of the filtered
 	// total.
-	Filter
+	model.Filter
 
 	// By is "thread" (the default when empty) or "goroutine"; see
 	// Groupings. A Go program's goroutines move between threads, so
@@ -59,11 +53,11 @@ type Options struct {
 	// across threads (changing flat and arcflow too). A thread's records
 	// belong to the goroutine it last switched to. tprof, which counts
 	// threads, refuses it, and so does a recording without goroutine
-	// switches (an error wrapping instr.ErrNoGoroutines).
+	// switches (an error wrapping calltree.ErrNoGoroutines).
 	By string
 
 	// ExcludeInterrupts removes the time of the interrupts handled while
-	// a thread ran from its wall and CPU time (instr.Options): for
+	// a thread ran from its wall and CPU time (calltree.Options): for
 	// repeatable measurements. The views that count samples are
 	// unchanged.
 	ExcludeInterrupts bool
@@ -93,7 +87,7 @@ type Options struct {
 	Metric string
 	// Root restricts the analysis to the calls made while the function
 	// of that name is on the thread's stack (Scheme B; see
-	// instr.Options.Root). Empty analyses everything.
+	// calltree.Options.Root). Empty analyses everything.
 	Root string
 }
 
@@ -133,14 +127,45 @@ func Formats() []string { return []string{"json", "text"} }
 // first.
 func Groupings() []string { return []string{"thread", "goroutine"} }
 
-// Write writes the report o.View of p to w in o.Format. An unknown view,
+// Write writes the report o.View of p to w in o.Format; WriteStream
+// does without holding the records. An unknown view,
 // format, metric or grouping is an error (wrapping ErrUnknownView,
 // ErrUnknownFormat, ErrUnknownMetric or ErrUnknownGrouping) that lists
 // the valid ones; an option the profile has no data for wraps
-// ErrNotInstrumented or instr.ErrNoGoroutines; a bad thread pattern wraps
+// ErrNotInstrumented or calltree.ErrNoGoroutines; a bad thread pattern wraps
 // path.ErrBadPattern; a failed analysis of an instrumented recording
-// wraps instr's error. Nothing is written then.
+// wraps calltree's error. Nothing is written then.
 func Write(w io.Writer, p *model.Profile, o Options) error {
+	if p == nil {
+		return errors.New("report: nil profile")
+	}
+	return write(w, source{p: p}, o)
+}
+
+// WriteStream is Write over a trace read in two passes: the views render
+// from calltree's analysis of the records, read from the file one at a
+// time (calltree.BuildStreamSamples), so that memory does not grow with
+// the events; the report is Write's on the same trace, byte for byte. A
+// label filter, or a trace too far out of order to stream, gives an
+// error wrapping model.ErrNotStreamable before anything is written:
+// Load the trace and Write it instead.
+func WriteStream(w io.Writer, s *model.Stream, o Options) error {
+	if s == nil {
+		return errors.New("report: nil stream")
+	}
+	if len(o.Labels) > 0 {
+		// Checked first, so that a caller falls back to Load without
+		// replaying the trace in vain.
+		if _, err := o.Filter.Compile(); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		return fmt.Errorf("report: %w", calltree.ErrNeedsLoad)
+	}
+	return write(w, source{p: s.Profile, s: s}, o)
+}
+
+// write is Write of a loaded or streamed source.
+func write(w io.Writer, src source, o Options) error {
 	v, ok := views[o.View]
 	if !ok {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownView, o.View, strings.Join(Views(), ", "))
@@ -161,26 +186,23 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if _, err := o.Filter.Compile(); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if p == nil {
-		return errors.New("report: nil profile")
-	}
-	if len(o.Labels) > 0 && len(p.GoIDs) == 0 {
-		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
+	if len(o.Labels) > 0 && src.count(model.RecordGoID) == 0 {
+		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", calltree.ErrNoGoroutines)
 	}
 	if o.By == "goroutine" {
 		if o.View == "tprof" {
 			return fmt.Errorf("report: tprof counts the samples of threads: --by goroutine applies to tree, threads, flat, arcflow and callflow")
 		}
-		if len(p.GoIDs) == 0 {
-			return fmt.Errorf("report: by goroutine: %w (not a Go target, or recorded without them)", instr.ErrNoGoroutines)
+		if src.count(model.RecordGoID) == 0 {
+			return fmt.Errorf("report: by goroutine: %w (not a Go target, or recorded without them)", calltree.ErrNoGoroutines)
 		}
 	}
 	if o.View == "threads" {
-		return writeThreads(w, p, o, mt)
+		return writeThreads(w, src, o, mt)
 	}
-	if len(p.Events) > 0 {
+	if src.instrumented() {
 		if iv, ok := instrViews[o.View]; ok {
-			return writeInstr(w, p, o, mt, iv)
+			return writeInstr(w, src, o, mt, iv)
 		}
 	}
 	if v.text == nil {
@@ -188,7 +210,7 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 			o.View, ErrNotInstrumented, strings.Join(slices.DeleteFunc(Views(), func(s string) bool { return s == "callflow" }), ", "))
 	}
 	what := "this profile has only samples"
-	if len(p.Events) > 0 {
+	if src.instrumented() {
 		what = "the " + o.View + " view counts samples"
 	}
 	if o.Root != "" {
@@ -197,7 +219,15 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	if mt.name != "wall" {
 		return fmt.Errorf("report: metric %s %w: %s", mt.name, ErrNotInstrumented, what)
 	}
-	d := prepare(p, o.Filter, o.By == "goroutine")
+	var d *data
+	if src.s == nil {
+		d = prepare(src, o.Filter, o.By == "goroutine")
+	} else {
+		var err error
+		if d, err = prepareStream(src, o.Filter, o.By == "goroutine"); err != nil {
+			return err
+		}
+	}
 	bw := bufio.NewWriter(w)
 	if o.Format == "json" {
 		enc := json.NewEncoder(bw)
@@ -218,10 +248,6 @@ func Write(w io.Writer, p *model.Profile, o Options) error {
 	// bufio.Writer keeps the first write error; Flush returns it.
 	return bw.Flush()
 }
-
-// Metrics are the values summed over a set of samples (calltree.Count).
-// The JSON keys are the metric names.
-type Metrics = calltree.Count
 
 // percent returns n as a percentage of total, 0 when total is 0, rounded
 // to two decimals so that text and JSON show the same number.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -88,12 +88,12 @@ func TestGolden(t *testing.T) {
 		for _, format := range report.Formats() {
 			opts = append(opts,
 				report.Options{View: view, Format: format},
-				report.Options{View: view, Format: format, Filter: report.Filter{PID: 100, HasPID: true}},
+				report.Options{View: view, Format: format, Filter: model.Filter{PID: 100, HasPID: true}},
 				report.Options{View: view, Format: format, Min: 5},
 			)
 		}
 	}
-	opts = append(opts, report.Options{View: "tree", Format: "text", Filter: report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}})
+	opts = append(opts, report.Options{View: "tree", Format: "text", Filter: model.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}})
 	runGolden(t, "", modeltest.Fixture(), opts)
 }
 
@@ -117,8 +117,8 @@ func TestWriteErrors(t *testing.T) {
 		{"cpu metric of samples", report.Options{View: "flat", Format: "text", Metric: "cpu"}, report.ErrNotInstrumented, "metric cpu needs an instrumented recording: this profile has only samples"},
 		{"cpu metric without switches", report.Options{View: "threads", Format: "text", Metric: "cpu"}, nil, "the recording has no context switches"},
 		{"unknown grouping", report.Options{View: "tree", Format: "text", By: "process"}, report.ErrUnknownGrouping, "valid: thread, goroutine"},
-		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, instr.ErrNoGoroutines, "not a Go target"},
-		{"bad thread glob", report.Options{View: "flat", Format: "text", Filter: report.Filter{Thread: "[a-"}}, path.ErrBadPattern, "thread pattern"},
+		{"goroutines of C", report.Options{View: "tree", Format: "text", By: "goroutine"}, calltree.ErrNoGoroutines, "not a Go target"},
+		{"bad thread glob", report.Options{View: "flat", Format: "text", Filter: model.Filter{Thread: "[a-"}}, path.ErrBadPattern, "thread pattern"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,18 +201,18 @@ func TestFlatJSONSchema(t *testing.T) {
 func TestFilter(t *testing.T) {
 	tests := []struct {
 		name                string
-		f                   report.Filter
+		f                   model.Filter
 		samples             uint64
 		processes, threads  int
 		truncated           uint64
 		firstFunction       string // flat's top function
 		firstSelf, firstTot uint64
 	}{
-		{"none", report.Filter{}, 102, 2, 3, 4, "inl_helper", 42, 42},
-		{"pid 100", report.Filter{PID: 100, HasPID: true}, 76, 1, 2, 0, "inl_helper", 42, 42},
-		{"pid 100 tid 101", report.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}, 19, 1, 1, 0, "inl_helper", 12, 12},
-		{"tid 200", report.Filter{TID: 200, HasTID: true}, 26, 1, 1, 4, "hash", 15, 15},
-		{"no such pid", report.Filter{PID: 7, HasPID: true}, 0, 0, 0, 0, "", 0, 0},
+		{"none", model.Filter{}, 102, 2, 3, 4, "inl_helper", 42, 42},
+		{"pid 100", model.Filter{PID: 100, HasPID: true}, 76, 1, 2, 0, "inl_helper", 42, 42},
+		{"pid 100 tid 101", model.Filter{PID: 100, TID: 101, HasPID: true, HasTID: true}, 19, 1, 1, 0, "inl_helper", 12, 12},
+		{"tid 200", model.Filter{TID: 200, HasTID: true}, 26, 1, 1, 4, "hash", 15, 15},
+		{"no such pid", model.Filter{PID: 7, HasPID: true}, 0, 0, 0, 0, "", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -459,12 +459,12 @@ func TestSamplingIncarnations(t *testing.T) {
 	}
 	for pattern, want := range map[string]uint64{"pool": 5, "io": 2, "2": 5, "a*": 1} {
 		var flat report.FlatReport
-		writeJSON(t, p, report.Options{View: "flat", Filter: report.Filter{Thread: pattern}}, &flat)
+		writeJSON(t, p, report.Options{View: "flat", Filter: model.Filter{Thread: pattern}}, &flat)
 		if flat.Total.Samples != want || flat.Filter == nil || flat.Filter.Thread != pattern {
 			t.Errorf("--thread %s: %d samples, want %d", pattern, flat.Total.Samples, want)
 		}
 	}
-	if out := writeText(t, p, report.Options{View: "flat", Filter: report.Filter{Thread: "io"}}); !strings.Contains(out, "Filter:     thread \"io\"\nSamples:    2") ||
+	if out := writeText(t, p, report.Options{View: "flat", Filter: model.Filter{Thread: "io"}}); !strings.Contains(out, "Filter:     thread \"io\"\nSamples:    2") ||
 		!strings.Contains(out, "Processes:  1, threads 1") {
 		t.Errorf("filtered header:\n%s", out)
 	}

@@ -8,27 +8,85 @@ import (
 	"trueprof/internal/model"
 )
 
-// Func identifies a function (calltree.Func).
-type Func = calltree.Func
+// source is what a report reads: a loaded profile, or a trace read in
+// two passes (model.Stream), whose records are never all in memory.
+type source struct {
+	p *model.Profile // the tables, and the records when s is nil
+	s *model.Stream  // nil for a loaded profile
+}
 
-// Stack is the samples of one owner that share a call stack
-// (calltree.Stack).
-type Stack = calltree.Stack
+// count returns how many records of kind k the source holds.
+func (src source) count(k model.RecordKind) int {
+	if src.s != nil {
+		return int(src.s.Counts[k])
+	}
+	switch k {
+	case model.RecordEvent:
+		return len(src.p.Events)
+	case model.RecordGoID:
+		return len(src.p.GoIDs)
+	}
+	panic("report: count of an unused record kind")
+}
+
+// instrumented reports whether the source has function entry/exit
+// events.
+func (src source) instrumented() bool { return src.count(model.RecordEvent) > 0 }
+
+// analyse runs calltree with o over the source and groups the samples
+// that pass f (whatever o.Root) as o.ByGoroutine says: one pass over a
+// stream's records for both. A label filter, or a trace too far out of
+// order, cannot stream: the error then wraps model.ErrNotStreamable.
+func (src source) analyse(o calltree.Options, f model.Filter) (*calltree.Result, *data, error) {
+	if src.s == nil {
+		r, err := calltree.Build(src.p, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, prepare(src, f, o.ByGoroutine), nil
+	}
+	r, s, err := calltree.BuildStreamSamples(src.s, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, &data{p: src.p, Samples: s, src: src, res: r}, nil
+}
 
 // data is a profile prepared for the sampling views: the filtered
 // samples grouped by owner and stack (calltree.GroupSamples).
 type data struct {
 	p *model.Profile // the profile the samples are of, label-filtered
 	*calltree.Samples
-	all *model.Profile   // the profile before the label filter
+	src source           // the records before the label filter
 	res *calltree.Result // the trees of the samples; see result
 }
 
-// prepare groups the samples of p that pass f by thread incarnation or,
-// byGoroutine, by goroutine (calltree.GroupSamples).
-func prepare(p *model.Profile, f Filter, byGoroutine bool) *data {
-	s := calltree.GroupSamples(p, f, byGoroutine)
-	return &data{p: s.Profile, Samples: s, all: p}
+// prepare groups the samples of src that pass f by thread incarnation
+// or, byGoroutine, by goroutine (calltree.GroupSamples). A stream is
+// analysed at once, in the one pass that also builds the trees.
+func prepare(src source, f model.Filter, byGoroutine bool) *data {
+	s := calltree.GroupSamples(src.p, f, byGoroutine)
+	return &data{p: s.Profile, Samples: s, src: src}
+}
+
+// prepareStream is prepare for the sampling views of a stream, which
+// builds their trees in the same pass.
+func prepareStream(src source, f model.Filter, byGoroutine bool) (*data, error) {
+	m, err := f.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	_, d, err := src.analyse(samplingOptions(f, m, byGoroutine), f)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	return d, nil
+}
+
+// samplingOptions are calltree's options for the sampling views.
+func samplingOptions(f model.Filter, m *model.Matcher, byGoroutine bool) calltree.Options {
+	return calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
+		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: byGoroutine}
 }
 
 // result returns the analysis of the samples by calltree.Build, where a
@@ -43,9 +101,7 @@ func (d *data) result() (*calltree.Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	f := d.Filter
-	res, err := calltree.Build(d.all, calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
-		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: d.ByGoroutine})
+	res, err := calltree.Build(d.src.p, samplingOptions(d.Filter, m, d.ByGoroutine))
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -65,7 +121,7 @@ func (d *data) processName(pid uint32) string {
 // ownerName names the owner of the samples of s as tprof does:
 // "name_tid" for a thread, with the name of its incarnation, and
 // "goroutine N" for a goroutine.
-func ownerName(s *Stack) string {
+func ownerName(s *calltree.Stack) string {
 	if s.Goroutine != nil {
 		return strings.TrimSpace(fmt.Sprintf("goroutine %d %s", *s.Goroutine, s.Labels))
 	}

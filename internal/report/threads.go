@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
@@ -15,7 +15,7 @@ import (
 // ThreadRow is one row of the threads view: a thread incarnation (a
 // reused tid is another row) or, by goroutine, a goroutine, with what its
 // whole life in the recording measured. Its metrics are its tree's root
-// cum (instr.Metrics, whose keys it has: wall_ns, cpu_ns, dispatches,
+// cum (calltree.Metrics, whose keys it has: wall_ns, cpu_ns, dispatches,
 // dispatches_voluntary, dispatches_involuntary, interrupts, interrupt_ns,
 // samples...), so the rows add up to the trees.
 type ThreadRow struct {
@@ -26,7 +26,7 @@ type ThreadRow struct {
 	Goroutine *uint64  `json:"goroutine,omitempty"`
 	OSThreads []uint32 `json:"os_threads,omitempty"`
 	// Labels are the runtime/pprof labels the goroutine carried
-	// (instr.Thread.Labels); absent for a thread or without labels.
+	// (calltree.Thread.Labels); absent for a thread or without labels.
 	Labels map[string]string `json:"labels,omitempty"`
 	// Name is the last name, Names every name in order ("goroutine N"
 	// for a goroutine). Never null.
@@ -37,7 +37,7 @@ type ThreadRow struct {
 	// goroutine's first and last time on a thread.
 	StartNS uint64 `json:"start_ns"`
 	EndNS   uint64 `json:"end_ns"`
-	instr.Metrics
+	calltree.Metrics
 	Events uint64 `json:"events"` // function entries and exits
 	// Migrations and PageFaults are the kernel's per-thread counters,
 	// null when the recording has none for the thread (and by goroutine,
@@ -130,8 +130,8 @@ func addCounter(sum, v *uint64) *uint64 {
 
 // writeThreads writes the threads view: for a sampling recording under
 // its header, for an instrumented one under the instrumented views'.
-func writeThreads(w io.Writer, p *model.Profile, o Options, mt metric) error {
-	in, err := analyseInstr(p, o, mt)
+func writeThreads(w io.Writer, src source, o Options, mt metric) error {
+	in, err := analyseInstr(src, o, mt)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func writeThreads(w io.Writer, p *model.Profile, o Options, mt metric) error {
 	bw := bufio.NewWriter(w)
 	if o.Format == "json" {
 		var rep any = InstrThreadsReport{InstrHeader: *h, Threads: rows, Totals: totals}
-		if len(p.Events) == 0 {
+		if !src.instrumented() {
 			rep = ThreadsReport{Header: in.sampling, CPUMeasured: h.CPUMeasured, InterruptsMeasured: h.InterruptsMeasured,
 				ExcludeInterrupts: h.ExcludeInterrupts, Threads: rows, Totals: totals}
 		}
@@ -151,7 +151,7 @@ func writeThreads(w io.Writer, p *model.Profile, o Options, mt metric) error {
 		}
 		return bw.Flush()
 	}
-	if len(p.Events) == 0 {
+	if !src.instrumented() {
 		writeHeaderText(bw, in.sampling)
 		fmt.Fprintf(bw, "Wall:       %s\n", formatNS(totals.WallNS))
 		if h.CPUMeasured {
@@ -165,14 +165,15 @@ func writeThreads(w io.Writer, p *model.Profile, o Options, mt metric) error {
 	} else {
 		writeInstrHeaderText(bw, h)
 	}
-	threadsText(bw, p, h, mt, rows, totals)
+	threadsText(bw, src, h, mt, rows, totals)
 	return bw.Flush()
 }
 
 // threadsText writes the table of the threads view.
-func threadsText(w io.Writer, p *model.Profile, h *InstrHeader, mt metric, rows []ThreadRow, totals ThreadRow) {
+func threadsText(w io.Writer, src source, h *InstrHeader, mt metric, rows []ThreadRow, totals ThreadRow) {
+	p := src.p
 	times := "as recorded"
-	if h.Calibrated && len(p.Events) > 0 {
+	if h.Calibrated && src.instrumented() {
 		times = "calibrated (probe cost and profiler pauses removed)"
 	}
 	fmt.Fprintf(w, "Each thread's life in the recording: WALL and CPU %s; %% is of the total %s.\n", times, metricTitle(mt))

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/instr"
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -27,7 +27,7 @@ func owner(tid uint32, start uint64, g *uint64) string {
 	return fmt.Sprintf("tid %d start %d", tid, start)
 }
 
-func sameInstr(a, b instr.Metrics) bool {
+func sameInstr(a, b calltree.Metrics) bool {
 	return near(a.WallNS, b.WallNS) && near(a.CPUNS, b.CPUNS) && near(a.DeltaNS, b.DeltaNS) && a.WallNSRaw == b.WallNSRaw &&
 		a.Dispatches == b.Dispatches && a.Voluntary == b.Voluntary && a.Involuntary == b.Involuntary &&
 		a.Interrupts == b.Interrupts && a.InterruptNS == b.InterruptNS && a.Samples == b.Samples
@@ -43,7 +43,7 @@ func TestThreadsProperty(t *testing.T) {
 	for iter := range 300 {
 		p := modeltest.RandomHooks(r, iter%2 == 0)
 		for _, o := range []report.Options{{}, {Raw: true}, {ExcludeInterrupts: true}, {By: "goroutine"},
-			{Filter: report.Filter{Thread: "t1*"}}, {By: "goroutine", Filter: report.Filter{Thread: "11"}}} {
+			{Filter: model.Filter{Thread: "t1*"}}, {By: "goroutine", Filter: model.Filter{Thread: "11"}}} {
 			if o.By == "goroutine" && len(p.GoIDs) == 0 {
 				continue
 			}
@@ -79,7 +79,7 @@ func TestThreadsProperty(t *testing.T) {
 				var tree report.InstrTreeReport
 				o.View = "tree"
 				writeJSON(t, p, o, &tree)
-				var roots instr.Metrics
+				var roots calltree.Metrics
 				var events uint64
 				n := 0
 				for _, pr := range tree.Processes {

@@ -22,10 +22,10 @@ type TreeNode struct {
 	Calls     *uint64 `json:"calls"` // always null: sampling does not count calls
 	// Base counts the samples whose stack ends exactly here; Cum adds the
 	// samples of all descendants.
-	Base       Metrics    `json:"base"`
-	Cum        Metrics    `json:"cum"`
-	CumPercent float64    `json:"cum_percent"` // of the filtered total
-	Children   []TreeNode `json:"children"`    // by cum, largest first, then name; never null
+	Base       calltree.Count `json:"base"`
+	Cum        calltree.Count `json:"cum"`
+	CumPercent float64        `json:"cum_percent"` // of the filtered total
+	Children   []TreeNode     `json:"children"`    // by cum, largest first, then name; never null
 }
 
 // TreeThread is the call-stack tree of one thread incarnation (a reused
@@ -43,11 +43,11 @@ type TreeThread struct {
 
 // TreeProcess groups the trees of a process's threads.
 type TreeProcess struct {
-	PID     uint32       `json:"pid"`
-	Name    string       `json:"name"`
-	Total   Metrics      `json:"total"`   // the process's samples
-	Percent float64      `json:"percent"` // of the filtered total
-	Threads []TreeThread `json:"threads"` // by cum, largest first, then goroutine, tid and start
+	PID     uint32         `json:"pid"`
+	Name    string         `json:"name"`
+	Total   calltree.Count `json:"total"`   // the process's samples
+	Percent float64        `json:"percent"` // of the filtered total
+	Threads []TreeThread   `json:"threads"` // by cum, largest first, then goroutine, tid and start
 }
 
 // TreeReport is the JSON form of the tree view.
@@ -119,7 +119,9 @@ func treeNode(n *calltree.Node) TreeNode {
 }
 
 // count is the part of m the sampling views show.
-func count(m calltree.Metrics) Metrics { return Metrics{Samples: m.Samples, Period: m.Period} }
+func count(m calltree.Metrics) calltree.Count {
+	return calltree.Count{Samples: m.Samples, Period: m.Period}
+}
 
 // goid is a goroutine's id, 0 for none, for comparisons.
 func goid(g *uint64) uint64 {
@@ -163,7 +165,7 @@ func treeText(w io.Writer, d *data, o Options) error {
 			print = func(n *TreeNode) {
 				fmt.Fprintf(w, "%4d %4d %6s %10d %10d %6.2f%%  %s%s\n",
 					n.Level, n.Recursion, "-", n.Base.Samples, n.Cum.Samples, n.CumPercent,
-					strings.Repeat("  ", n.Level), funcLabel(Func{Name: n.Name, Module: n.Module}))
+					strings.Repeat("  ", n.Level), funcLabel(calltree.Func{Name: n.Name, Module: n.Module}))
 				for i := range n.Children {
 					print(&n.Children[i])
 				}

@@ -58,19 +58,44 @@ func BenchmarkReadSample(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := NewReader(bytes.NewReader(data))
+		readEach(b, data, (*Reader).Next)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/sample")
+}
+
+// BenchmarkScan reads a million events with Next (a record allocated
+// each) and with Scan (none).
+func BenchmarkScan(b *testing.B) {
+	const n = 1_000_000
+	data := writeTrace(b, Options{}, eventStream(n/2))
+	for _, bc := range []struct {
+		name string
+		next func(*Reader) (Record, error)
+	}{{"next", (*Reader).Next}, {"scan", (*Reader).Scan}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				readEach(b, data, bc.next)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/event")
+		})
+	}
+}
+
+// readEach reads every record of the trace data with next.
+func readEach(b *testing.B, data []byte, next func(*Reader) (Record, error)) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for {
+		_, err := next(r)
+		if err == io.EOF {
+			return
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			_, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/sample")
 }

@@ -24,6 +24,18 @@ type chunkDecoder struct {
 	// (a few KiB) alive; Samples hold no pointers, so the GC never scans
 	// blocks.
 	slab []Sample
+
+	// shared: Reader.Scan, which hands out scratch's records again and
+	// again instead of allocating.
+	shared  bool
+	scratch struct {
+		sample Sample
+		event  Event
+		sw     Switch
+		adjust Adjust
+		irq    IRQ
+		goid   GoID
+	}
 }
 
 const slabSize = 128
@@ -33,12 +45,24 @@ func (d *chunkDecoder) reset(data []byte) {
 }
 
 func (d *chunkDecoder) newSample() *Sample {
+	if d.shared {
+		return &d.scratch.sample
+	}
 	if len(d.slab) == 0 {
 		d.slab = make([]Sample, slabSize)
 	}
 	s := &d.slab[0]
 	d.slab = d.slab[1:]
 	return s
+}
+
+// fresh returns the record to decode into: scratch when the decoder
+// reuses its records (Reader.Scan), else a new one.
+func fresh[T any](d *chunkDecoder, scratch *T) *T {
+	if d.shared {
+		return scratch
+	}
+	return new(T)
 }
 
 // body is a cursor over one record body. Like debug/dwarf's buf it
@@ -286,7 +310,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		}
 		return e
 	case MajorEvent:
-		e := &Event{Time: t, Kind: EventKind(minor & eventKindMask)}
+		e := fresh(d, &d.scratch.event)
+		*e = Event{Time: t, Kind: EventKind(minor & eventKindMask)}
 		if minor&eventSameThread != 0 {
 			if !d.hasEvent {
 				p.bad = true // elided thread with no previous event
@@ -303,7 +328,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		d.prevEvent, d.hasEvent = *e, true
 		return e
 	case MajorSwitch:
-		s := &Switch{Time: t, Out: minor&1 != 0, Preempt: minor&2 != 0}
+		s := fresh(d, &d.scratch.sw)
+		*s = Switch{Time: t, Out: minor&1 != 0, Preempt: minor&2 != 0}
 		s.PID = p.u32()
 		s.TID = p.u32()
 		s.CPU = p.u32()
@@ -315,14 +341,16 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		pr.Address = p.uvarint()
 		return pr
 	case MajorAdjust:
-		a := &Adjust{Time: t}
+		a := fresh(d, &d.scratch.adjust)
+		*a = Adjust{Time: t}
 		a.PID = p.u32()
 		a.TID = p.u32()
 		a.Duration = p.uvarint()
 		a.Dropped = p.uvarint()
 		return a
 	case MajorIRQ:
-		q := &IRQ{Time: t, Kind: IRQKind(minor)}
+		q := fresh(d, &d.scratch.irq)
+		*q = IRQ{Time: t, Kind: IRQKind(minor)}
 		q.PID = p.u32()
 		q.TID = p.u32()
 		q.CPU = p.u32()
@@ -330,7 +358,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		q.Duration = p.uvarint()
 		return q
 	case MajorGoID:
-		g := &GoID{Time: t}
+		g := fresh(d, &d.scratch.goid)
+		*g = GoID{Time: t}
 		g.PID = p.u32()
 		g.TID = p.u32()
 		g.GoID = p.uvarint()

@@ -59,7 +59,7 @@ func pageStats(t *testing.T, ctx context.Context, scope string) map[string]fnSta
 // samplingStats is what report's arcflow view says: its stanzas' self
 // BASE and CUM are flat's SELF and TOTAL, its parents and children the
 // callers and callees.
-func samplingStats(t *testing.T, p *model.Profile, f report.Filter) map[string]fnStats {
+func samplingStats(t *testing.T, p *model.Profile, f model.Filter) map[string]fnStats {
 	t.Helper()
 	var b bytes.Buffer
 	if err := report.Write(&b, p, report.Options{View: "arcflow", Format: "json", Filter: f}); err != nil {
@@ -215,15 +215,15 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 			t.Fatal(err)
 		}
 		instrumented := len(fx.p.Events) > 0
-		want := func(f report.Filter) map[string]fnStats {
+		want := func(f model.Filter) map[string]fnStats {
 			if instrumented {
 				return instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
 			}
 			return samplingStats(t, fx.p, f)
 		}
-		compareStats(t, fx.name+" (all)", pageStats(t, ctx, "all"), want(report.Filter{}), instrumented)
+		compareStats(t, fx.name+" (all)", pageStats(t, ctx, "all"), want(model.Filter{}), instrumented)
 		for _, pr := range d.Processes {
-			compareStats(t, fmt.Sprintf("%s (pid %d)", fx.name, pr.PID), pageStats(t, ctx, fmt.Sprint("p:", pr.PID)), want(report.Filter{PID: pr.PID, HasPID: true}), instrumented)
+			compareStats(t, fmt.Sprintf("%s (pid %d)", fx.name, pr.PID), pageStats(t, ctx, fmt.Sprint("p:", pr.PID)), want(model.Filter{PID: pr.PID, HasPID: true}), instrumented)
 		}
 		for i, th := range d.Threads {
 			// The reports filter by tid, which merges a reused tid's
@@ -235,7 +235,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 			if reused {
 				continue
 			}
-			f := report.Filter{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true}
+			f := model.Filter{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true}
 			compareStats(t, fmt.Sprintf("%s (tid %d)", fx.name, th.TID), pageStats(t, ctx, fmt.Sprint("t:", i)), want(f), instrumented)
 		}
 		srv.Close()
@@ -322,17 +322,17 @@ func TestBrowserHTMLSelection(t *testing.T) {
 	type fixture struct {
 		name   string
 		p      *model.Profile
-		filter report.Filter
+		filter model.Filter
 	}
 	fixtures := []fixture{
-		{"sampling fixture, --thread w*", modeltest.Fixture(), report.Filter{Thread: "w*"}},
-		{"sampling fixture, --pid 100", modeltest.Fixture(), report.Filter{PID: 100, HasPID: true}},
-		{"instrumented fixture, --thread *", modeltest.InstrFixture(), report.Filter{Thread: "*"}},
+		{"sampling fixture, --thread w*", modeltest.Fixture(), model.Filter{Thread: "w*"}},
+		{"sampling fixture, --pid 100", modeltest.Fixture(), model.Filter{PID: 100, HasPID: true}},
+		{"instrumented fixture, --thread *", modeltest.InstrFixture(), model.Filter{Thread: "*"}},
 	}
 	r := rand.New(rand.NewPCG(7, 9))
 	for i := range 2 {
-		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), modeltest.RandomSamples(r), report.Filter{Thread: "t[01]"}},
-			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), modeltest.RandomHooks(r, i%2 == 0), report.Filter{TID: 10, HasTID: true}})
+		fixtures = append(fixtures, fixture{fmt.Sprintf("random sampling %d, --thread t[01]", i), modeltest.RandomSamples(r), model.Filter{Thread: "t[01]"}},
+			fixture{fmt.Sprintf("random instrumented %d, --tid 10", i), modeltest.RandomHooks(r, i%2 == 0), model.Filter{TID: 10, HasTID: true}})
 	}
 	for _, fx := range fixtures {
 		var html bytes.Buffer
@@ -365,7 +365,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		}
 	}
 	var html bytes.Buffer
-	if err := WriteHTML(&html, modeltest.Fixture(), HTMLOptions{Filter: report.Filter{Thread: "nothing"}}); err == nil {
+	if err := WriteHTML(&html, modeltest.Fixture(), HTMLOptions{Filter: model.Filter{Thread: "nothing"}}); err == nil {
 		t.Error("a filter matching no thread: no error")
 	}
 }

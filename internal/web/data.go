@@ -65,7 +65,7 @@ type Selection struct {
 
 // Select records the threads of d that f matches as the page's initial
 // selection; label says how they were chosen. It fails when none does.
-func (d *Data) Select(f report.Filter, label string) error {
+func (d *Data) Select(f model.Filter, label string) error {
 	s := &Selection{Label: label, Threads: []int{}}
 	for i, t := range d.Threads {
 		if f.Match(t.PID, t.TID, d.models[i]) {
@@ -213,7 +213,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 			return nil, err
 		}
 		b.sampling(res)
-		h := report.NewHeader(p, report.Filter{})
+		h := report.NewHeader(p, model.Filter{})
 		h.View = "flat"
 		header = h
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 	"trueprof/internal/report"
@@ -81,8 +82,8 @@ func TestBuildAggregated(t *testing.T) {
 				Granularity string `json:"granularity"`
 				NoInlines   bool   `json:"no_inlines"`
 				Functions   []struct {
-					report.Func
-					Self report.Metrics `json:"self"`
+					calltree.Func
+					Self calltree.Count `json:"self"`
 				} `json:"functions"`
 			}
 			flatJSON(t, p, &rep)

@@ -12,7 +12,6 @@ import (
 	"slices"
 
 	"trueprof/internal/model"
-	"trueprof/internal/report"
 )
 
 // assets are the page's files. The page is plain JavaScript and CSS: no
@@ -81,7 +80,7 @@ type HTMLOptions struct {
 	// --pid, --tid and --thread of report); FilterLabel describes it
 	// (default: Filter.String()).
 	// The page still holds every thread: its selector can change it.
-	Filter      report.Filter
+	Filter      model.Filter
 	FilterLabel string
 }
 

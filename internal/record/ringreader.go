@@ -1,0 +1,184 @@
+package record
+
+import (
+	"fmt"
+	"sync"
+
+	"trueprof/internal/perf"
+)
+
+// ringReader empties the sampling rings on a goroutine of its own, so
+// that they never wait for the loop: the loop, busy processing, opens
+// each new module's symbols and CFI inline (250-350 ms for libLLVM, 2 to
+// 3.5 s for node on a loaded machine), and a ring of 16 MiB holds only
+// half a second of 32 KiB stack copies at 999 Hz. The reader only decodes
+// the records into recorder memory, where a sample keeps the part of its
+// stack copy the kernel filled, often far less than the copy's size.
+// The loop reads the rings too, under the same lock, at every pass, so
+// that what it processes is as complete in time as before.
+//
+// The queue is bounded by queueLimit bytes: beyond it the reader leaves
+// the rings to fill, and the kernel counts what it then drops (LOST
+// records, which the loop writes as lost samples).
+type ringReader struct {
+	mu    sync.Mutex
+	rings []*perf.Ring
+	// sampleType is the sampling events' PERF_SAMPLE_* set.
+	sampleType uint64
+	// stackBytes is the size of a stack copy buffer.
+	stackBytes int
+	queue      []perf.Record
+	queued     int64 // bytes of queue's stack copies and call chains
+	// stacks are free buffers for the user stack copies.
+	stacks [][]byte
+	// unparsed counts malformed records, and err is the first of them.
+	unparsed uint64
+	err      error
+	// full counts the passes the reader skipped with a full queue.
+	full uint64
+
+	wake       *perf.Wakeup // signalled when the reader queued records
+	stop, done chan struct{}
+}
+
+// queueLimit bounds the records the reader holds for the loop: 256 MiB
+// is 8,192 samples with 32 KiB stack buffers, four seconds of 999 Hz on
+// two busy CPUs, longer than the longest module opening seen.
+const queueLimit = 256 << 20
+
+// maxFreeStacks bounds the free list: after a long stall the queue's
+// buffers go back to the collector rather than stay with the session.
+const maxFreeStacks = 1024
+
+// start starts the reader's goroutine over the rings whose events are
+// fds. Without it (an error) the loop's own reads go on alone.
+func (rr *ringReader) start(fds []int) error {
+	poller, err := perf.NewPoller(fds)
+	if err != nil {
+		return err
+	}
+	if rr.wake, err = perf.NewWakeup(); err != nil {
+		poller.Close()
+		return err
+	}
+	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
+	// The watermark wakes the reader when a ring is a quarter full; the
+	// timeout reads what a quiet ring holds.
+	go pollRings(poller, rr.stop, rr.done, func() {
+		rr.mu.Lock()
+		n := rr.readLocked()
+		rr.mu.Unlock()
+		if n > 0 {
+			rr.wake.Signal()
+		}
+	})
+	return nil
+}
+
+// stopReading stops the goroutine, so that the loop reads the rings a
+// last time alone and may unmap them.
+func (rr *ringReader) stopReading() {
+	if rr.stop == nil {
+		return
+	}
+	select {
+	case <-rr.stop:
+	default:
+		close(rr.stop)
+		<-rr.done
+		rr.wake.Close()
+	}
+}
+
+// readLocked moves the rings' records to the queue unless it is full,
+// and returns how many it moved. rr.mu is held.
+func (rr *ringReader) readLocked() int {
+	if rr.queued >= queueLimit {
+		rr.full++
+		return 0
+	}
+	n := 0
+	for _, ring := range rr.rings {
+		ring.Read(func(rec []byte) {
+			var r perf.Record
+			buf := rr.stackBuffer()
+			if err := perf.DecodeStack(rec, rr.sampleType, &r, buf); err != nil {
+				if rr.err == nil {
+					rr.err = err
+				}
+				rr.unparsed++
+				rr.freeLocked(buf)
+				return
+			}
+			if r.UserStack == nil {
+				rr.freeLocked(buf)
+			}
+			rr.queued += recordBytes(&r)
+			rr.queue = append(rr.queue, r)
+			n++
+		})
+	}
+	return n
+}
+
+// recordBytes is the memory a queued record holds beyond its struct.
+func recordBytes(r *perf.Record) int64 {
+	return int64(cap(r.UserStack) + 8*len(r.Callchain))
+}
+
+// take reads the rings, then appends everything queued to dst and
+// returns it, with the malformed records counted since the last take and
+// the first of their errors. It gives the buffers of freed (samples the
+// loop processed) back to the free list.
+func (rr *ringReader) take(dst []perf.Record, freed [][]byte) ([]perf.Record, uint64, error) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	for _, b := range freed {
+		rr.freeLocked(b)
+	}
+	rr.readLocked()
+	dst = append(dst, rr.queue...)
+	clear(rr.queue) // the loop owns them now
+	rr.queue = rr.queue[:0]
+	rr.queued = 0
+	unparsed, err := rr.unparsed, rr.err
+	rr.unparsed, rr.err = 0, nil
+	return dst, unparsed, err
+}
+
+// fullPasses returns how many times the reader found its queue full since
+// the last call.
+func (rr *ringReader) fullPasses() uint64 {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	n := rr.full
+	rr.full = 0
+	return n
+}
+
+// stackBuffer returns a buffer for a sample's user stack copy, from the
+// free list when it has one. rr.mu is held.
+func (rr *ringReader) stackBuffer() []byte {
+	if n := len(rr.stacks); n > 0 {
+		b := rr.stacks[n-1]
+		rr.stacks = rr.stacks[:n-1]
+		return b
+	}
+	return make([]byte, 0, rr.stackBytes)
+}
+
+// freeLocked puts a stack buffer back on the free list. rr.mu is held.
+func (rr *ringReader) freeLocked(b []byte) {
+	if cap(b) >= rr.stackBytes && len(rr.stacks) < maxFreeStacks {
+		rr.stacks = append(rr.stacks, b[:0])
+	}
+}
+
+// warnFull says once that the reader's queue filled: the loop fell
+// behind by queueLimit bytes, and the kernel dropped records meanwhile.
+func (s *session) warnFull() {
+	if n := s.reader.fullPasses(); n > 0 && !s.warnedFull {
+		s.warnedFull = true
+		fmt.Fprintf(s.log, "trueprof: the recorder fell %d MiB of records behind; the kernel dropped records until it caught up (counted as lost)\n", queueLimit>>20)
+	}
+}
