@@ -241,13 +241,16 @@ func calibrateCmd() *cobra.Command {
 		Short: "Measure the probe mechanisms' own cost on this machine, for calibrated reports",
 		Long: `Measure what each probe mechanism costs on this machine.
 
-calibrate records a bundled target of empty functions calling each other
-under each mechanism, in batches. It takes the minimum, median and mean of
-the intervals between consecutive events per transition kind (entry->entry,
-entry->exit, exit->entry, exit->exit). A validation run shows which statistic
-brings calibrated times closest to uninstrumented ones, and that one is kept.
-The result is stored per machine (see docs/calibration.md) and copied into
-every instrumented trace. record calibrates automatically when needed.`,
+calibrate runs a bundled target whose loops call functions in several
+shapes (leaf-heavy, call-heavy, mixed; leaf bodies of 0.1 to 10 us), without
+probes and recorded under each mechanism, alternately in batches. It fits
+the overhead of each transition kind (entry->entry, entry->exit, exit->entry,
+exit->exit) so that the calibrated loops match the uninstrumented ones, and
+stores each shape's residual and the resolution (the shortest call shown to
+be measured within 10%) with it. A calibration that fits badly is refused,
+not stored. The result is stored per machine (see docs/calibration.md) and
+copied into every instrumented trace. record calibrates automatically when
+needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, m := range mechs {
@@ -258,8 +261,8 @@ every instrumented trace. record calibrates automatically when needed.`,
 				if err := calibrate.Save(cal); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-7s statistic %-6s  entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns\n",
-					m, cal.Statistic, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall)
+				fmt.Fprintf(cmd.OutOrStdout(), "%-7s entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns  resolution %6.0f ns\n",
+					m, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall, cal.Resolution)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stored in %s\n", calibrate.Path())
 			return nil

@@ -41,7 +41,7 @@ const (
 // machine has none: a real one with fewer intervals, so that a first run
 // stays short. It is stored as the machine's calibration, which `trueprof
 // calibrate` replaces; docs/calibration.md has the measurements behind it.
-var quickCalibration = calibrate.Options{Mechanism: "hook", Batches: 1, Rounds: 20000}
+var quickCalibration = calibrate.Options{Mechanism: "hook", Batches: 3, Rounds: 20000}
 
 // buildFlags are gcc's flags for the example: frame pointers everywhere
 // for complete call chains, and no inlining so that each of its

@@ -392,6 +392,14 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 		}
 		fmt.Fprintf(w, "Calibration: %s of %d (%s): %s; %s per call\n",
 			cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
+		if len(c.Fit) > 0 {
+			var fit []string
+			for _, f := range c.Fit {
+				fit = append(fit, fmt.Sprintf("%s %+.1f%%", f.Name, 100*f.Error()))
+			}
+			fmt.Fprintf(w, "Resolution: %s per call (calls shorter than that are estimates); fit: %s\n",
+				formatNS(c.Resolution), strings.Join(fit, ", "))
+		}
 		fmt.Fprintf(w, "Times:      calibrated (probe cost and profiler pauses removed); --raw for unadjusted\n")
 	case h.Raw:
 		fmt.Fprintf(w, "Calibration: not applied (--raw)\n")

@@ -65,10 +65,38 @@ type Calibration struct {
 	Host      string               `json:"host"`
 	Kernel    string               `json:"kernel"`
 	Time      time.Time            `json:"time"`
-	Statistic string               `json:"statistic"` // how the per-kind value was chosen, e.g. "min" or "median"
+	Statistic string               `json:"statistic"` // how the per-kind values were found: "fit" (fitted to validation shapes), or a statistic of empty intervals ("min", "median", "mean") in older traces
 	Overhead  [Transitions]float64 `json:"overhead_ns"`
 	PerCall   float64              `json:"per_call_ns"` // total cost of one instrumented call (entry and exit)
 	Samples   int                  `json:"samples"`     // measurements behind each value
+	// Fit is how the overheads reproduce each validation shape's
+	// uninstrumented time (absent in traces recorded before fitting).
+	Fit []FitShape `json:"fit,omitempty"`
+	// Resolution is the shortest time per call the calibration was shown
+	// to measure to within 10%, in ns (0 when unknown): functions faster than it keep
+	// their exact counts, but their calibrated times are estimates.
+	Resolution float64 `json:"resolution_ns,omitempty"`
+}
+
+// FitShape is one validation shape of a calibration: a loop of calls
+// with real work, timed without probes and recorded with them, and what
+// the calibrated recording made of it.
+type FitShape struct {
+	Name           string  `json:"name"`              // e.g. "leaf-heavy"
+	Calls          uint64  `json:"calls"`             // instrumented calls in the loop
+	BodyNS         float64 `json:"body_ns"`           // uninstrumented time per leaf call
+	Uninstrumented float64 `json:"uninstrumented_ns"` // the loop without probes (minimum over runs)
+	Calibrated     float64 `json:"calibrated_ns"`     // the loop recorded with probes, calibrated
+	Raw            float64 `json:"raw_ns"`            // the same, uncalibrated
+}
+
+// Error returns the shape's residual, calibrated minus uninstrumented,
+// as a fraction of the uninstrumented time.
+func (f FitShape) Error() float64 {
+	if f.Uninstrumented == 0 {
+		return 0
+	}
+	return (f.Calibrated - f.Uninstrumented) / f.Uninstrumented
 }
 
 // Major is a record's major code: what kind of record it is (the classic trace
