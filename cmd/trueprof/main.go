@@ -76,6 +76,7 @@ func recordCmd() *cobra.Command {
 		patterns               []string
 		mech, root             string
 		noGoroutines           bool
+		noCalibrate, stored    bool
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -137,7 +138,16 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if cfg.Instrumented() {
 				// Probes alone unless sampling was asked for too.
 				cfg.NoSampling = !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event")
-				cfg.Calibration = func(m string) (*trace.Calibration, error) { return calibration(cmd, m) }
+				switch {
+				case noCalibrate && stored:
+					return errors.New("--no-calibrate and --stored-calibration: choose one")
+				case noCalibrate:
+				default:
+					// Hooks calibrate in the run unless told to use the
+					// stored calibration; uprobes use the stored one.
+					cfg.CalibrateInRun = !stored
+					cfg.Calibration = func(m string) (*trace.Calibration, error) { return calibration(cmd, m) }
+				}
 			}
 			res, err := record.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -163,6 +173,8 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringArrayVar(&patterns, "trace", nil, "instrument functions matching this glob (\"name\" or \"module:name\"; repeatable)")
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
+	f.BoolVar(&noCalibrate, "no-calibrate", false, "instrumented recordings: no calibration (reports show raw times, probe cost included)")
+	f.BoolVar(&stored, "stored-calibration", false, "hooks: use this machine's stored calibration (trueprof calibrate) instead of calibrating in the run")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
 	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")

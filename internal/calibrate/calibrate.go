@@ -30,12 +30,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
@@ -117,21 +117,13 @@ func validationShapes(mech string) []shape {
 	return s
 }
 
-// Fit quality a calibration must reach to be stored: a shape is fitted
-// badly when its calibrated time misses the uninstrumented one by more
-// than maxShapeError of it and by more than maxUnexplained of the probe
-// cost the fit removed (so that shapes dominated by probe cost, as short
-// bodies under uprobes are, are judged by how much of that cost the fit
-// explains).
-const (
-	loopReps       = 5
-	maxShapeError  = 0.05
-	maxUnexplained = 0.25
-)
+// loopReps is how many times each validation shape's loop runs in a
+// recording: each shape's time is the minimum of its loops.
+const loopReps = 5
 
 // ErrBadFit is returned by Run when no overheads reproduce the
 // validation shapes: the calibration is not stored.
-var ErrBadFit = errors.New("the probe overheads do not fit the validation runs")
+var ErrBadFit = calfit.ErrBadFit
 
 // Run measures the probe cost of o.Mechanism on this machine: each of
 // o.Batches rounds runs the uninstrumented target and records the
@@ -172,10 +164,10 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	}
 	var pooled [trace.Transitions][]uint64
 	real := make([]float64, len(shapes))
-	recorded := make([]shapeRun, len(shapes))
+	recorded := make([]calfit.Run, len(shapes))
 	for i := range shapes {
 		real[i] = math.Inf(1)
-		recorded[i].raw = math.Inf(1)
+		recorded[i].Raw = math.Inf(1)
 	}
 	for range o.Batches {
 		ns, err := uninstrumented(ctx, plain, args)
@@ -200,7 +192,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 				i = 1 + (j-1)%(len(shapes)-1)
 			}
 			real[i] = min(real[i], ns[j])
-			if got[j].raw < recorded[i].raw {
+			if got[j].Raw < recorded[i].Raw {
 				recorded[i] = got[j]
 			}
 		}
@@ -209,93 +201,61 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	var median [trace.Transitions]float64
 	for k := range pooled {
 		if len(pooled[k]) == 0 {
-			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", kindName(k))
+			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", calltree.TransitionName(k))
 		}
 		n = min(n, len(pooled[k]))
-		median[k] = medianOf(pooled[k])
+		median[k] = calfit.MedianOf(pooled[k])
 	}
 	fmt.Fprintf(o.Log, "calibrate: %s: empty intervals' medians %v ns (%d each or more)\n", o.Mechanism, round(median), n)
-	oh, err := fit(median, recorded[1:], real[1:])
-	c := &trace.Calibration{
-		Mechanism: o.Mechanism,
-		Time:      time.Now().UTC(),
-		Statistic: "fit",
-		Overhead:  oh,
-		Samples:   n,
-	}
-	c.Host, c.Kernel = machine()
-	// Each interval holds the end of one probe and the start of the next,
-	// so the four kinds together hold every part of an entry probe and an
-	// exit probe twice: a call costs half their sum (t_I + t_O).
-	c.PerCall = (oh[trace.EntryEntry] + oh[trace.EntryExit] + oh[trace.ExitEntry] + oh[trace.ExitExit]) / 2
-	var bad []string
+	var fs []calfit.Shape
 	for i, s := range shapes[1:] {
-		r := recorded[i+1]
-		f := trace.FitShape{Name: s.Name, Calls: s.calls(), Uninstrumented: real[i+1], Raw: r.raw,
-			Calibrated: r.raw - r.overhead(oh),
-			BodyNS:     real[i+1] / float64(s.Rounds*s.Fanout)}
-		c.Fit = append(c.Fit, f)
-		miss := math.Abs(f.Calibrated - f.Uninstrumented)
-		fmt.Fprintf(o.Log, "calibrate: %s %-10s body %7.0f ns: calibrated %10.0f ns (raw %10.0f) vs uninstrumented %10.0f ns (%+.1f%%)\n",
-			o.Mechanism, s.Name, f.BodyNS, f.Calibrated, f.Raw, f.Uninstrumented, 100*f.Error())
-		if miss > maxShapeError*f.Uninstrumented && miss > maxUnexplained*(f.Raw-f.Calibrated) {
-			bad = append(bad, fmt.Sprintf("%s %+.1f%%", s.Name, 100*f.Error()))
-		}
-		// The resolution is the shortest leaf body the fit reproduced to
-		// within 10%: shorter calls were not shown to be measurable.
-		if miss <= 0.1*f.Uninstrumented && (c.Resolution == 0 || f.BodyNS < c.Resolution) {
-			c.Resolution = f.BodyNS
-		}
+		fs = append(fs, calfit.Shape{Name: s.Name, Run: recorded[i+1], Uninstrumented: real[i+1]})
 	}
-	fmt.Fprintf(o.Log, "calibrate: %s overheads %v ns, per call %.1f ns, resolution %.0f ns per call\n",
-		o.Mechanism, round(oh), c.PerCall, c.Resolution)
-	if err == nil && len(bad) > 0 {
-		err = fmt.Errorf("%w: calibrated minus uninstrumented: %s (the machine may be too busy; run trueprof calibrate again)",
-			ErrBadFit, strings.Join(bad, ", "))
+	c, err := calfit.Judge(o.Mechanism, median, n, fs)
+	c.Time = time.Now().UTC()
+	c.Host, c.Kernel = machine()
+	for _, f := range c.Fit {
+		fmt.Fprintf(o.Log, "calibrate: %s %-10s body %7.0f ns: calibrated %10.0f ns (raw %10.0f) vs uninstrumented %10.0f ns (%+.1f%%)\n",
+			o.Mechanism, f.Name, f.BodyNS, f.Calibrated, f.Raw, f.Uninstrumented, 100*f.Error())
 	}
 	if err != nil {
-		return nil, err
+		// The refused calibration goes back with the error: its
+		// residuals say what went wrong; it must not be stored.
+		return c, fmt.Errorf("%w (the machine may be too busy; run trueprof calibrate again)", err)
 	}
+	fmt.Fprintf(o.Log, "calibrate: %s overheads %v ns, per call %.1f ns, resolution %.0f ns per call\n",
+		o.Mechanism, round(c.Overhead), c.PerCall, c.Resolution)
 	return c, nil
-}
-
-// shapeRun is one recorded run of a shape's loop: its raw time and the
-// transitions between its events.
-type shapeRun struct {
-	raw   float64 // ns from cal_shape's entry to its exit, less the profiler's pauses
-	count [trace.Transitions]uint64
-}
-
-// overhead returns the probe cost in the run under per-kind overheads oh.
-func (r shapeRun) overhead(oh [trace.Transitions]float64) float64 {
-	sum := 0.0
-	for k, n := range r.count {
-		sum += float64(n) * oh[k]
-	}
-	return sum
 }
 
 // shapeRuns returns the recorded runs of the target's shapes, in order:
 // the calls of cal_shape.
-func shapeRuns(p *model.Profile, shapes int) ([]shapeRun, error) {
-	var out []shapeRun
+func shapeRuns(p *model.Profile, shapes int) ([]calfit.Run, error) {
+	var out []calfit.Run
 	forEachThread(p, func(evs []model.Event) {
-		var cur *shapeRun
+		var cur *calfit.Run
 		var start uint64
 		for i, e := range evs {
 			if cur != nil && i > 0 {
-				cur.count[calltree.Transition(evs[i-1].Entry, e.Entry)]++
+				cur.Count[calltree.Transition(evs[i-1].Entry, e.Entry)]++
 			}
-			if functionName(p, e.Function) != "cal_shape" {
+			name := functionName(p, e.Function)
+			if cur != nil && e.Entry {
+				cur.Calls++
+				if name == "cal_leaf" {
+					cur.Leaves++
+				}
+			}
+			if name != "cal_shape" {
 				continue
 			}
 			if e.Entry {
-				out = append(out, shapeRun{})
+				out = append(out, calfit.Run{})
 				cur, start = &out[len(out)-1], e.Time
 				continue
 			}
 			if cur != nil {
-				cur.raw = float64(e.Time-start) - paused(p, e.PID, e.TID, start, e.Time)
+				cur.Raw = float64(e.Time-start) - paused(p, e.PID, e.TID, start, e.Time)
 				cur = nil
 			}
 		}
@@ -318,63 +278,11 @@ func paused(p *model.Profile, pid, tid uint32, from, to uint64) float64 {
 	return sum
 }
 
-// fit returns the per-transition overheads that best reproduce the
-// uninstrumented times real of the recorded runs: the least-squares
-// solution of raw − Σ count·overhead = real, each run weighted by 1/real
-// so that short loops count as much as long ones. In a complete call tree
-// every entry->entry interval has an exit->exit partner and every
-// entry->exit an exit->entry one, so the runs pin down only the two sums
-// EE+XX and EX+XE; each sum is split as the empty intervals' medians
-// split it. A fit with a negative or zero overhead is an error.
-func fit(median [trace.Transitions]float64, runs []shapeRun, real []float64) ([trace.Transitions]float64, error) {
-	var oh [trace.Transitions]float64
-	share := func(a, b int) float64 {
-		if median[a]+median[b] <= 0 {
-			return 0.5
-		}
-		return median[a] / (median[a] + median[b])
-	}
-	sEE, sEX := share(trace.EntryEntry, trace.ExitExit), share(trace.EntryExit, trace.ExitEntry)
-	// Normal equations of the weighted least squares in P = EE+XX and
-	// Q = EX+XE.
-	var aa, ab, bb, ay, by float64
-	for i, r := range runs {
-		a := sEE*float64(r.count[trace.EntryEntry]) + (1-sEE)*float64(r.count[trace.ExitExit])
-		b := sEX*float64(r.count[trace.EntryExit]) + (1-sEX)*float64(r.count[trace.ExitEntry])
-		y := r.raw - real[i]
-		w := 1 / (real[i] * real[i])
-		aa, ab, bb, ay, by = aa+w*a*a, ab+w*a*b, bb+w*b*b, ay+w*a*y, by+w*b*y
-	}
-	det := aa*bb - ab*ab
-	if det <= 1e-12*aa*bb {
-		return oh, fmt.Errorf("%w: the validation shapes do not separate the transition kinds", ErrBadFit)
-	}
-	pSum, qSum := (ay*bb-by*ab)/det, (aa*by-ab*ay)/det
-	oh[trace.EntryEntry], oh[trace.ExitExit] = sEE*pSum, (1-sEE)*pSum
-	oh[trace.EntryExit], oh[trace.ExitEntry] = sEX*qSum, (1-sEX)*qSum
-	if pSum <= 0 || qSum <= 0 {
-		return oh, fmt.Errorf("%w: fitted entry->entry + exit->exit %.1f ns, entry->exit + exit->entry %.1f ns (a probe cannot cost nothing)",
-			ErrBadFit, pSum, qSum)
-	}
-	return oh, nil
-}
-
 func round(v [trace.Transitions]float64) [trace.Transitions]float64 {
 	for i := range v {
 		v[i] = math.Round(v[i]*10) / 10
 	}
 	return v
-}
-
-// medianOf returns the median of v.
-func medianOf(v []uint64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return float64(s[len(s)/2])
-}
-
-func kindName(k int) string {
-	return [...]string{"entry->entry", "entry->exit", "exit->entry", "exit->exit"}[k]
 }
 
 // build compiles the calibration target for the mechanism.
@@ -516,7 +424,9 @@ func machine() (host, kernel string) {
 // LoadOrMeasure returns this machine's stored calibration of
 // o.Mechanism. When there is none it says so on notice, measures one with
 // o, stores it and returns it: an instrumented profile is only as good as
-// its calibration, so recording calibrates on first use.
+// its calibration, so recording calibrates on first use. A measurement
+// whose fit is refused (ErrBadFit) is returned with Refused set and not
+// stored: reports then show raw times and say why.
 func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Calibration, error) {
 	c, err := Load(o.Mechanism)
 	if errors.Is(err, ErrNotCalibrated) {
@@ -531,6 +441,13 @@ func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Cal
 		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
 		if c, err = Run(ctx, o); err == nil {
 			err = Save(c)
+		} else if errors.Is(err, ErrBadFit) && c != nil {
+			// A busy machine must not fail the recording: it goes on
+			// with the refused calibration, which reports name and
+			// whose raw times they show; nothing is stored, so the
+			// next recording measures again.
+			fmt.Fprintf(notice, "trueprof: %s calibration refused: %s; this recording's reports show raw times\n", o.Mechanism, c.Refused)
+			return c, nil
 		}
 	}
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math"
 	"os"
 	"strings"
 	"testing"
+	"trueprof/internal/calltree"
 	"trueprof/internal/record"
 	"trueprof/internal/testutil"
 
@@ -68,49 +68,6 @@ func TestLoadOrMeasureSaysWhenItMeasures(t *testing.T) {
 	}
 }
 
-// TestFit recovers known overheads from synthetic runs of the shapes'
-// transition counts, and refuses shapes that cannot separate the kinds
-// and a fit whose overheads come out negative.
-func TestFit(t *testing.T) {
-	want := [trace.Transitions]float64{10, 30, 20, 5}
-	median := [trace.Transitions]float64{2, 6, 4, 1} // the same splits: EE/(EE+XX) = 2/3, EX/(EX+XE) = 3/5
-	var runs []shapeRun
-	var real []float64
-	for _, s := range validationShapes("hook") {
-		var r shapeRun
-		// Per round: cal_outer's tree, and main's exit->entry between rounds.
-		nEE := uint64(s.Rounds * (1 + s.Fanout*s.Depth))
-		nEX := uint64(s.Rounds * s.Fanout)
-		r.count = [trace.Transitions]uint64{nEE, nEX, nEX, nEE}
-		body := float64(s.Rounds*s.Fanout) * float64(s.Work) * 2
-		r.raw = body + r.overhead(want)
-		runs, real = append(runs, r), append(real, body)
-	}
-	got, err := fit(median, runs, real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k := range got {
-		if math.Abs(got[k]-want[k]) > 1e-6 {
-			t.Errorf("overheads %v, want %v", got, want)
-			break
-		}
-	}
-
-	// Shapes all of one kind (chains only) cannot tell EE+XX from EX+XE.
-	same := []shapeRun{runs[1], runs[1]}
-	if _, err := fit(median, same, real[1:3]); !errors.Is(err, ErrBadFit) {
-		t.Errorf("fit of identical shapes: err %v, want ErrBadFit", err)
-	}
-	// Raw times below the uninstrumented ones: overheads would be negative.
-	for i := range runs {
-		runs[i].raw = real[i] * 0.9
-	}
-	if oh, err := fit(median, runs, real); !errors.Is(err, ErrBadFit) {
-		t.Errorf("fit of faster-than-real runs: overheads %v, err %v, want ErrBadFit", oh, err)
-	}
-}
-
 // TestFirstCalibrationIsNotZero measures a quick hook calibration, as a
 // fresh machine's first record does, into an empty cache directory: it is
 // a fit with every overhead positive, its residuals are stored per shape,
@@ -121,22 +78,27 @@ func TestFirstCalibrationIsNotZero(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var notice bytes.Buffer
 	c, err := LoadOrMeasure(context.Background(), Options{Mechanism: "hook", Batches: 1, Rounds: 20000}, &notice)
-	if errors.Is(err, ErrBadFit) {
-		// A refused calibration is not stored: the next use measures again.
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Refused != "" {
+		// A refused calibration is returned, zero and saying why, so
+		// that recording goes on with raw times; it is not stored: the
+		// next use measures again.
 		if _, lerr := Load("hook"); !errors.Is(lerr, ErrNotCalibrated) {
 			t.Errorf("after a refused fit, Load: %v, want ErrNotCalibrated", lerr)
 		}
-		t.Skipf("the machine was too busy for a good fit: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
+		if c.PerCall != 0 || !strings.Contains(notice.String(), "calibration refused: shape") {
+			t.Errorf("refused calibration %+v, notice %q: want no cost and a notice naming the shape", c, notice.String())
+		}
+		t.Skipf("the machine was too busy for a good fit: %s", c.Refused)
 	}
 	if c.Statistic != "fit" || c.PerCall <= 0 {
 		t.Errorf("statistic %q, per call %.1f ns: want a fit with a positive cost", c.Statistic, c.PerCall)
 	}
 	for k, o := range c.Overhead {
 		if o <= 0 {
-			t.Errorf("%s overhead %.2f ns: a probe cannot cost nothing", kindName(k), o)
+			t.Errorf("%s overhead %.2f ns: a probe cannot cost nothing", calltree.TransitionName(k), o)
 		}
 	}
 	if len(c.Fit) != len(validationShapes("hook")) {

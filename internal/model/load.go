@@ -279,6 +279,11 @@ func (l *loader) add(rec trace.Record) error {
 			t.Counters = map[trace.CounterKind]uint64{}
 		}
 		t.Counters[r.Kind] = r.Value
+	case *trace.CalibrationRecord:
+		// The in-run calibration, fitted when recording ended: it
+		// replaces the header's (the recorder writes one only when it
+		// measured in the run).
+		p.Header.Calibration = r.Calibration
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {

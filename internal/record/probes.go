@@ -87,6 +87,9 @@ func (s *session) planInstrumentation(pid int) (*instrumentation, launchOptions,
 		lo.files = []*os.File{r.File()}
 		// The wrapper has the gate on descriptor 3; extra files follow.
 		lo.env = r.Env(4)
+		if cfg.CalibrateInRun {
+			lo.env = append(lo.env, hook.EnvCalibrate+"=1")
+		}
 	case "uprobe":
 		in.patterns = cfg.Trace
 		if cfg.Root != "" {

@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
@@ -74,6 +75,13 @@ type Config struct {
 	// is chosen, and its result is copied into the trace header. Nil
 	// records without calibration (reports then show raw times).
 	Calibration func(mech string) (*trace.Calibration, error)
+	// CalibrateInRun makes a hooks recording calibrate itself: the hook
+	// library runs calibration bursts in each process of the target when
+	// it loads and when it exits, their events stay out of the profile
+	// and their fit is written at the end of the trace, where reports
+	// use it in place of the header's (docs/calibration.md, "In-run
+	// calibration"). Calibration is then not called for hooks.
+	CalibrateInRun bool
 	// Stdout receives the launched target's standard output; os.Stdout
 	// if nil.
 	Stdout io.Writer
@@ -135,6 +143,9 @@ type session struct {
 	instr     *instrumentation // nil unless probing
 	detached  uint64           // when the probes came off (probes.go detach)
 	eventRec  trace.Event      // reused by processEvent
+	// cal collects the in-run calibration bursts (Config.CalibrateInRun
+	// with hooks); nil otherwise.
+	cal       *calfit.Collector
 	sampleRec trace.Sample
 	result    Result
 	full      bool // the size limit was reached
@@ -325,7 +336,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if in != nil {
 		hdr.Instrument = in.mech
 		hdr.Root = cfg.Root
-		if cfg.Calibration != nil {
+		if in.mech == "hook" && cfg.CalibrateInRun {
+			s.cal = calfit.NewCollector()
+		} else if cfg.Calibration != nil {
 			if hdr.Calibration, err = cfg.Calibration(in.mech); err != nil {
 				return fail(err)
 			}
@@ -377,8 +390,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if in != nil && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
-	if in != nil && hdr.Calibration != nil {
-		s.warnHot(in.mech, hdr.Calibration.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+	cal := hdr.Calibration
+	if s.cal != nil {
+		if cal = s.cal.Calibration(in.mech); cal != nil {
+			cal.Host, cal.Kernel, cal.Time = hdr.Host, hdr.Kernel, time.Now().UTC()
+			if err := s.w.Write(&trace.CalibrationRecord{Calibration: cal}); err != nil {
+				return nil, err
+			}
+			if cal.Refused != "" {
+				fmt.Fprintf(s.log, "trueprof: in-run calibration refused: %s; reports show raw times\n", cal.Refused)
+			}
+		} else if s.result.Events > 0 {
+			fmt.Fprintf(s.log, "trueprof: no in-run calibration burst completed (the target never loaded the hook library's constructor, or was killed); reports show raw times\n")
+		}
+	}
+	if in != nil && cal != nil {
+		s.warnHot(in.mech, cal.PerCall, time.Duration(perf.Now()-hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"trueprof/internal/calibrate/calfit"
 
 	"trueprof/internal/perf"
 	"trueprof/internal/symbolize"
@@ -143,11 +144,14 @@ type resolver struct {
 	filesByID map[string]*moduleFile
 	locs      map[locKey]uint32
 	entry     map[uint32]bool // locations whose function starts a thread
-	stacks    map[[2]uint32]uint32
-	jit       map[uint32]*jitInfo
-	kallsyms  *symbolize.Kallsyms
-	log       io.Writer
-	warned    map[string]bool
+	// calFuncs names, by location id, the hook library's in-run
+	// calibration functions (calfit.IsCalibration); "" for the others.
+	calFuncs []string
+	stacks   map[[2]uint32]uint32
+	jit      map[uint32]*jitInfo
+	kallsyms *symbolize.Kallsyms
+	log      io.Writer
+	warned   map[string]bool
 	// procRoot prefixes module paths; /proc/PID/root lets the recorder
 	// read a target's files through its own mount namespace.
 	procRoot func(pid uint32) string
@@ -798,8 +802,11 @@ func (r *resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64
 	}
 	r.nextLoc = id
 	r.locs[key] = id
-	if threadEntries[frames[len(frames)-1].Function] {
+	if fn := frames[len(frames)-1].Function; threadEntries[fn] {
 		r.entry[id] = true
+	} else if calfit.IsCalibration(fn) {
+		r.calFuncs = append(r.calFuncs, make([]string, int(id)+1-len(r.calFuncs))...)
+		r.calFuncs[id] = fn
 	}
 	return id, nil
 }

@@ -385,13 +385,16 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	}
 	writeAggregationText(w, h.Granularity, h.NoInlines)
 	switch c := h.Calibration; {
+	case c != nil && c.Refused != "":
+		fmt.Fprintf(w, "Calibration: %scalibration refused: %s\n", calibrationSource(c), c.Refused)
+		fmt.Fprintf(w, "Times:      raw: probe cost included (nothing subtracted), profiler pauses removed\n")
 	case c != nil:
 		var parts []string
 		for k, v := range c.Overhead {
 			parts = append(parts, fmt.Sprintf("%s %s", calltree.TransitionName(k), formatNS(v)))
 		}
-		fmt.Fprintf(w, "Calibration: %s of %d (%s): %s; %s per call\n",
-			cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
+		fmt.Fprintf(w, "Calibration: %s%s of %d (%s): %s; %s per call\n",
+			calibrationSource(c), cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
 		if len(c.Fit) > 0 {
 			var fit []string
 			for _, f := range c.Fit {
@@ -514,4 +517,14 @@ func writeProbes(w io.Writer, probes []ProbeInfo) {
 		}
 		fmt.Fprintf(w, "            +%-10s %s (%s) [%s]\n", formatNS(float64(pr.AfterNS)), pr.Function, filepath.Base(pr.Module), pr.Mechanism)
 	}
+}
+
+// calibrationSource says, before a calibration's statistic, that it was
+// measured in the recorded run and from how many bursts; "" for a
+// stored calibration.
+func calibrationSource(c *trace.Calibration) string {
+	if c.Source == "in-run" {
+		return fmt.Sprintf("in-run (%s) ", plural(uint64(c.Bursts), "burst", "bursts"))
+	}
+	return ""
 }

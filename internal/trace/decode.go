@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -283,6 +284,13 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		rn := &Rename{ID: p.u32()}
 		rn.Lines = p.lines()
 		return rn
+	case MajorCalibration:
+		c := &Calibration{}
+		if err := json.Unmarshal(p.bytes(), c); err != nil {
+			p.bad = true
+			return nil
+		}
+		return &CalibrationRecord{Calibration: c}
 	case MajorStack:
 		s := &StackNode{}
 		s.ID = p.u32()
@@ -385,7 +393,7 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 // and whether m is known at all.
 func majorTimed(m Major) (timed, known bool) {
 	switch m {
-	case MajorString, MajorLocation, MajorStack, MajorRename:
+	case MajorString, MajorLocation, MajorStack, MajorRename, MajorCalibration:
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 )
 
@@ -138,6 +139,16 @@ func (c *chunkBuilder) add(r Record) error {
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
 		b = appendLines(b, r.Lines)
+	case *CalibrationRecord:
+		timed = false
+		if r.Calibration == nil {
+			return fmt.Errorf("%w: CalibrationRecord without a calibration", ErrInvalidRecord)
+		}
+		js, err := json.Marshal(r.Calibration)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+		}
+		b = appendString(b, string(js))
 	case *StackNode:
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
@@ -328,6 +339,8 @@ func isNil(r Record) bool {
 	case *Labels:
 		return r == nil
 	case *Rename:
+		return r == nil
+	case *CalibrationRecord:
 		return r == nil
 	}
 	return false

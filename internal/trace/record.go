@@ -76,6 +76,17 @@ type Calibration struct {
 	// to measure to within 10%, in ns (0 when unknown): functions faster than it keep
 	// their exact counts, but their calibrated times are estimates.
 	Resolution float64 `json:"resolution_ns,omitempty"`
+	// Source says where the calibration was measured: "in-run" (bursts
+	// the hook library ran in the recorded process itself, fitted at
+	// the end of the recording), or empty for a stored calibration
+	// (`trueprof calibrate`, a separate run of a bundled target).
+	Source string `json:"source,omitempty"`
+	// Bursts is how many in-run calibration bursts the fit used.
+	Bursts int `json:"bursts,omitempty"`
+	// Refused, when not empty, says why the fit was refused (e.g. "shape
+	// mixed residual +7.2%"): its overheads are zero and reports show raw
+	// times, saying so.
+	Refused string `json:"refused,omitempty"`
 }
 
 // FitShape is one validation shape of a calibration: a loop of calls
@@ -125,6 +136,9 @@ const (
 	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
 	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
 	MajorRename   Major = 20 // *Rename: an already written Location got its names late
+	// MajorCalibration: *CalibrationRecord, the in-run calibration fitted
+	// at the end of the recording.
+	MajorCalibration Major = 21
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -398,6 +412,8 @@ func (m Major) String() string {
 		return "Counter"
 	case MajorLabels:
 		return "Labels"
+	case MajorCalibration:
+		return "Calibration"
 	case MajorRename:
 		return "Rename"
 	}
@@ -581,3 +597,15 @@ type Rename struct {
 
 // Major returns MajorRename.
 func (*Rename) Major() Major { return MajorRename }
+
+// CalibrationRecord carries a calibration measured during the recording
+// (the in-run calibration, fitted from the bursts the hook library ran in
+// the target), written once at its end. Readers use it in place of the
+// header's Calibration. It is stored as the Calibration's JSON, so that
+// fields can be added without a format change.
+type CalibrationRecord struct {
+	Calibration *Calibration
+}
+
+// Major returns MajorCalibration.
+func (*CalibrationRecord) Major() Major { return MajorCalibration }
