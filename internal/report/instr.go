@@ -528,3 +528,44 @@ func calibrationSource(c *trace.Calibration) string {
 	}
 	return ""
 }
+
+// belowResolution reports whether a traced call's calibrated self time,
+// selfNS over calls, is shorter than the resolution of calibration c:
+// its count is exact, its time an estimate. False without a calibration
+// or resolution, and for a refused one (nothing was subtracted).
+func belowResolution(c *trace.Calibration, calls uint64, selfNS float64) bool {
+	return c != nil && c.Refused == "" && c.Resolution > 0 && calls > 0 && selfNS/float64(calls) < c.Resolution
+}
+
+// sampledSelfNS is the self time sampling measured for a function below
+// the resolution, in ns: the samples' periods when the sampling event
+// counts nanoseconds (cpu-clock, task-clock), else 0.
+func sampledSelfNS(h *InstrHeader, m *calltree.Metrics) float64 {
+	if m.Samples == 0 || (h.Event != "cpu-clock" && h.Event != "task-clock") {
+		return 0
+	}
+	return float64(m.Period)
+}
+
+// resolutionLegend explains the mark of times below the resolution.
+func resolutionLegend(c *trace.Calibration) string {
+	return fmt.Sprintf("≈ marks calls shorter than the calibration's resolution (%s per call): exact counts, estimated times; sampled self time beside them when sampling ran (-F).",
+		formatNS(c.Resolution))
+}
+
+// approx marks a formatted time that is below the resolution.
+func approx(s string, below bool) string {
+	if below {
+		return "≈" + s
+	}
+	return s
+}
+
+// sampledNote is what follows the name of a function below the
+// resolution: its sampled self time, when sampling ran.
+func sampledNote(ns float64) string {
+	if ns == 0 {
+		return ""
+	}
+	return "  (sampled self " + formatNS(ns) + ")"
+}
