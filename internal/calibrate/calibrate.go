@@ -41,6 +41,7 @@ import (
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
 	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
 )
 
 //go:embed target/target.c
@@ -225,6 +226,17 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	}
 	fmt.Fprintf(o.Log, "calibrate: %s overheads %v ns, per call %.1f ns, resolution %.0f ns per call\n",
 		o.Mechanism, round(c.Overhead), c.PerCall, c.Resolution)
+	if o.Mechanism == "uprobe" {
+		// The target's sites are emulated entries with return probes;
+		// what other classes cost more is applied per site.
+		sc, err := uprobe.SiteCosts()
+		if err != nil {
+			return nil, fmt.Errorf("measuring the uprobe site classes: %w", err)
+		}
+		c.Sites = &sc
+		fmt.Fprintf(o.Log, "calibrate: uprobe per hit: entry %.0f ns emulated, %.0f ns single-stepped; exit %.0f ns return probe, %.0f ns RET probe\n",
+			sc.EntryEmulated, sc.EntryStepped, sc.ExitReturn, sc.ExitRetInsn)
+	}
 	return c, nil
 }
 

@@ -207,7 +207,7 @@ func (s *session) placeModule(pid int, m plannedModule, launched, lazy bool) (*u
 		case site.Return:
 			mech = trace.ProbeReturn
 		}
-		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech})
+		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated})
 		if in := s.instr; in != nil && in.root != "" {
 			in.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
 		}

@@ -405,7 +405,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if in != nil && cal != nil {
-		s.warnHot(in.mech, cal.PerCall, time.Duration(perf.Now()-hdr.StartNS))
+		s.warnHot(in.mech, cal, time.Duration(perf.Now()-hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -435,21 +435,41 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return &s.result, nil
 }
 
-// warnHot says what the probes cost the target: each call costs perCall
-// ns, which calibration removes from the report but not from the run.
-// Uprobes on hot functions can slow a program several times over.
-func (s *session) warnHot(mech string, perCall float64, elapsed time.Duration) {
+// warnHot says what the probes cost the target, which calibration
+// removes from the report but not from the run: each call costs the
+// calibration's per-call cost, and with uprobe site costs each probed
+// site what its class costs (the numbers reports subtract), naming the
+// costliest sites. Uprobes on hot functions can slow a program several
+// times over.
+func (s *session) warnHot(mech string, cal *trace.Calibration, elapsed time.Duration) {
 	calls := float64(s.result.Events) / 2
-	cost := time.Duration(calls * perCall)
+	cost := time.Duration(calls * cal.PerCall)
+	var hot []uprobe.Hot
+	if sc := cal.Sites; mech == "uprobe" && sc != nil {
+		cost = 0
+		for _, src := range s.sources {
+			if u, ok := src.(*uprobeSource); ok {
+				for _, h := range u.set.Hot(sc.EntryEmulated, sc.EntryStepped, elapsed, 0) {
+					cost += h.Cost
+					if h.Share > 0.05 {
+						hot = append(hot, h)
+					}
+				}
+			}
+		}
+	}
 	if elapsed <= 0 || cost < elapsed/20 {
 		return
 	}
-	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls at %.0f ns each cost the target about %v of %v; calibrated reports remove it",
-		mech, calls, perCall, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls cost the target about %v of %v (%.0f ns a call); calibrated reports remove it",
+		mech, calls, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond), float64(cost)/max(calls, 1))
 	if mech == "uprobe" {
 		fmt.Fprintf(s.log, ", but functions this hot are better measured by sampling (-F) or compiled-in hooks")
 	}
 	fmt.Fprintln(s.log)
+	for _, h := range hot {
+		fmt.Fprintf(s.log, "trueprof: %s\n", h)
+	}
 }
 
 // stopTarget ends a launched target when recording stopped first, as perf

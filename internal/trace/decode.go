@@ -347,6 +347,9 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		pr.PID = p.u32()
 		pr.Function = p.u32()
 		pr.Address = p.uvarint()
+		if p.i < len(p.b) {
+			pr.Stepped = p.uvarint() != 0
+		}
 		return pr
 	case MajorAdjust:
 		a := fresh(d, &d.scratch.adjust)

@@ -206,6 +206,10 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.PID))
 		b = binary.AppendUvarint(b, u(r.Function))
 		b = binary.AppendUvarint(b, r.Address)
+		if r.Stepped {
+			// An appended field, which older readers ignore.
+			b = binary.AppendUvarint(b, 1)
+		}
 	case *Adjust:
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendUvarint(b, u(r.PID))

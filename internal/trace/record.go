@@ -81,12 +81,29 @@ type Calibration struct {
 	// the end of the recording), or empty for a stored calibration
 	// (`trueprof calibrate`, a separate run of a bundled target).
 	Source string `json:"source,omitempty"`
+	// Sites are the uprobe costs per hit of each probe-site class, which
+	// reports apply per site on top of the fitted overheads (those are
+	// measured on emulated entries and return probes); nil for hooks
+	// and older traces.
+	Sites *SiteCosts `json:"sites,omitempty"`
 	// Bursts is how many in-run calibration bursts the fit used.
 	Bursts int `json:"bursts,omitempty"`
 	// Refused, when not empty, says why the fit was refused (e.g. "shape
 	// mixed residual +7.2%"): its overheads are zero and reports show raw
 	// times, saying so.
 	Refused string `json:"refused,omitempty"`
+}
+
+// SiteCosts are the costs of one uprobe hit, in ns, per class of probe
+// site: how the kernel handles the entry probe's instruction (emulated,
+// or single-stepped out of line) and how the exit is probed (a return
+// probe's trampoline, or a uprobe on each RET instruction, which is
+// single-stepped).
+type SiteCosts struct {
+	EntryEmulated float64 `json:"entry_emulated_ns"`
+	EntryStepped  float64 `json:"entry_stepped_ns"`
+	ExitReturn    float64 `json:"exit_return_ns"`
+	ExitRetInsn   float64 `json:"exit_ret_insn_ns"`
 }
 
 // FitShape is one validation shape of a calibration: a loop of calls
@@ -471,6 +488,10 @@ type Probe struct {
 	Function uint32
 	Address  uint64
 	Mech     ProbeMech
+	// Stepped: the kernel single-steps the entry probe's instruction out
+	// of line instead of emulating it, which costs several times more
+	// (Calibration.Sites). An appended field: older traces read false.
+	Stepped bool
 }
 
 // Adjust records time thread TID spent in the profiler rather than in its
