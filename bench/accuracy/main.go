@@ -170,7 +170,7 @@ func main() {
 func heldLoop(trueprof, dir, plain, hooked string) {
 	args := []string{"held", strconv.Itoa(*heldN)}
 	fns := []string{"outer", "short_fn", "long_fn"}
-	var ref, hook, hookRaw, up, upRaw []float64
+	var ref, hook, hookCPU, hookRaw, up, upCPU, upRaw []float64
 	var shares []map[string]float64
 	for range *runs {
 		ref = append(ref, programTime(append([]string{plain}, args...)))
@@ -178,24 +178,28 @@ func heldLoop(trueprof, dir, plain, hooked string) {
 		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, args...)...)...)
 		res := analyse(tr)
 		f := function(res, "held_loop")
-		hook, hookRaw = append(hook, f.Total.WallNS), append(hookRaw, float64(f.Total.WallNSRaw))
+		hook, hookCPU, hookRaw = append(hook, f.Total.WallNS), append(hookCPU, f.Total.CPUNS), append(hookRaw, float64(f.Total.WallNSRaw))
 		shares = append(shares, selfShares(res, "held_loop", fns...))
 		tr = filepath.Join(dir, "held-uprobes.trace")
 		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--mech", "uprobe", "--trace", "held_loop", "--trace", "outer",
 			"--trace", "short_fn", "--trace", "long_fn", "--"}, append([]string{plain}, args...)...)...)
 		f = function(analyse(tr), "held_loop")
-		up, upRaw = append(up, f.Total.WallNS), append(upRaw, float64(f.Total.WallNSRaw))
+		up, upCPU, upRaw = append(up, f.Total.WallNS), append(upCPU, f.Total.CPUNS), append(upRaw, float64(f.Total.WallNSRaw))
 	}
 	cg := callgrindShares(dir, plain, args, "held_loop", fns...)
 	r := medianOrNaN(ref)
 	fmt.Printf("held-out program: %d calls of outer (short_fn x2, long_fn -> short_fn), %d runs, medians\n", *heldN, *runs)
 	fmt.Printf("  uninstrumented loop              %10.3f ms\n", r/1e6)
 	fmt.Printf("  hooks raw cum of held_loop       %10.3f ms  (%+.1f%%)\n", medianOrNaN(hookRaw)/1e6, pct(medianOrNaN(hookRaw), r))
-	fmt.Printf("  hooks calibrated cum (in-run)    %10.3f ms  (%+.1f%%; bar within 5%%)\n", medianOrNaN(hook)/1e6, pct(medianOrNaN(hook), r))
+	// Each probe hit is a point where a busy machine deschedules the
+	// target: the bars use the on-CPU cum, as the tiny loop's goal does.
+	fmt.Printf("  hooks calibrated cum (in-run)    %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 5%%)\n",
+		medianOrNaN(hook)/1e6, pct(medianOrNaN(hook), r), medianOrNaN(hookCPU)/1e6, pct(medianOrNaN(hookCPU), r))
 	fmt.Printf("  uprobes raw cum of held_loop     %10.3f ms  (%+.1f%%)\n", medianOrNaN(upRaw)/1e6, pct(medianOrNaN(upRaw), r))
-	fmt.Printf("  uprobes calibrated cum (stored)  %10.3f ms  (%+.1f%%; bar within 10%%)\n", medianOrNaN(up)/1e6, pct(medianOrNaN(up), r))
-	check("hooks, 0.1-3 µs functions: calibrated cum vs uninstrumented", pct(medianOrNaN(hook), r), 5, "%")
-	check("uprobes, 0.1-3 µs functions: calibrated cum vs uninstrumented", pct(medianOrNaN(up), r), 10, "%")
+	fmt.Printf("  uprobes calibrated cum (stored)  %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 10%%)\n",
+		medianOrNaN(up)/1e6, pct(medianOrNaN(up), r), medianOrNaN(upCPU)/1e6, pct(medianOrNaN(upCPU), r))
+	check("hooks, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(hookCPU), r), 5, "%")
+	check("uprobes, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(upCPU), r), 10, "%")
 	fmt.Printf("  self shares (hooks)  trueprof  callgrind (instructions)\n")
 	for _, fn := range fns {
 		var v []float64
