@@ -248,6 +248,7 @@ func calibration(cmd *cobra.Command, mech string) (*trace.Calibration, error) {
 func calibrateCmd() *cobra.Command {
 	var mechs []string
 	var batches int
+	var counters bool
 	c := &cobra.Command{
 		Use:   "calibrate",
 		Short: "Measure the probe mechanisms' own cost on this machine, for calibrated reports",
@@ -265,6 +266,15 @@ copied into every instrumented trace. record calibrates automatically when
 needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if counters {
+				// Per-call hardware counters: only a capability check
+				// until a PMU is there to calibrate them on.
+				if err := calibrate.CounterSupport(); err != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "counters: %v\n", err)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "counters: instructions can be counted per call on this machine\n")
+				}
+			}
 			for _, m := range mechs {
 				cal, err := calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: m, Batches: batches, Log: cmd.ErrOrStderr()})
 				if err != nil {
@@ -282,6 +292,7 @@ needed.`,
 	}
 	c.Flags().StringSliceVar(&mechs, "mech", []string{"hook", "uprobe"}, "mechanisms to calibrate")
 	c.Flags().IntVar(&batches, "batches", 5, "recordings whose intervals are pooled")
+	c.Flags().BoolVar(&counters, "counters", false, "check whether per-call hardware counters (instructions retired) can be measured here")
 	return c
 }
 

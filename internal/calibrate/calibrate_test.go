@@ -120,3 +120,18 @@ func TestFirstCalibrationIsNotZero(t *testing.T) {
 		t.Errorf("stored %+v, measured %+v", stored, c)
 	}
 }
+
+// TestCounterSupport: a machine with a PMU can count instructions; one
+// without (this project's VMs) says so, naming the PMU.
+func TestCounterSupport(t *testing.T) {
+	testutil.RequirePerf(t)
+	err := CounterSupport()
+	if err == nil {
+		t.Log("hardware counters available")
+		return
+	}
+	t.Log(err)
+	if !errors.Is(err, ErrNoCounters) || !strings.Contains(err.Error(), "PMU") {
+		t.Errorf("%v: want ErrNoCounters naming the missing PMU", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/trace"
 )
 
@@ -107,17 +108,7 @@ func TestJudge(t *testing.T) {
 func burst(c *Collector, now *uint64, oh [trace.Transitions]float64, reps int) (start, end uint64) {
 	prevEntry := true
 	ev := func(entry bool, name string, body float64) {
-		k := 0
-		switch {
-		case prevEntry && entry:
-			k = trace.EntryEntry
-		case prevEntry:
-			k = trace.EntryExit
-		case entry:
-			k = trace.ExitEntry
-		default:
-			k = trace.ExitExit
-		}
+		k := calltree.Transition(prevEntry, entry)
 		*now += uint64(oh[k] + body)
 		prevEntry = entry
 		if s, done := c.Event(1, 1, *now, entry, Prefix+name); done {
