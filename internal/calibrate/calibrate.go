@@ -93,8 +93,6 @@ type shape struct {
 // arg is the shape as the target's command line wants it.
 func (s shape) arg() string { return fmt.Sprintf("%d,%d,%d,%d", s.Rounds, s.Fanout, s.Depth, s.Work) }
 
-// calls is the number of calls the shape's loop makes.
-func (s shape) calls() uint64 { return uint64(s.Rounds) * uint64(1+s.Fanout*(s.Depth+1)) }
 
 // validationShapes are the loops the overheads are fitted to: leaf
 // bodies of 0.1 to 10 µs, in trees that are mostly leaves (entry->exit and
