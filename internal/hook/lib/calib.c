@@ -27,7 +27,7 @@
 #include <link.h>
 #include <string.h>
 
-#define CAL_FN __attribute__((noinline, used, visibility("default"))) NOINST
+#define CAL_FN __attribute__((noinline, used)) NOINST
 
 static long cal_work;
 static volatile long cal_sink;
