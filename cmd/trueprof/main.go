@@ -62,7 +62,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd())
+	root.AddCommand(recordCmd(), reportCmd(), exportCmd(), calibrateCmd(), demoCmd(), serveCmd(), ctlCmd())
 	return root
 }
 
@@ -320,7 +320,7 @@ func reportCmd() *cobra.Command {
 			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
 			log := cmd.ErrOrStderr()
-			if format != "html" && len(labels) == 0 {
+			if len(labels) == 0 {
 				// The records are read from the file again rather than
 				// held: memory stays flat however many events the trace
 				// has. A trace the stream cannot take is loaded; a label
@@ -330,7 +330,12 @@ func reportCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return report.WriteStream(w, s, o) })
+				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
+					if format == "html" {
+						return web.WriteHTMLStream(w, s, htmlOptions(in, o.Filter))
+					}
+					return report.WriteStream(w, s, o)
+				})
 				if !errors.Is(err, model.ErrNotStreamable) {
 					return err
 				}
@@ -342,7 +347,7 @@ func reportCmd() *cobra.Command {
 			}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 				if format == "html" {
-					return web.WriteHTML(w, p, web.HTMLOptions{Title: "trueprof: " + in, Filter: o.Filter, FilterLabel: o.Filter.String()})
+					return web.WriteHTML(w, p, htmlOptions(in, o.Filter))
 				}
 				return report.Write(w, p, o)
 			})
@@ -381,30 +386,34 @@ func exportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
-			if err != nil {
-				return err
-			}
-			write := export.PPROF
+			write, writeStream := export.PPROF, export.PPROFStream
 			switch format {
 			case "pprof":
 			case "folded":
-				write = export.Folded
+				write, writeStream = export.Folded, export.FoldedStream
 			default:
 				return fmt.Errorf("--format %q: want pprof or folded", format)
 			}
-			if out == "-" {
-				return write(cmd.OutOrStdout(), p, o)
+			log := cmd.ErrOrStderr()
+			if len(labels) == 0 {
+				// The samples are grouped in one pass over the records,
+				// none of which is held; a trace the stream cannot take
+				// is loaded.
+				s, err := streamProfile(in, log, agg)
+				if err != nil {
+					return err
+				}
+				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return writeStream(w, s, o) })
+				if !errors.Is(err, model.ErrNotStreamable) {
+					return err
+				}
+				log = io.Discard // the stream warned already
 			}
-			f, err := os.Create(out)
+			p, err := loadProfile(in, log, agg)
 			if err != nil {
 				return err
 			}
-			if err := write(f, p, o); err != nil {
-				f.Close()
-				return err
-			}
-			return f.Close()
+			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return write(w, p, o) })
 		},
 	}
 	f := c.Flags()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,19 +26,35 @@ writes no files, and reads only the trace, the source files its locations
 name and the modules they are in (for disassembly). Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := loadProfile(in, cmd.ErrOrStderr(), agg)
+			ready := func(url string) { fmt.Fprintf(cmd.OutOrStdout(), "trueprof: serving %s at %s\n", in, url) }
+			// The page's data come from one pass over the records,
+			// none of which is held; a trace the stream cannot take is
+			// loaded.
+			s, err := streamProfile(in, cmd.ErrOrStderr(), agg)
 			if err != nil {
 				return err
 			}
-			return web.Serve(cmd.Context(), addr, p, "trueprof: "+in, func(url string) {
-				fmt.Fprintf(cmd.OutOrStdout(), "trueprof: serving %s at %s\n", in, url)
-			})
+			err = web.ServeStream(cmd.Context(), addr, s, "trueprof: "+in, ready)
+			if !errors.Is(err, model.ErrNotStreamable) {
+				return err
+			}
+			p, err := loadProfile(in, io.Discard, agg) // the stream warned already
+			if err != nil {
+				return err
+			}
+			return web.Serve(cmd.Context(), addr, p, "trueprof: "+in, ready)
 		},
 	}
 	c.Flags().StringVarP(&in, "input", "i", "trueprof.trace", "trace file to read")
 	c.Flags().StringVar(&addr, "http", web.DefaultAddr, "address to listen on (host:port; port 0 picks a free one)")
 	aggregationFlags(c, &agg)
 	return c
+}
+
+// htmlOptions are the HTML report's options for the trace file in,
+// opening with the threads f selects.
+func htmlOptions(in string, f model.Filter) web.HTMLOptions {
+	return web.HTMLOptions{Title: "trueprof: " + in, Filter: f, FilterLabel: f.String()}
 }
 
 // writeOutput runs write on the file out ("-" or empty: stdout); a

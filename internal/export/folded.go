@@ -18,11 +18,27 @@ import (
 // for processes of the same name. Inlined functions are frames of their
 // own. A ';' in a name would split a frame in two, so it becomes ':', and
 // line breaks become spaces.
+// FoldedStream does the same without holding the records.
 func Folded(w io.Writer, p *model.Profile, f model.Filter) error {
+	return folded(w, p, calltree.GroupSamples(p, f, false))
+}
+
+// FoldedStream is Folded for a trace read in two passes, as PPROFStream
+// is PPROF's.
+func FoldedStream(w io.Writer, s *model.Stream, f model.Filter) error {
+	samples, err := streamSamples(s, f, false)
+	if err != nil {
+		return err
+	}
+	return folded(w, s.Profile, samples)
+}
+
+// folded writes samples, grouped from p's records, as folded stacks.
+func folded(w io.Writer, p *model.Profile, samples *calltree.Samples) error {
 	counts := map[string]uint64{}
 	names := map[uint32]string{}
 	var b strings.Builder
-	for _, s := range calltree.GroupSamples(p, f, false).Stacks {
+	for _, s := range samples.Stacks {
 		name, ok := names[s.PID]
 		if !ok {
 			name = "[unknown]"

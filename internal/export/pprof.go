@@ -41,6 +41,8 @@ import (
 // goroutine carried when the samples were taken, so that `go tool pprof
 // -tagfocus 'worker=^2$'` works; a thread's samples before it ran any
 // goroutine keep their thread labels.
+//
+// PPROFStream does the same without holding the records.
 func PPROF(w io.Writer, p *model.Profile, f model.Filter) error {
 	prof, err := toPprof(p, f)
 	if err != nil {
@@ -49,11 +51,51 @@ func PPROF(w io.Writer, p *model.Profile, f model.Filter) error {
 	return prof.Write(w)
 }
 
-// toPprof builds the pprof profile; it is separate from PPROF for tests.
+// PPROFStream is PPROF for a trace read in two passes: the samples are
+// grouped in one pass over the records (calltree.BuildStreamSamples),
+// none of which is kept, so that memory is the distinct stacks however
+// many records the trace holds. A label filter, or a trace too far out
+// of order, gives an error wrapping model.ErrNotStreamable before
+// anything is written: load the trace and call PPROF.
+func PPROFStream(w io.Writer, s *model.Stream, f model.Filter) error {
+	samples, err := streamSamples(s, f, s.Counts[model.RecordGoID] > 0)
+	if err != nil {
+		return err
+	}
+	prof, err := pprofOf(s.Profile, samples)
+	if err != nil {
+		return err
+	}
+	return prof.Write(w)
+}
+
+// streamSamples groups the samples of s that pass f, by goroutine when
+// byGoroutine, in one pass over its records.
+func streamSamples(s *model.Stream, f model.Filter, byGoroutine bool) (*calltree.Samples, error) {
+	if len(f.Labels) > 0 {
+		if _, err := f.Compile(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("export: %w", calltree.ErrNeedsLoad)
+	}
+	_, samples, err := calltree.BuildStreamSamples(s, calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID,
+		HasTID: f.HasTID, Thread: f.Thread, ByGoroutine: byGoroutine})
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return samples, nil
+}
+
+// toPprof builds the pprof profile of p's samples that pass f; it is
+// separate from PPROF for tests.
 func toPprof(p *model.Profile, f model.Filter) (*profile.Profile, error) {
 	// One pprof sample per thread incarnation and stack or, for a Go
 	// target, per goroutine, the labels it carried then, and stack.
-	samples := calltree.GroupSamples(p, f, len(p.GoIDs) > 0)
+	return pprofOf(p, calltree.GroupSamples(p, f, len(p.GoIDs) > 0))
+}
+
+// pprofOf builds the pprof profile of samples, grouped from p's records.
+func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, error) {
 	stacks := samples.Stacks
 	valueType := &profile.ValueType{Type: p.Header.Event, Unit: "count"}
 	if model.PeriodUnit(p.Header.Event) == "nanoseconds" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"sort"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -42,6 +43,7 @@ type clock struct {
 	// [lo, lo+span) convert to base + (t-lo)*slope.
 	lo, span, base uint64
 	slope          float64
+	added          uint64 // pairs added so far, to tell snapshots apart
 }
 
 // errTSC reports a TSC that does not advance at a sane rate.
@@ -96,6 +98,13 @@ func (c *clock) add(p pair) {
 	}
 	c.pairs = append(c.pairs, p)
 	c.span = 0 // the cached segment may have changed: look it up again
+	c.added++
+}
+
+// snapshot returns a copy of c that later pairs leave alone, for
+// converting on another goroutine.
+func (c *clock) snapshot() *clock {
+	return &clock{pairs: slices.Clone(c.pairs), added: c.added}
 }
 
 // update adds a pair when the last one is pairEvery old.

@@ -19,6 +19,8 @@
 //	cmd.Env = append(os.Environ(), r.Env(3)...)
 //	cmd.Start()
 //	for running { r.Drain(handle); sleep(1 * time.Millisecond) }
+//	// or, decoding on another goroutine: b := hook.NewBatch(1 << 14)
+//	// r.DrainBatch(b, false); ... dec.Decode(b, handle)
 //	cmd.Wait()
 //	r.Flush(handle)
 //	r.Close()
@@ -39,10 +41,14 @@
 //     wait, call_site or the drop count, kind).
 //
 // Rings are single-producer, single-consumer: the thread writes records
-// and publishes head with a release store; Drain reads up to head with an
-// acquire load, calls fn for each, and hands the space back by storing
-// tail (every 4096 records, so a waiting thread resumes early). Drain
-// reads every ring, oldest first per thread.
+// and publishes head with a release store; DrainBatch reads up to head
+// with an acquire load, copies the records as they are into a Batch (a
+// memmove: 32 bytes a record keeps up with the hooks) and hands the space
+// back by storing tail at once. A Decoder turns batches into events
+// (converting the clock, keeping each thread's times monotonic), later
+// and on another goroutine if need be: the recorder's drainer only
+// copies. Drain does both in one call. Every ring is read, oldest first
+// per thread.
 //
 // # Threads, fork and exec
 //

@@ -1,9 +1,10 @@
 package hook
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
+	"trueprof/internal/symbolize"
 )
 
 // The -finstrument-functions hooks.
@@ -24,43 +25,20 @@ var ErrNotInterposable = errors.New("hooks cannot be interposed by preloading")
 // error wrapping ErrNotInterposable that says to use uprobes. A stripped
 // static executable reports false.
 func Instrumented(path string) (bool, error) {
-	f, err := elf.Open(path)
+	f, err := symbolize.OpenFileOptions(path, symbolize.Options{NoDebugFile: true})
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	dynamic := false
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			dynamic = true
-		}
+	dynamic := f.Dynamic()
+	if dynamic && f.Imports(hookEnter) {
+		return true, nil
 	}
-	if dynamic {
-		syms, err := f.DynamicSymbols()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return false, err
-		}
-		for _, s := range syms {
-			if s.Name != hookEnter {
-				continue
-			}
-			if s.Section == elf.SHN_UNDEF {
-				return true, nil
-			}
-			return false, fmt.Errorf("%s defines %s itself: %w; record it with uprobes", path, hookEnter, ErrNotInterposable)
-		}
+	if !slices.ContainsFunc(f.Functions(), func(fn symbolize.Function) bool { return fn.Name == hookEnter }) {
+		return false, nil
 	}
-	syms, err := f.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return false, err
+	if !dynamic {
+		return false, fmt.Errorf("%s is statically linked with -finstrument-functions hooks: %w; record it with uprobes", path, ErrNotInterposable)
 	}
-	for _, s := range syms {
-		if s.Name == hookEnter && s.Section != elf.SHN_UNDEF {
-			if !dynamic {
-				return false, fmt.Errorf("%s is statically linked with -finstrument-functions hooks: %w; record it with uprobes", path, ErrNotInterposable)
-			}
-			return false, fmt.Errorf("%s defines %s itself: %w; record it with uprobes", path, hookEnter, ErrNotInterposable)
-		}
-	}
-	return false, nil
+	return false, fmt.Errorf("%s defines %s itself: %w; record it with uprobes", path, hookEnter, ErrNotInterposable)
 }

@@ -136,10 +136,15 @@ type Region struct {
 	lib   string
 	clock *clock // nil: records carry CLOCK_MONOTONIC ns
 
-	last      []uint64 // per slot: the last time delivered, to keep each thread's times monotonic
 	idle      []uint64 // per slot: Head at the last liveness check
 	noSlot    uint64   // NoSlotDropped already reported
 	lastCheck time.Time
+	// view is the clock's latest snapshot, taken when it had added
+	// viewPairs pairs, for the batches.
+	view      *clock
+	viewPairs uint64
+	own       *Batch   // Drain's
+	dec       *Decoder // Drain's
 }
 
 // liveEvery is how often Drain looks for owned slots of threads that
@@ -253,7 +258,6 @@ func (r *Region) layout() error {
 	r.slots = unsafe.Slice((*slot)(unsafe.Pointer(&r.mem[h.SlotOff])), n)
 	r.rings = unsafe.Slice((*rec)(unsafe.Pointer(&r.mem[h.RingOff])), n*ev)
 	r.mask = ev - 1
-	r.last = make([]uint64, n)
 	r.idle = make([]uint64, n)
 	return nil
 }
@@ -287,37 +291,75 @@ func (r *Region) Env(fd int) []string {
 // per thread, and returns how many it delivered. Call it often (every few
 // milliseconds) from the recorder's loop: a thread whose ring is full
 // waits, and after Options.MaxWait drops events. fn must not retain the
-// region. It also frees the rings of threads that have ended.
+// region. It also frees the rings of threads that have ended. Drain
+// copies the records out (DrainBatch) and decodes them at once; a
+// recorder that decodes on another goroutine uses DrainBatch itself.
 func (r *Region) Drain(fn func(Event)) int {
-	check := time.Since(r.lastCheck) >= liveEvery
-	return r.drain(fn, check, false)
+	return r.drainDecode(fn, time.Since(r.lastCheck) >= liveEvery, false)
 }
 
 // Flush is the final Drain, after the target and its children have
 // exited: it also reports the drops and waits of threads that ended
 // without writing them to their ring (by exit, exec or a signal).
 func (r *Region) Flush(fn func(Event)) int {
-	return r.drain(fn, true, true)
+	return r.drainDecode(fn, true, true)
 }
 
-func (r *Region) drain(fn func(Event), check, final bool) int {
+func (r *Region) drainDecode(fn func(Event), check, final bool) int {
+	if r.own == nil {
+		r.own = &Batch{recs: make([]rec, 0, 1<<14)}
+		r.dec = NewDecoder()
+	}
+	n := 0
+	for {
+		more := r.drainBatch(r.own, check, final)
+		n += r.dec.Decode(r.own, fn)
+		r.own.Reset()
+		if !more {
+			return n
+		}
+		check = false
+	}
+}
+
+// DrainBatch copies the records available in the rings into b, as they
+// are, and hands their space back to the threads at once: copying 32
+// bytes a record keeps up with threads writing one every few ns, where
+// decoding them would not. It stops when b is full (its capacity, set by
+// NewBatch) and then reports true: call it again with another batch.
+// Like Drain it frees the rings of threads that have ended, every 100
+// ms; final (after the target has exited) also reports what ended
+// threads still owed, as Flush. A Decoder turns the batches into events,
+// in the order they were filled, on any one goroutine.
+func (r *Region) DrainBatch(b *Batch, final bool) (more bool) {
+	return r.drainBatch(b, final || time.Since(r.lastCheck) >= liveEvery, final)
+}
+
+func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 	if r.mem == nil {
-		return 0
+		return false
 	}
 	if check {
 		r.lastCheck = time.Now()
 	}
 	if r.clock != nil {
 		r.clock.update()
+		if r.view == nil || r.viewPairs != r.clock.added {
+			// Batches may be decoded while the drainer adds pairs: each
+			// takes an immutable copy, shared until the next pair.
+			r.view, r.viewPairs = r.clock.snapshot(), r.clock.added
+		}
+		b.clock = r.view
 	}
-	n := 0
 	for i := range r.slots {
 		s := &r.slots[i]
 		st := atomic.LoadUint32(&s.State)
 		if st == stateFree {
 			continue
 		}
-		n += r.drainSlot(i, fn)
+		if r.copySlot(i, b) {
+			return true
+		}
 		if st == stateOwned {
 			// Between checks, only threads idle since the last Drain are
 			// worth a system call; the final check looks at all.
@@ -331,106 +373,84 @@ func (r *Region) drain(fn func(Event), check, final bool) int {
 				continue
 			}
 			// Gone: whatever it wrote before it ended is there now.
-			n += r.drainSlot(i, fn)
+			if r.copySlot(i, b) {
+				return true
+			}
 		}
-		n += r.free(i, fn)
+		if len(b.recs) == cap(b.recs) {
+			return true // no room for the slot's last record: next batch
+		}
+		r.free(i, b)
 	}
-	if d := atomic.LoadUint64(&r.hdr.NoSlotDropped); d != r.noSlot {
-		fn(Event{Time: r.now(), Kind: KindAdjust, Dropped: d - r.noSlot})
+	if d := atomic.LoadUint64(&r.hdr.NoSlotDropped); d != r.noSlot && len(b.recs) < cap(b.recs) {
+		b.recs = append(b.recs, rec{Time: r.now(), B: d - r.noSlot, Kind: uint64(KindAdjust)})
+		b.spans = append(b.spans, slotRun{slot: noSlot, n: 1, mono: true})
 		r.noSlot = d
-		n++
 	}
-	return n
+	return false
 }
 
-// drainSlot delivers slot i's published records and hands their space
-// back to the thread.
-func (r *Region) drainSlot(i int, fn func(Event)) int {
+// noSlot is the run slot of drops by threads that found no slot.
+const noSlot = ^uint32(0)
+
+// copySlot copies slot i's published records into b, as many as fit,
+// and hands their space back to the thread; it reports whether b filled
+// up before the slot was empty.
+func (r *Region) copySlot(i int, b *Batch) (full bool) {
 	s := &r.slots[i]
 	head := atomic.LoadUint64(&s.Head)
 	tail := s.Tail
 	if head == tail {
-		return 0
+		return false
 	}
-	ev := Event{PID: atomic.LoadUint32(&s.PID), TID: atomic.LoadUint32(&s.TID)}
-	n := 0
 	size := r.mask + 1
+	ru := slotRun{slot: uint32(i), pid: atomic.LoadUint32(&s.PID), tid: atomic.LoadUint32(&s.TID)}
 	if head-tail > size {
 		// Not something the library writes: a corrupted head. Count
 		// what cannot be read rather than read it.
-		lost := head - tail - size
-		fn(Event{Time: r.last[i], PID: ev.PID, TID: ev.TID, Kind: KindAdjust, Dropped: lost})
-		n++
+		if len(b.recs) == cap(b.recs) {
+			return true
+		}
+		b.recs = append(b.recs, rec{Kind: uint64(KindAdjust), B: head - tail - size})
+		b.spans = append(b.spans, slotRun{slot: ru.slot, pid: ru.pid, tid: ru.tid, n: 1, atLast: true})
 		tail = head - size
 	}
+	n := min(head-tail, uint64(cap(b.recs)-len(b.recs)))
+	if n == 0 {
+		return true
+	}
 	ring := r.rings[uint64(i)*size : uint64(i+1)*size]
-	mask := r.mask
-	c := r.clock
-	// clock.mono, inlined by hand: its cached segment in registers.
-	var lo, span, base uint64
-	var slope float64
-	if c != nil {
-		c.mono(ring[(head-1)&mask].Time) // look up the newest record's segment
-		lo, span, base, slope = c.lo, c.span, c.base, c.slope
+	from, to := tail&r.mask, (tail+n)&r.mask
+	if from < to || to == 0 {
+		b.recs = append(b.recs, ring[from:from+n]...)
+	} else {
+		b.recs = append(b.recs, ring[from:]...)
+		b.recs = append(b.recs, ring[:to]...)
 	}
-	last := r.last[i]
-	for ; tail != head; tail++ {
-		rc := &ring[tail&mask]
-		t, kind, a, b := rc.Time, rc.Kind, rc.A, rc.B
-		if c != nil {
-			if d := t - lo; d < span {
-				t = base + uint64(float64(int64(d))*slope)
-			} else {
-				t = c.monoSeg(t)
-				lo, span, base, slope = c.lo, c.span, c.base, c.slope
-			}
-		}
-		t = max(t, last)
-		last = t
-		ev.Time = t
-		if kind == uint64(KindEntry) || kind == uint64(KindExit) {
-			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = uint8(kind), a, b, 0, 0
-		} else if kind == uint64(KindAdjust) {
-			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, r.duration(rc.Time, a), b
-		} else {
-			// Corrupted record: counted as a drop, never passed on.
-			ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, 0, 1
-		}
-		fn(ev)
-		n++
-		if n&4095 == 0 {
-			// Hand space back as we go: a thread waiting on a full
-			// ring need not wait for the whole batch.
-			atomic.StoreUint64(&s.Tail, tail+1)
-		}
-	}
-	r.last[i] = last
-	atomic.StoreUint64(&s.Tail, head)
-	return n
+	ru.n = uint32(n)
+	b.spans = append(b.spans, ru)
+	atomic.StoreUint64(&s.Tail, tail+n)
+	return tail+n != head
 }
 
-// free reports what slot i's ended thread still owed (its pending drops
-// and waits) and makes the slot available to new threads.
-func (r *Region) free(i int, fn func(Event)) int {
+// free passes on what slot i's ended thread still owed (its pending
+// drops and waits) and makes the slot available to new threads; b has
+// room for one record.
+func (r *Region) free(i int, b *Batch) {
 	s := &r.slots[i]
-	n := 0
 	dropped := s.PendDropped + atomic.LoadUint64(&s.Nested)
+	ru := slotRun{slot: uint32(i), pid: s.PID, tid: s.TID, reset: true}
 	if dropped != 0 || s.PendWait != 0 {
-		t := r.conv(s.PendSince)
-		if t < r.last[i] {
-			t = r.last[i]
-		}
-		fn(Event{Time: t, PID: s.PID, TID: s.TID, Kind: KindAdjust,
-			Duration: r.duration(s.PendSince, s.PendWait), Dropped: dropped})
-		n++
+		b.recs = append(b.recs, rec{Time: s.PendSince, A: s.PendWait, B: dropped, Kind: uint64(KindAdjust)})
+		ru.n = 1
 	}
+	b.spans = append(b.spans, ru)
 	s.PendDropped, s.PendWait, s.PendSince = 0, 0, 0
 	atomic.StoreUint64(&s.Nested, 0)
 	atomic.StoreUint32(&s.PID, 0)
 	atomic.StoreUint32(&s.TID, 0)
-	r.last[i], r.idle[i] = 0, 0
+	r.idle[i] = 0
 	atomic.StoreUint32(&s.State, stateFree)
-	return n
 }
 
 // alive reports whether thread tid of process pid may still exist. A
@@ -440,22 +460,6 @@ func alive(pid, tid uint32) bool {
 		return true
 	}
 	return unix.Tgkill(int(pid), int(tid), 0) != unix.ESRCH
-}
-
-// conv converts a record's clock value to CLOCK_MONOTONIC ns.
-func (r *Region) conv(t uint64) uint64 {
-	if r.clock == nil {
-		return t
-	}
-	return r.clock.mono(t)
-}
-
-// duration converts d clock units starting at t to ns.
-func (r *Region) duration(t, d uint64) uint64 {
-	if r.clock == nil || d == 0 {
-		return d
-	}
-	return r.clock.mono(t+d) - r.clock.mono(t)
 }
 
 // now is the current CLOCK_MONOTONIC time.

@@ -241,6 +241,8 @@ func (l *loader) add(rec trace.Record) error {
 		if !r.Unthrottle {
 			p.Throttled++
 		}
+	case *trace.Pause:
+		p.Pauses = append(p.Pauses, Pause{Time: r.Time, Duration: r.Duration, Dropped: r.Dropped})
 	case *trace.Event:
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)

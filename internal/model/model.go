@@ -47,6 +47,9 @@ type Profile struct {
 
 	Lost      LostCounts
 	Throttled uint64 // number of throttle records
+	// Pauses are the intervals in which recording was paused (trueprof
+	// ctl pause), in file order: no samples or events fall inside them.
+	Pauses    []Pause
 	Truncated uint64 // samples whose call chain was cut short (trace.SampleTruncated)
 	// TruncatedBy splits Truncated by the reason the recorder gave
 	// (index trace.UnwindReason; UnwindNone for traces without reasons).
@@ -153,6 +156,15 @@ type Adjust struct {
 	Time     uint64
 	PID      uint32
 	TID      uint32
+	Duration uint64
+	Dropped  uint64
+}
+
+// Pause is an interval in which recording was paused, from
+// Time-Duration to Time; Dropped counts the samples and events the
+// recorder threw away in it.
+type Pause struct {
+	Time     uint64
 	Duration uint64
 	Dropped  uint64
 }

@@ -3,9 +3,11 @@ package perf
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -104,7 +106,7 @@ func NewThreadCounts() (*ThreadCounts, error) {
 	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil || ns.Ino != initPIDNamespace {
 		return nil, fmt.Errorf("%w: trueprof runs in a PID namespace other than the initial one (%v)", ErrNoBPF, err)
 	}
-	off, err := readTaskOffsets()
+	off, err := cachedTaskOffsets()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoBPF, err)
 	}
@@ -157,6 +159,68 @@ func NewThreadCounts() (*ThreadCounts, error) {
 		tc.links = append(tc.links, l)
 	}
 	return tc, nil
+}
+
+// cachedTaskOffsets returns the offsets stored for the running kernel,
+// or reads them from its BTF and stores them: parsing the kernel's BTF
+// takes 18-34 ms here, a good part of the start of a short recording.
+// The cache is keyed by the kernel's release, build version and BTF
+// size, and an entry that does not parse or holds an offset beyond any
+// task_struct is read again (a wrong offset would only make the
+// programs' bpf_probe_read_kernel read wrong counts, but still).
+func cachedTaskOffsets() (taskOffsets, error) {
+	key, path := taskOffsetsKey()
+	type entry struct {
+		Key     string
+		Offsets [8]int32
+	}
+	fields := func(o *taskOffsets) []*int32 {
+		return []*int32{&o.pid, &o.tgid, &o.start, &o.minFlt, &o.majFlt, &o.migrations, &o.signal, &o.live}
+	}
+	if b, err := os.ReadFile(path); err == nil && key != "" {
+		var e entry
+		if json.Unmarshal(b, &e) == nil && e.Key == key {
+			var off taskOffsets
+			ok := true
+			for i, f := range fields(&off) {
+				*f = e.Offsets[i]
+				ok = ok && *f >= 0 && *f < 1<<16
+			}
+			if ok {
+				return off, nil
+			}
+		}
+	}
+	off, err := readTaskOffsets()
+	if err != nil || key == "" {
+		return off, err
+	}
+	e := entry{Key: key}
+	for i, f := range fields(&off) {
+		e.Offsets[i] = *f
+	}
+	if b, err := json.Marshal(e); err == nil && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		// Written whole and renamed: a concurrent reader sees the old
+		// entry or the new one.
+		tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
+		if os.WriteFile(tmp, b, 0o600) == nil && os.Rename(tmp, path) != nil {
+			os.Remove(tmp)
+		}
+	}
+	return off, nil
+}
+
+// taskOffsetsKey names the running kernel's BTF, and the cache file;
+// "" when there is no per-user cache directory.
+func taskOffsetsKey() (key, path string) {
+	var u unix.Utsname
+	st, err := os.Stat("/sys/kernel/btf/vmlinux")
+	dir, derr := os.UserCacheDir()
+	if err != nil || derr != nil || unix.Uname(&u) != nil {
+		return "", ""
+	}
+	key = fmt.Sprintf("%s %s %d", unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Version[:]), st.Size())
+	return key, filepath.Join(dir, "trueprof", "task-offsets.json")
 }
 
 // readTaskOffsets finds the fields in the kernel's BTF.

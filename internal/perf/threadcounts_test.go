@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -122,5 +123,33 @@ func TestReadTaskCounts(t *testing.T) {
 	}
 	if _, err := ReadTaskCounts(os.Getpid(), 1<<30); err == nil {
 		t.Error("counts of a thread that does not exist")
+	}
+}
+
+// TestCachedTaskOffsets: the offsets read once from the kernel's BTF
+// come back from the cache, and a cache entry with an impossible offset
+// is read again from the BTF rather than trusted.
+func TestCachedTaskOffsets(t *testing.T) {
+	want, err := readTaskOffsets()
+	if err != nil {
+		testutil.Missing(t, "kernel BTF: "+err.Error())
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	_, path := taskOffsetsKey()
+	for _, step := range []string{"from BTF", "from the cache", "after a corrupted entry"} {
+		got, err := cachedTaskOffsets()
+		if err != nil || got != want {
+			t.Fatalf("%s: %+v, %v; want %+v", step, got, err, want)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if step == "from the cache" {
+			b = []byte(strings.Replace(string(b), `"Offsets":[`, `"Offsets":[99999999,`, 1))
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -94,21 +94,26 @@ func (s *session) processEvent(e *instrEvent) error {
 		}
 		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.addr, Dropped: e.dropped})
 	}
+	if s.drop(e.time) {
+		return nil
+	}
 	var fn uint32
 	var err error
 	if e.module != 0 {
-		fn, err = s.res.fileLocation(e.pid, e.module, e.addr)
+		fn, err = s.res.FileLocation(e.pid, e.module, e.addr)
 		if err == nil && e.kind == trace.EventEntry && s.instr != nil && s.instr.root != "" {
 			err = s.expand(e.pid, e.module, e.addr)
 		}
 	} else {
-		fn, err = s.res.functionLocation(e.pid, e.addr, e.time)
+		fn, err = s.res.FunctionLocation(e.pid, e.addr, e.time)
 	}
 	if err != nil {
 		return err
 	}
-	if int(fn) < len(s.res.calFuncs) && s.res.calFuncs[fn] != "" && s.cal != nil {
-		return s.calibrationEvent(e, s.res.calFuncs[fn])
+	if s.cal != nil {
+		if name := s.res.CalibrationFunction(fn); name != "" {
+			return s.calibrationEvent(e, name)
+		}
 	}
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.

@@ -2,9 +2,12 @@ package record
 
 import (
 	"os"
+
 	"path/filepath"
 	"strconv"
 	"testing"
+	"trueprof/internal/calltree"
+	"trueprof/internal/model"
 
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
@@ -47,6 +50,53 @@ func TestHookSizeLimit(t *testing.T) {
 			if got := uint64(len(p.Events)) + lost + dropped; got != total {
 				t.Errorf("kept %d + lost %d + dropped %d = %d, want the %d events made", len(p.Events), lost, dropped, got, total)
 			}
+			if mode == trace.ModeWrap {
+				checkWrapSuffix(t, p)
+			}
 		})
+	}
+}
+
+// checkWrapSuffix checks that a wrapped recording of the dense load kept
+// each thread's most recent events as whole calls: replayed on a shadow
+// stack, the only exits without their entry are those of the calls open
+// where the trace was cut (main, mid and leaf: at most 3), the last event
+// kept is main's exit, and the report counts exactly those cut calls.
+func checkWrapSuffix(t *testing.T, p *model.Profile) {
+	t.Helper()
+	stacks := map[uint32][]uint32{}
+	last := map[uint32]model.Event{}
+	cut := map[uint32]int{}
+	for _, e := range p.Events {
+		st := stacks[e.TID]
+		switch {
+		case e.Entry:
+			st = append(st, e.Function)
+		case len(st) > 0 && st[len(st)-1] == e.Function:
+			st = st[:len(st)-1]
+		default:
+			cut[e.TID]++
+		}
+		stacks[e.TID], last[e.TID] = st, e
+	}
+	var cuts uint64
+	for tid, n := range cut {
+		if n > 3 {
+			t.Errorf("thread %d: %d exits without their entry: want at most the 3 calls open at the cut", tid, n)
+		}
+		cuts += uint64(n)
+	}
+	for tid, e := range last {
+		f := p.Locations[e.Function].Frames
+		if e.Entry || len(stacks[tid]) != 0 || f[len(f)-1].Function != "main" {
+			t.Errorf("thread %d: the last event kept is not main's exit, or calls are left open (%d): not the most recent events", tid, len(stacks[tid]))
+		}
+	}
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Repairs.Unmatched != cuts {
+		t.Errorf("report counts %d unmatched exits, the trace holds %d calls cut by the wrap", r.Repairs.Unmatched, cuts)
 	}
 }

@@ -33,8 +33,11 @@ func init() {
 // re-execution of trueprof itself) it waits until the recorder has opened
 // its events on this process, then execs the target, so that counting
 // starts exactly at exec (the events use enable_on_exec) and none of
-// trueprof's own start-up is profiled. In any other process it returns.
+// trueprof's own start-up is profiled. In the holder of closing event
+// descriptors (closer.go) it waits for the recorder, then exits. In any
+// other process it returns.
 func RunWrapper() {
+	runHolder()
 	path, ok := os.LookupEnv(wrapperEnv)
 	if !ok {
 		return

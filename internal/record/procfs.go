@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"trueprof/internal/perf"
+	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
 )
 
@@ -85,44 +86,20 @@ func (s *session) synthesize(pid int) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		m, ok := parseMapsLine(sc.Text())
+		m, ok := resolve.ParseMapsLine(sc.Text())
 		if !ok {
 			continue
 		}
-		m.time = now
-		s.res.mmap(uint32(pid), m)
-		path, err := s.w.Intern(m.path)
+		m.Time = now
+		s.res.Mmap(uint32(pid), m)
+		path, err := s.w.Intern(m.Path)
 		if err != nil {
 			return err
 		}
-		if err := s.w.Write(&trace.Module{Time: now, PID: uint32(pid), TID: uint32(pid), Start: m.start, Len: m.end - m.start,
-			PgOff: m.pgoff, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Path: path}); err != nil {
+		if err := s.w.Write(&trace.Module{Time: now, PID: uint32(pid), TID: uint32(pid), Start: m.Start, Len: m.End - m.Start,
+			PgOff: m.PgOff, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Path: path}); err != nil {
 			return err
 		}
 	}
 	return sc.Err()
-}
-
-// parseMapsLine parses an executable mapping of /proc/PID/maps:
-// "start-end perms offset dev inode path".
-func parseMapsLine(line string) (mapping, bool) {
-	f := strings.Fields(line)
-	if len(f) < 5 || len(f[1]) < 3 || f[1][2] != 'x' {
-		return mapping{}, false
-	}
-	lo, hi, ok := strings.Cut(f[0], "-")
-	if !ok {
-		return mapping{}, false
-	}
-	start, err1 := strconv.ParseUint(lo, 16, 64)
-	end, err2 := strconv.ParseUint(hi, 16, 64)
-	off, err3 := strconv.ParseUint(f[2], 16, 64)
-	if err1 != nil || err2 != nil || err3 != nil || end <= start {
-		return mapping{}, false
-	}
-	path := ""
-	if len(f) >= 6 {
-		path = strings.Join(f[5:], " ")
-	}
-	return mapping{start: start, end: end, pgoff: off, path: path}, true
 }

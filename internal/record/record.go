@@ -28,7 +28,9 @@ import (
 
 	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/perf"
+	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
+	"trueprof/internal/unwind"
 	"trueprof/internal/uprobe"
 )
 
@@ -106,7 +108,7 @@ type Result struct {
 	Events   uint64 // function entries and exits written
 	Lost     uint64 // samples lost in the kernel or dropped by a limit
 	Bytes    int64  // trace file size
-	Reason   string // why recording stopped: "exited", "signal", "duration", "size"
+	Reason   string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
 	UserOnly bool   // kernel sampling was not permitted
 	// Truncated counts the samples whose stack stops short of the
 	// thread's entry, by reason.
@@ -130,7 +132,7 @@ type session struct {
 	rings   []*perf.Ring
 	ringFDs []int // the events that own rings
 	w       *trace.Writer
-	res     *resolver
+	res     *resolve.Resolver
 	pending []perf.Record
 	// sources are the probe mechanisms of an instrumented recording, and
 	// pendingEvents their events not yet processed.
@@ -163,6 +165,11 @@ type session struct {
 	irq      irqState
 	counters counterState
 	side     sideRings
+	// ctl serves trueprof ctl (control.go); out is the trace file, which
+	// a snapshot copies, and targetPID the target's process.
+	ctl       controlState
+	out       *os.File
+	targetPID int
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -230,6 +237,15 @@ func stackBytes(cfg Config) int {
 		return defaultStackBytes(perf.UnlimitedRings())
 	}
 	return cfg.StackBytes
+}
+
+// unwindMode is how the user stacks of a call graph are walked where code
+// has no CFI (callGraph is not fp).
+func unwindMode(callGraph string) unwind.Mode {
+	if callGraph == callGraphDWARF {
+		return unwind.ModeDWARF
+	}
+	return unwind.ModeAuto
 }
 
 // reorderSlack is how far behind the present the loop processes records.
@@ -327,11 +343,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	s.result.UserOnly = !kernel
 	s.openIRQ()
 
-	f, err := os.OpenFile(cfg.Output, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(cfg.Output, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
+	s.out = f
 	hdr := s.header(kernel)
 	if in != nil {
 		hdr.Instrument = in.mech
@@ -348,8 +365,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.res = newResolver(s.w, s.log)
-	s.res.callGraph = s.cfg.CallGraph
+	s.res = resolve.New(s.w, s.log, resolve.Options{Unwind: s.cfg.CallGraph != callGraphFP, Mode: unwindMode(s.cfg.CallGraph)})
 	s.instr = in
 	if in != nil {
 		if err := s.startInstrumentation(in, pid, tgt != nil); err != nil {
@@ -376,6 +392,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+	s.targetPID = pid
+	s.startControl(pid, tgt != nil)
+	defer s.stopControl()
 	if cfg.started != nil {
 		cfg.started()
 	}
@@ -675,26 +694,14 @@ func (s *session) closeSources() {
 func (s *session) closeEvents() {
 	s.stopSideRings()
 	s.reader.stopReading()
-	// Closing the last event of a tracepoint waits for an RCU grace
-	// period (tens of ms in a VM): the descriptors close in parallel, so
-	// that the waits overlap instead of adding up (the interrupt
-	// tracepoints made `record` of a short program 140 ms longer).
-	// At most closers at a time: an attached process with many threads
-	// has an event per thread and CPU.
-	const closers = 32
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, closers)
+	fds := make([]int, 0, len(s.events))
 	for _, e := range s.events {
 		if e.ring != nil {
 			e.ring.Close()
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			perf.Close(e.fd)
-			<-sem
-		})
+		fds = append(fds, e.fd)
 	}
-	wg.Wait()
+	closeEventFDs(fds)
 	s.events, s.rings, s.ringFDs = nil, nil, nil
 	s.counters.close()
 }
@@ -714,6 +721,7 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		// The loop reads the rings alone, woken by them.
 		fds = append(fds, s.ringFDs...)
 	}
+	fds = append(fds, s.controlFds()...)
 	timeout := 100
 	for _, src := range s.sources {
 		fds = append(fds, src.fds()...)
@@ -728,6 +736,29 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		// --root places probes when a function first runs: look at its
 		// events soon, so its callees miss as few calls as possible.
 		timeout = 5
+	}
+	if tgt != nil {
+		// The poll wakes when the target exits, not at its timeout (up
+		// to 100 ms after the end of every launched recording).
+		exited, err := perf.NewWakeup()
+		if err != nil {
+			return "", err
+		}
+		quit := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			select {
+			case <-tgt.done:
+				exited.Signal()
+			case <-quit:
+			}
+		})
+		defer func() {
+			close(quit)
+			wg.Wait()
+			exited.Close()
+		}()
+		fds = append(fds, exited.Fd())
 	}
 	poller, err := perf.NewPoller(fds)
 	if err != nil {
@@ -763,6 +794,11 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 		default:
 			if tgt == nil && !processAlive(pid) {
 				reason = "exited"
+			}
+		}
+		if reason == "" {
+			if reason, err = s.serveControl(); err != nil {
+				return "", err
 			}
 		}
 		if err := s.drain(reason != ""); err != nil {
@@ -880,11 +916,14 @@ func (s *session) process(r *perf.Record) error {
 	w := s.w
 	switch r.Type {
 	case perf.RecordSample:
+		if s.drop(r.Time) {
+			return nil
+		}
 		if s.full {
 			s.lost(trace.LostSize, 1, r.Time)
 			return nil
 		}
-		stack, truncated, reason, err := s.res.stack(r)
+		stack, truncated, reason, err := s.res.Stack(r)
 		if err != nil {
 			return err
 		}
@@ -910,7 +949,7 @@ func (s *session) process(r *perf.Record) error {
 		if r.Prot&syscall.PROT_EXEC == 0 {
 			return nil
 		}
-		s.res.mmap(r.PID, mapping{start: r.Addr, end: r.Addr + r.Len, pgoff: r.PgOff, path: r.Filename, buildID: r.BuildID, time: r.Time})
+		s.res.Mmap(r.PID, resolve.Mapping{Start: r.Addr, End: r.Addr + r.Len, PgOff: r.PgOff, Path: r.Filename, BuildID: r.BuildID, Time: r.Time})
 		if err := s.moduleMapped(r.PID, r.Filename); err != nil {
 			return err
 		}
@@ -922,7 +961,7 @@ func (s *session) process(r *perf.Record) error {
 			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
 	case perf.RecordComm:
 		if r.Exec() {
-			if err := s.res.exec(r.PID); err != nil {
+			if err := s.res.Exec(r.PID); err != nil {
 				return err
 			}
 		}
@@ -933,12 +972,12 @@ func (s *session) process(r *perf.Record) error {
 		return w.Write(&trace.Comm{Time: r.Time, PID: r.PID, TID: r.TID, Name: name, Exec: r.Exec()})
 	case perf.RecordFork:
 		if r.PID == r.TID && r.PID != r.PPID {
-			s.res.fork(r.PID, r.PPID)
+			s.res.Fork(r.PID, r.PPID)
 		}
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordExit:
 		if r.PID == r.TID {
-			if err := s.res.exit(r.PID); err != nil {
+			if err := s.res.Exit(r.PID); err != nil {
 				return err
 			}
 		}
@@ -961,7 +1000,10 @@ func (s *session) finish() error {
 	}
 	// JIT runtimes may write their symbol files last (at exit) or on
 	// demand: what is still unnamed is looked up once more.
-	if err := s.res.finish(); err != nil {
+	if err := s.res.Finish(); err != nil {
+		return err
+	}
+	if err := s.endPause(perf.Now()); err != nil {
 		return err
 	}
 	code := int32(-1)

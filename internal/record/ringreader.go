@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"trueprof/internal/perf"
@@ -17,9 +18,11 @@ import (
 // The loop reads the rings too, under the same lock, at every pass, so
 // that what it processes is as complete in time as before.
 //
-// The queue is bounded by queueLimit bytes: beyond it the reader leaves
-// the rings to fill, and the kernel counts what it then drops (LOST
-// records, which the loop writes as lost samples).
+// The memory is bounded by queueLimit bytes, counting the queue and the
+// records the loop took but has not processed yet (their stack buffers
+// come back through take): beyond it the reader leaves the rings to fill,
+// and the kernel counts what it then drops (LOST records, which the loop
+// writes as lost samples).
 type ringReader struct {
 	mu    sync.Mutex
 	rings []*perf.Ring
@@ -29,6 +32,9 @@ type ringReader struct {
 	stackBytes int
 	queue      []perf.Record
 	queued     int64 // bytes of queue's stack copies and call chains
+	// held is the bytes of the stack buffers the loop took and has not
+	// given back: they are still the recorder's memory.
+	held int64
 	// stacks are free buffers for the user stack copies.
 	stacks [][]byte
 	// unparsed counts malformed records, and err is the first of them.
@@ -38,12 +44,15 @@ type ringReader struct {
 	full uint64
 
 	wake       *perf.Wakeup // signalled when the reader queued records
+	kick       *perf.Wakeup // signalled to stop the reader (pollRings)
 	stop, done chan struct{}
 }
 
-// queueLimit bounds the records the reader holds for the loop: 256 MiB
-// is 8,192 samples with 32 KiB stack buffers, four seconds of 999 Hz on
-// two busy CPUs, longer than the longest module opening seen.
+// queueLimit bounds the records the reader and the loop hold: 256 MiB is
+// 4,096 samples with the default 64 KiB stack buffers (counted at their
+// full capacity, which is what they take), two seconds of 999 Hz on two
+// busy CPUs, about the longest module opening seen, and 32,768 samples
+// with 8 KiB copies.
 const queueLimit = 256 << 20
 
 // maxFreeStacks bounds the free list: after a long stall the queue's
@@ -53,14 +62,21 @@ const maxFreeStacks = 1024
 // start starts the reader's goroutine over the rings whose events are
 // fds. Without it (an error) the loop's own reads go on alone.
 func (rr *ringReader) start(fds []int) error {
-	poller, err := perf.NewPoller(fds)
+	kick, err := perf.NewWakeup()
 	if err != nil {
+		return err
+	}
+	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd()))
+	if err != nil {
+		kick.Close()
 		return err
 	}
 	if rr.wake, err = perf.NewWakeup(); err != nil {
 		poller.Close()
+		kick.Close()
 		return err
 	}
+	rr.kick = kick
 	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
 	// The watermark wakes the reader when a ring is a quarter full; the
 	// timeout reads what a quiet ring holds.
@@ -85,15 +101,17 @@ func (rr *ringReader) stopReading() {
 	case <-rr.stop:
 	default:
 		close(rr.stop)
+		rr.kick.Signal()
 		<-rr.done
 		rr.wake.Close()
+		rr.kick.Close()
 	}
 }
 
 // readLocked moves the rings' records to the queue unless it is full,
 // and returns how many it moved. rr.mu is held.
 func (rr *ringReader) readLocked() int {
-	if rr.queued >= queueLimit {
+	if rr.queued+rr.held >= queueLimit {
 		rr.full++
 		return 0
 	}
@@ -134,9 +152,13 @@ func (rr *ringReader) take(dst []perf.Record, freed [][]byte) ([]perf.Record, ui
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	for _, b := range freed {
+		rr.held -= int64(cap(b))
 		rr.freeLocked(b)
 	}
 	rr.readLocked()
+	for i := range rr.queue {
+		rr.held += int64(cap(rr.queue[i].UserStack))
+	}
 	dst = append(dst, rr.queue...)
 	clear(rr.queue) // the loop owns them now
 	rr.queue = rr.queue[:0]

@@ -16,6 +16,7 @@ import (
 // sampling rings' records; counter samples are counted at once.
 type sideRings struct {
 	mu       sync.Mutex
+	kick     *perf.Wakeup // signalled to stop the goroutine (pollRings)
 	stop     chan struct{}
 	done     chan struct{}
 	irqs     []perf.Record
@@ -62,11 +63,17 @@ func (s *session) startSideRings() {
 	for _, fd := range s.counters.owners {
 		fds = append(fds, fd)
 	}
-	poller, err := perf.NewPoller(fds)
+	kick, err := perf.NewWakeup()
 	if err != nil {
 		return // the loop's own reads will do
 	}
+	poller, err := perf.NewPoller(append(fds, kick.Fd()))
+	if err != nil {
+		kick.Close()
+		return
+	}
 	sr := &s.side
+	sr.kick = kick
 	sr.stop, sr.done = make(chan struct{}), make(chan struct{})
 	go pollRings(poller, sr.stop, sr.done, func() {
 		sr.mu.Lock()
@@ -77,7 +84,10 @@ func (s *session) startSideRings() {
 }
 
 // pollRings calls read whenever a ring of poller's has data or 50 ms
-// pass, until stop is closed; it then closes poller and done.
+// pass, until stop is closed; it then closes poller and done. The
+// poller also holds a wake-up the stopper signals after closing stop, so
+// that a stop does not wait for the timeout (up to 50 ms, twice, at the
+// end of every recording).
 func pollRings(poller *perf.Poller, stop, done chan struct{}, read func()) {
 	defer close(done)
 	defer poller.Close()
@@ -105,6 +115,9 @@ func (s *session) stopSideRings() {
 	case <-sr.stop:
 	default:
 		close(sr.stop)
+		sr.kick.Signal()
+		<-sr.done
+		sr.kick.Close()
 	}
 	<-sr.done
 }

@@ -44,11 +44,14 @@ type Header struct {
 
 	// Lost and Throttled are for the whole trace even when filtered:
 	// lost records and throttling do not say which thread they hit.
-	Lost             uint64   `json:"lost"` // records lost, all causes
-	LostByKind       LostJSON `json:"lost_by_kind"`
-	Throttled        uint64   `json:"throttled"`         // throttle records
-	Truncated        uint64   `json:"truncated"`         // filtered samples whose call chain was cut short
-	TruncatedPercent float64  `json:"truncated_percent"` // of Total.Samples
+	Lost       uint64   `json:"lost"` // records lost, all causes
+	LostByKind LostJSON `json:"lost_by_kind"`
+	Throttled  uint64   `json:"throttled"` // throttle records
+	// Paused sums the intervals in which recording was paused (trueprof
+	// ctl pause); absent when it never was.
+	Paused           *PausedJSON `json:"paused,omitempty"`
+	Truncated        uint64      `json:"truncated"`         // filtered samples whose call chain was cut short
+	TruncatedPercent float64     `json:"truncated_percent"` // of Total.Samples
 	// TruncatedBy splits Truncated by reason ("stack-short", "no-cfi",
 	// ...: trace.UnwindReason); absent for traces that give none.
 	TruncatedBy map[string]uint64 `json:"truncated_by,omitempty"`
@@ -110,6 +113,26 @@ type LostJSON struct {
 	Unparsed uint64 `json:"unparsed"` // malformed kernel records
 }
 
+// PausedJSON sums a trace's pause intervals (model.Pause).
+type PausedJSON struct {
+	Intervals int    `json:"intervals"`
+	NS        uint64 `json:"ns"`      // their total length
+	Dropped   uint64 `json:"dropped"` // samples and events thrown away in them
+}
+
+// pausedJSON sums p's pauses, nil when there were none.
+func pausedJSON(p *model.Profile) *PausedJSON {
+	if len(p.Pauses) == 0 {
+		return nil
+	}
+	j := &PausedJSON{Intervals: len(p.Pauses)}
+	for _, x := range p.Pauses {
+		j.NS += x.Duration
+		j.Dropped += x.Dropped
+	}
+	return j
+}
+
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f model.Filter) Header {
@@ -150,6 +173,7 @@ func (d *data) baseHeader(view string) Header {
 			Unparsed: p.Lost.Unparsed,
 		},
 		Throttled:        p.Throttled,
+		Paused:           pausedJSON(p),
 		Truncated:        d.Truncated,
 		TruncatedPercent: d.TruncatedPercent(),
 		TruncatedBy:      truncatedBy(d.TruncatedBy),
@@ -215,7 +239,7 @@ func writeHeaderText(w io.Writer, h Header) {
 		}
 		fmt.Fprintln(w)
 	}
-	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Paused, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
 }
 
 // truncatedBy names the counts of by that are not zero, nil if none is:
@@ -266,13 +290,17 @@ func writeAggregationText(w io.Writer, granularity string, noInlines bool) {
 // one reads a report without seeing it: lost records, throttling (not
 // attributed to threads, so counted for the whole trace when filtered),
 // truncated call chains, and warnings.
-func writeMissing(w io.Writer, filtered bool, lost, throttled, truncated uint64, truncatedPercent float64, by map[string]uint64, warnings []string) {
+func writeMissing(w io.Writer, filtered bool, lost, throttled uint64, paused *PausedJSON, truncated uint64, truncatedPercent float64, by map[string]uint64, warnings []string) {
 	scope := ""
 	if filtered {
 		scope = " (whole trace)"
 	}
 	fmt.Fprintf(w, "Lost:       %d records%s\n", lost, scope)
 	fmt.Fprintf(w, "Throttled:  %d%s\n", throttled, scope)
+	if paused != nil {
+		fmt.Fprintf(w, "Paused:     %s, %.1f s (%d samples and events not recorded)\n",
+			plural(uint64(paused.Intervals), "interval", "intervals"), float64(paused.NS)/1e9, paused.Dropped)
+	}
 	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)", truncated, truncatedPercent)
 	// Reasons by count, then name, so the output is deterministic.
 	reasons := slices.Collect(maps.Keys(by))

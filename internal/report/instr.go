@@ -209,9 +209,10 @@ type InstrHeader struct {
 	Dropped uint64           `json:"dropped"`
 
 	// As in Header, for the whole trace even when filtered.
-	Lost       uint64   `json:"lost"`
-	LostByKind LostJSON `json:"lost_by_kind"`
-	Throttled  uint64   `json:"throttled"`
+	Lost       uint64      `json:"lost"`
+	LostByKind LostJSON    `json:"lost_by_kind"`
+	Throttled  uint64      `json:"throttled"`
+	Paused     *PausedJSON `json:"paused,omitempty"`
 	// Truncated counts the filtered samples whose call chain was cut
 	// short, TruncatedPercent their share of the filtered samples.
 	Truncated        uint64            `json:"truncated"`
@@ -297,6 +298,7 @@ func newInstrData(p *model.Profile, o Options, opts calltree.Options, mt metric,
 		Lost:               sh.Lost,
 		LostByKind:         sh.LostByKind,
 		Throttled:          sh.Throttled,
+		Paused:             sh.Paused,
 		Truncated:          sh.Truncated,
 		TruncatedPercent:   sh.TruncatedPercent,
 		TruncatedBy:        sh.TruncatedBy,
@@ -424,7 +426,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	}
 	fmt.Fprintf(w, "Dropped:    %s\n", plural(h.Dropped, "event", "events"))
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
-	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
+	writeMissing(w, h.Filter != nil, h.Lost, h.Throttled, h.Paused, h.Truncated, h.TruncatedPercent, h.TruncatedBy, h.Warnings)
 }
 
 // writeInterrupts says how many interrupts the threads took and whether

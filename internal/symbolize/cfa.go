@@ -155,7 +155,7 @@ type UnwindRow struct {
 // the first call; it costs a binary search and a run of one short CFI
 // program.
 func (f *File) UnwindRow(fileOffset uint64) (UnwindRow, error) {
-	pc, ok := f.vaddr(fileOffset)
+	pc, ok := f.VAddr(fileOffset)
 	if !ok {
 		return UnwindRow{}, fmt.Errorf("%w: offset %#x is in no loaded segment", ErrNoCFI, fileOffset)
 	}

@@ -22,6 +22,20 @@
 //		fmt.Printf("%#x %s %s:%d\n", vaddr, fr.Function, fr.File, fr.Line)
 //	}
 //
+// A File is also the one owner of a module's machine code: its function
+// symbols with their sizes and aliases (Functions, FunctionAt), their code
+// bytes (Code), ELF virtual address <-> file offset (FileOffset, VAddr),
+// the dynamic symbols it imports, and the direct callees of a function
+// (Callees, x86-64 CALL and JMP rel32), which uprobe's planner, the
+// recorder's --root expansion, the hook check and the web UI's
+// disassembly ask for:
+//
+//	for _, fn := range f.Callees(vaddr) {
+//		code, err := f.Code(fn.Addr, fn.Size)
+//		off, _ := f.FileOffset(fn.Addr) // where a uprobe goes
+//		...
+//	}
+//
 // For stack unwinding, CFA evaluates the .eh_frame CFI program of the
 // function at a file offset and says where its canonical frame address
 // is; when it is %rsp-based the return address is at rsp+Offset-8, which

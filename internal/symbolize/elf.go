@@ -41,11 +41,20 @@ type File struct {
 	debugPth string
 	loads    []elf.ProgHeader
 
-	funcs []funcEntry // indexed by span id
-	spans []span      // sorted, disjoint function ranges
+	namesOnce sync.Once   // nameTable
+	funcs     []funcEntry // indexed by span id
+	spans     []span      // sorted, disjoint function ranges
 
 	gotab *gosym.Table // from .gopclntab when it is the best line source
-	isGo  bool         // the file has Go code (.gopclntab or .go.buildinfo)
+	// symFile is the file whose .symtab names functions (f.elf or the
+	// debug file); functions and imports are read from it and f.elf's
+	// .dynsym at the first need (symbolTables): resolving never does.
+	symFile    *elf.File
+	tablesOnce sync.Once
+	functions  []Function
+	imports    map[string]bool
+	interp     bool // the file has a PT_INTERP
+	isGo       bool // the file has Go code (.gopclntab or .go.buildinfo)
 
 	mu        sync.Mutex
 	dwarfDone bool
@@ -136,8 +145,11 @@ func (f *File) Close() error {
 func (f *File) load(opts Options) error {
 	ef := f.elf
 	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD {
+		switch p.Type {
+		case elf.PT_LOAD:
 			f.loads = append(f.loads, p.ProgHeader)
+		case elf.PT_INTERP:
+			f.interp = true
 		}
 	}
 	f.buildID = buildID(ef)
@@ -151,6 +163,23 @@ func (f *File) load(opts Options) error {
 		f.debug, f.debugPth = findDebugFile(f.path, dir, ef, f.buildID)
 	}
 
+	f.isGo = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
+	f.symFile = ef
+	if !hasSymtab && f.debug != nil && f.debug.Section(".symtab") != nil {
+		f.symFile = f.debug
+	}
+	return nil
+}
+
+// nameTable builds the table of function ranges that names addresses,
+// once, at the first Resolve or FunctionCodes: a File opened only for its
+// machine code (a probe planner) does not pay for it.
+func (f *File) nameTable() {
+	f.namesOnce.Do(f.buildNames)
+}
+
+func (f *File) buildNames() {
+	ef, symFile := f.elf, f.symFile
 	var raw []span
 	var entries []funcEntry
 	add := func(lo, hi uint64, name string, kind funcKind) {
@@ -158,11 +187,6 @@ func (f *File) load(opts Options) error {
 		entries = append(entries, funcEntry{name: name, kind: kind, start: lo})
 	}
 
-	f.isGo = ef.Section(".gopclntab") != nil || ef.Section(".go.buildinfo") != nil
-	symFile := ef
-	if !hasSymtab && f.debug != nil && f.debug.Section(".symtab") != nil {
-		symFile = f.debug
-	}
 	syms := collectSymbols(symFile, symFile.Symbols)
 	syms = append(syms, collectSymbols(ef, ef.DynamicSymbols)...)
 	syms = chooseSymbols(syms)
@@ -211,7 +235,6 @@ func (f *File) load(opts Options) error {
 		}
 		return a.id < b.id
 	})
-	return nil
 }
 
 func hasDWARF(ef *elf.File) bool {
@@ -577,8 +600,10 @@ func ehFrameSection(ef *elf.File) (ehFrame, error) {
 	return ehFrame{}, nil
 }
 
-// vaddr converts a file offset to the ELF virtual address it is loaded at.
-func (f *File) vaddr(off uint64) (uint64, bool) {
+// VAddr converts a file offset to the ELF virtual address it is loaded
+// at, reporting false (and the offset unchanged) for an offset outside
+// every PT_LOAD segment.
+func (f *File) VAddr(off uint64) (uint64, bool) {
 	for _, p := range f.loads {
 		if off >= p.Off && off-p.Off < p.Filesz {
 			return off - p.Off + p.Vaddr, true
@@ -603,7 +628,8 @@ func (f *File) vaddr(off uint64) (uint64, bool) {
 // .gopclntab, which has no inline tree: the single frame has the physical
 // function's name and the position of the innermost inlined code.
 func (f *File) Resolve(fileOffset uint64) (frames []Frame, vaddr uint64) {
-	pc, _ := f.vaddr(fileOffset)
+	f.nameTable()
+	pc, _ := f.VAddr(fileOffset)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fr, ok := f.cache[pc]; ok {

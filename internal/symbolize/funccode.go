@@ -48,11 +48,12 @@ func (f *File) FunctionCode(fileOffset uint64) (FunctionCode, bool) {
 // compilation unit's declarations once; a zero FunctionCode (Name "")
 // stands for an offset no symbol contains.
 func (f *File) FunctionCodes(fileOffsets []uint64) (fcs []FunctionCode) {
+	f.nameTable()
 	fcs = make([]FunctionCode, len(fileOffsets))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, off := range fileOffsets {
-		pc, _ := f.vaddr(off)
+		pc, _ := f.VAddr(off)
 		if i := findSpan(f.spans, pc); i >= 0 {
 			if fe := &f.funcs[f.spans[i].id]; fe.kind == kindSymbol {
 				fcs[k] = FunctionCode{Name: fe.name, Entry: fe.start, Lo: f.spans[i].lo, Hi: f.spans[i].hi}

@@ -359,6 +359,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		a.Duration = p.uvarint()
 		a.Dropped = p.uvarint()
 		return a
+	case MajorPause:
+		return &Pause{Time: t, Duration: p.uvarint(), Dropped: p.uvarint()}
 	case MajorIRQ:
 		q := fresh(d, &d.scratch.irq)
 		*q = IRQ{Time: t, Kind: IRQKind(minor)}
@@ -400,7 +402,7 @@ func majorTimed(m Major) (timed, known bool) {
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,
-		MajorIRQ, MajorGoID, MajorCounter, MajorLabels:
+		MajorIRQ, MajorGoID, MajorCounter, MajorLabels, MajorPause:
 		return true, true
 	}
 	return false, false

@@ -216,6 +216,10 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.TID))
 		b = binary.AppendUvarint(b, r.Duration)
 		b = binary.AppendUvarint(b, r.Dropped)
+	case *Pause:
+		b = c.appendTime(b, r.Time)
+		b = binary.AppendUvarint(b, r.Duration)
+		b = binary.AppendUvarint(b, r.Dropped)
 	case *IRQ:
 		minor = uint8(r.Kind)
 		b = c.appendTime(b, r.Time)
@@ -345,6 +349,8 @@ func isNil(r Record) bool {
 	case *Rename:
 		return r == nil
 	case *CalibrationRecord:
+		return r == nil
+	case *Pause:
 		return r == nil
 	}
 	return false

@@ -153,9 +153,10 @@ const (
 	MajorCounter  Major = 18 // *Counter: a thread's total of a per-thread counter
 	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
 	MajorRename   Major = 20 // *Rename: an already written Location got its names late
+	MajorPause    Major = 21 // *Pause: recording was paused (trueprof ctl pause) and resumed
 	// MajorCalibration: *CalibrationRecord, the in-run calibration fitted
 	// at the end of the recording.
-	MajorCalibration Major = 21
+	MajorCalibration Major = 22
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -346,7 +347,7 @@ type Throttle struct {
 type End struct {
 	Time     uint64
 	ExitCode int32  // the launched target's exit status, or -1
-	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size")
+	Reason   uint32 // string id: why recording stopped ("exited", "signal", "duration", "size", "ctl"; "snapshot" in a ctl snapshot)
 	// Detached is when the probes came off (at most Time): the calls
 	// still open then never showed their exit. 0 when nothing was probed
 	// or the recorder predates the field.
@@ -433,6 +434,8 @@ func (m Major) String() string {
 		return "Calibration"
 	case MajorRename:
 		return "Rename"
+	case MajorPause:
+		return "Pause"
 	}
 	return "major " + strconv.Itoa(int(m))
 }
@@ -630,3 +633,18 @@ type CalibrationRecord struct {
 
 // Major returns MajorCalibration.
 func (*CalibrationRecord) Major() Major { return MajorCalibration }
+
+// Pause records an interval in which recording was paused (trueprof ctl
+// pause, then resume, stop or snapshot): no samples or events were
+// written in it, and Dropped counts those the recorder threw away. Time
+// is when the pause ended: it lasted from Time-Duration to Time, as for
+// Adjust. Module, thread and switch records go on while paused, so
+// the addresses of samples after it still resolve.
+type Pause struct {
+	Time     uint64
+	Duration uint64 // ns
+	Dropped  uint64 // samples and events not written
+}
+
+// Major returns MajorPause.
+func (*Pause) Major() Major { return MajorPause }

@@ -425,6 +425,8 @@ func TestRoundTripInstrumentation(t *testing.T) {
 		&Labels{Time: 14, PID: 1, GoID: 17, Pairs: []LabelPair{{Key: 1, Value: 2}, {Key: 3, Value: math.MaxUint32}}},
 		&Labels{Time: 15, PID: 1, GoID: math.MaxUint64, Truncated: true, Pairs: []LabelPair{{Key: 1, Value: 0}}},
 		&Labels{Time: 16, PID: 1, GoID: 17}, // cleared
+		&Pause{Time: 17, Duration: 1_200_000_000, Dropped: 42},
+		&Pause{Time: math.MaxUint64, Duration: math.MaxUint64, Dropped: math.MaxUint64},
 	}
 	h := testHeader()
 	h.Instrument = "hook"

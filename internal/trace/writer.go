@@ -480,3 +480,71 @@ func (w *Writer) encodeChunk(dst []byte, c *chunkBuilder) []byte {
 	binary.LittleEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
 	return dst
 }
+
+// Snapshot writes to dst a complete trace of everything w was given so
+// far, while w goes on: the file written through w, read back from src
+// (that file, or anything holding its bytes), then in wrap mode the
+// retained sample chunks, then one chunk with the Lost records Close
+// would write, the records of tail (the recorder's closing records, such
+// as an open pause) and end, whose Reason is set to reason's string id.
+// The copy therefore reads as a finished recording. w's open chunk is
+// flushed first (and in wrap mode its open sample chunk sealed), which
+// changes where w's chunks end but none of its records. Snapshot returns
+// the number of bytes written to dst.
+func (w *Writer) Snapshot(dst io.Writer, src io.ReaderAt, end End, reason string, tail ...Record) (int64, error) {
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(dst, io.NewSectionReader(src, 0, w.size))
+	if err != nil {
+		return n, fmt.Errorf("trace: snapshot: %w", err)
+	}
+	if n < w.size {
+		return n, fmt.Errorf("trace: snapshot: %w: %d of %d bytes", io.ErrUnexpectedEOF, n, w.size)
+	}
+	if w.opt.Mode == ModeWrap {
+		w.sealSamples()
+		for _, c := range w.ring {
+			m, err := dst.Write(c.data)
+			n += int64(m)
+			if err != nil {
+				return n, fmt.Errorf("trace: snapshot: %w", err)
+			}
+		}
+	}
+	var c chunkBuilder
+	if d := w.stats.Discarded; d > 0 {
+		if err := c.add(&Lost{Time: w.discardedTime, Kind: LostWrap, Count: d}); err != nil {
+			return n, err
+		}
+	}
+	if r := w.rejectedEvents; r > 0 {
+		if err := c.add(&Lost{Time: w.lastRejected, Kind: LostSize, Count: r}); err != nil {
+			return n, err
+		}
+	}
+	for _, r := range tail {
+		if err := c.add(r); err != nil {
+			return n, err
+		}
+	}
+	// The reason is interned in the copy only: the id after w's last
+	// one, which w will give another string later, but not in the copy.
+	id, ok := w.strings[reason]
+	if !ok && reason != "" {
+		id = uint32(len(w.strings) + 1)
+		if err := c.add(&String{ID: id, Text: reason}); err != nil {
+			return n, err
+		}
+	}
+	end.Reason = id
+	if err := c.add(&end); err != nil {
+		return n, err
+	}
+	m, err := dst.Write(w.encodeChunk(nil, &c))
+	n += int64(m)
+	if err != nil {
+		return n, fmt.Errorf("trace: snapshot: %w", err)
+	}
+	return n, nil
+}

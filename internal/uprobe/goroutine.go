@@ -1,7 +1,6 @@
 package uprobe
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 	"slices"
@@ -153,13 +152,9 @@ func entrySites(path string, names []string) (map[string]Site, error) {
 		return nil, err
 	}
 	defer f.Close()
-	funcs, err := functions(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
 	found := map[string]Site{}
-	for _, fn := range funcs {
-		if _, done := found[fn.name]; done || !slices.Contains(names, fn.name) {
+	for _, fn := range f.Functions() {
+		if _, done := found[fn.Name]; done || !slices.Contains(names, fn.Name) {
 			continue
 		}
 		s, err := planFunction(f, fn, true, false)
@@ -167,9 +162,9 @@ func entrySites(path string, names []string) (map[string]Site, error) {
 			err = keepsRAX(f, fn, s)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, fn.name, err)
+			return nil, fmt.Errorf("%s: %s: %w", path, fn.Name, err)
 		}
-		found[fn.name] = s
+		found[fn.Name] = s
 	}
 	return found, nil
 }
@@ -179,8 +174,8 @@ func entrySites(path string, names []string) (map[string]Site, error) {
 // reads: Go's prologue compares the stack pointer with the stack guard
 // and branches to the stack-growth path, which returns to the start with
 // the arguments restored.
-func keepsRAX(f *elf.File, fn function, s Site) error {
-	code, fileOff, err := readCode(f, fn)
+func keepsRAX(f *symbolize.File, fn symbolize.Function, s Site) error {
+	code, err := f.Code(fn.Addr, fn.Size)
 	if err != nil {
 		return err
 	}
@@ -189,7 +184,7 @@ func keepsRAX(f *elf.File, fn function, s Site) error {
 		return err
 	}
 	for _, in := range ins {
-		if fileOff(fn.addr+uint64(in.off)) >= s.Entry {
+		if off, _ := f.FileOffset(fn.Addr + uint64(in.off)); off >= s.Entry {
 			return nil
 		}
 		if in.op == x86asm.CMP || in.op == x86asm.TEST || isCondJump(in.op) {

@@ -2,7 +2,6 @@ package uprobe
 
 import (
 	"debug/elf"
-	"debug/gosym"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -16,12 +15,15 @@ import (
 // Site is where one function is probed. Offsets are file offsets, what the
 // uprobe interfaces take.
 type Site struct {
-	Function string   // demangled name
-	Start    uint64   // the function's ELF virtual address (so the recorder can name it)
-	Entry    uint64   // file offset of the entry probe
-	Exits    []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
-	Return   bool     // use a uretprobe at Entry for the exit
-	Emulated bool     // whether the entry instruction is one the kernel emulates (cheap)
+	Function string // demangled name
+	Start    uint64 // the function's ELF virtual address
+	// StartOffset is Start's file offset: the recorder names the
+	// function by it, wherever the entry probe sits.
+	StartOffset uint64
+	Entry       uint64   // file offset of the entry probe
+	Exits       []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
+	Return      bool     // use a uretprobe at Entry for the exit
+	Emulated    bool     // whether the entry instruction is one the kernel emulates (cheap)
 }
 
 // Errors of Plan, for errors.Is.
@@ -62,20 +64,13 @@ func (e *SkipError) Error() string {
 	return strings.TrimSuffix(b.String(), ";")
 }
 
-// function is one code symbol of the file.
-type function struct {
-	name   string // demangled
-	addr   uint64 // virtual address
-	size   uint64
-	global bool
-}
-
 // Plan finds the probe sites for the functions of the ELF file at path
 // matching any pattern. A pattern is a glob (*, ?, [...]) on the demangled
 // name, optionally prefixed by "module:" where module is the file's base
 // name; a pattern for another module is ignored. A C++ pattern without a
 // parameter list matches every overload. Sites are sorted by Start, one per
-// address (aliases keep the global or first name).
+// address, named by the first alias a pattern matches (preferred aliases
+// first, as symbolize.File.Functions orders them).
 //
 // Go functions (the file has a .gopclntab) get an entry probe after the
 // stack-growth check, on the push %rbp the kernel emulates, and exit
@@ -93,12 +88,8 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	isGo := f.Section(".gopclntab") != nil
 	unwinds := unwindsThrough(f)
-	funcs, err := functions(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	funcs := f.Functions()
 	if len(funcs) == 0 {
 		return nil, fmt.Errorf("%s: %w; rebuild it without -s or strip, or probe an unstripped copy", path, ErrStripped)
 	}
@@ -109,13 +100,13 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	skip := &SkipError{Path: path}
 	lastAddr := uint64(0)
 	for _, fn := range funcs {
-		if fn.addr == lastAddr || !match(fn.name) {
+		if fn.Addr == lastAddr || !match(fn.Name) {
 			continue
 		}
-		lastAddr = fn.addr
-		s, err := planFunction(f, fn, isGo, unwinds)
+		lastAddr = fn.Addr
+		s, err := planFunction(f, fn, f.IsGo(), unwinds)
 		if err != nil {
-			skip.Skipped = append(skip.Skipped, Skipped{fn.name, err})
+			skip.Skipped = append(skip.Skipped, Skipped{fn.Name, err})
 			continue
 		}
 		sites = append(sites, s)
@@ -130,15 +121,16 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	return sites, nil
 }
 
-// openX86 opens the ELF file at path if it is x86-64 code.
-func openX86(path string) (*elf.File, error) {
-	f, err := elf.Open(path)
+// openX86 opens the ELF file at path if it is x86-64 code. Its separate
+// debug file is not looked for: probes need code and symbols only.
+func openX86(path string) (*symbolize.File, error) {
+	f, err := symbolize.OpenFileOptions(path, symbolize.Options{NoDebugFile: true})
 	if err != nil {
 		return nil, err
 	}
-	if f.Machine != elf.EM_X86_64 {
+	if m := f.Machine(); m != elf.EM_X86_64 {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w: machine %v (only x86-64)", path, ErrNotSupported, f.Machine)
+		return nil, fmt.Errorf("%s: %w: machine %v (only x86-64)", path, ErrNotSupported, m)
 	}
 	return f, nil
 }
@@ -151,12 +143,15 @@ func openX86(path string) (*elf.File, error) {
 // analysis repairs). Elsewhere a return probe is used: the kernel
 // single-steps a probed RET (about 10 µs a hit here) but returns through a
 // return probe's trampoline in about a microsecond.
-func planFunction(f *elf.File, fn function, isGo, unwinds bool) (Site, error) {
-	code, fileOff, err := readCode(f, fn)
+func planFunction(f *symbolize.File, fn symbolize.Function, isGo, unwinds bool) (Site, error) {
+	code, err := f.Code(fn.Addr, fn.Size)
 	if err != nil {
 		return Site{}, err
 	}
-	s := Site{Function: fn.name, Start: fn.addr, Entry: fileOff(fn.addr)}
+	// Code's segment holds the whole function: every address in it has
+	// a file offset.
+	fileOff := func(addr uint64) uint64 { off, _ := f.FileOffset(addr); return off }
+	s := Site{Function: fn.Name, Start: fn.Addr, StartOffset: fileOff(fn.Addr), Entry: fileOff(fn.Addr)}
 	ins, err := decodeFunc(code)
 	retprobe := !isGo && !unwinds
 	if err != nil {
@@ -173,30 +168,15 @@ func planFunction(f *elf.File, fn function, isGo, unwinds bool) (Site, error) {
 		s.Return = true
 	} else {
 		for _, off := range exitInsns(ins, len(code)) {
-			s.Exits = append(s.Exits, fileOff(fn.addr+uint64(off)))
+			s.Exits = append(s.Exits, fileOff(fn.Addr+uint64(off)))
 		}
 	}
 	if len(ins) > 0 {
 		k := chooseEntry(ins, retprobe)
-		s.Entry = fileOff(fn.addr + uint64(ins[k].off))
+		s.Entry = fileOff(fn.Addr + uint64(ins[k].off))
 		s.Emulated = emulated(ins[k].raw)
 	}
 	return s, nil
-}
-
-// readCode reads a function's code and returns it with the conversion of
-// its addresses to file offsets.
-func readCode(f *elf.File, fn function) ([]byte, func(addr uint64) uint64, error) {
-	prog := loadSegment(f, fn.addr)
-	if prog == nil {
-		return nil, nil, fmt.Errorf("address %#x is in no executable segment", fn.addr)
-	}
-	size := min(fn.size, prog.Vaddr+prog.Filesz-fn.addr)
-	code := make([]byte, size)
-	if _, err := prog.ReadAt(code, int64(fn.addr-prog.Vaddr)); err != nil {
-		return nil, nil, err
-	}
-	return code, func(addr uint64) uint64 { return addr - prog.Vaddr + prog.Off }, nil
 }
 
 // unwindSymbols are the imports of code that can leave functions without
@@ -208,124 +188,13 @@ var unwindSymbols = map[string]bool{
 
 // unwindsThrough reports whether the module imports an unwinder or
 // longjmp, so that its functions may be left without returning.
-func unwindsThrough(f *elf.File) bool {
-	syms, err := f.ImportedSymbols()
-	if err != nil {
-		return false
-	}
-	for _, s := range syms {
-		if unwindSymbols[s.Name] {
+func unwindsThrough(f *symbolize.File) bool {
+	for name := range unwindSymbols {
+		if f.Imports(name) {
 			return true
 		}
 	}
 	return false
-}
-
-// loadSegment returns the executable PT_LOAD segment holding addr.
-func loadSegment(f *elf.File, addr uint64) *elf.Prog {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
-			return p
-		}
-	}
-	return nil
-}
-
-// functions lists the file's defined functions sorted by address, the
-// preferred name of an address first: from .symtab, else .dynsym, else a
-// Go binary's .gopclntab (which stripping keeps).
-func functions(f *elf.File) ([]function, error) {
-	var funcs []function
-	syms, err := f.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, err
-	}
-	if len(codeSymbols(f, syms)) == 0 {
-		if syms, err = f.DynamicSymbols(); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return nil, err
-		}
-	}
-	syms = codeSymbols(f, syms)
-	if len(syms) == 0 {
-		if funcs, err = goFunctions(f); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range syms {
-		funcs = append(funcs, function{
-			name:   symbolize.Demangle(s.Name),
-			addr:   s.Value,
-			size:   s.Size,
-			global: elf.ST_BIND(s.Info) != elf.STB_LOCAL,
-		})
-	}
-	slices.SortStableFunc(funcs, func(a, b function) int {
-		switch {
-		case a.addr != b.addr:
-			if a.addr < b.addr {
-				return -1
-			}
-			return 1
-		case a.global != b.global:
-			if a.global {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
-	// A symbol without a size (hand-written assembly) extends to the next.
-	for i := range funcs {
-		if funcs[i].size == 0 {
-			for j := i + 1; j < len(funcs); j++ {
-				if funcs[j].addr > funcs[i].addr {
-					funcs[i].size = funcs[j].addr - funcs[i].addr
-					break
-				}
-			}
-		}
-	}
-	return funcs, nil
-}
-
-// codeSymbols keeps the defined STT_FUNC symbols in executable sections.
-func codeSymbols(f *elf.File, syms []elf.Symbol) []elf.Symbol {
-	var out []elf.Symbol
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 ||
-			s.Section == elf.SHN_UNDEF || int(s.Section) >= len(f.Sections) {
-			continue
-		}
-		if f.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// goFunctions reads the functions of a stripped Go binary from its
-// .gopclntab.
-func goFunctions(f *elf.File) ([]function, error) {
-	pcln, text := f.Section(".gopclntab"), f.Section(".text")
-	if pcln == nil || text == nil {
-		return nil, nil
-	}
-	data, err := pcln.Data()
-	if err != nil {
-		return nil, err
-	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
-	if err != nil {
-		return nil, fmt.Errorf("reading .gopclntab: %w", err)
-	}
-	var funcs []function
-	for _, fn := range tab.Funcs {
-		if fn.End > fn.Entry {
-			funcs = append(funcs, function{name: fn.Name, addr: fn.Entry, size: fn.End - fn.Entry, global: true})
-		}
-	}
-	return funcs, nil
 }
 
 // compilePatterns returns a matcher for the patterns that apply to module,

@@ -376,13 +376,18 @@ func TestPlanCET(t *testing.T) {
 	}
 	defer f.Close()
 	s := sites[0]
-	p := loadSegment(f, s.Start)
+	text := f.Section(".text")
 	code := make([]byte, 5)
-	p.ReadAt(code, int64(s.Start-p.Vaddr))
+	if _, err := text.ReadAt(code, int64(s.Start-text.Addr)); err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(code[:4], endbr64) || code[4] != 0x55 {
 		t.Fatalf("built with -fcf-protection=full, fib starts % x, not endbr64; push", code)
 	}
-	if want := s.Start - p.Vaddr + p.Off + 4; s.Entry != want || !s.Emulated {
+	if want := s.Start - text.Addr + text.Offset; s.StartOffset != want {
+		t.Errorf("start offset %#x, want %#x (.text's address %#x at offset %#x)", s.StartOffset, want, text.Addr, text.Offset)
+	}
+	if want := s.StartOffset + 4; s.Entry != want || !s.Emulated {
 		t.Errorf("entry %#x (emulated %v), want %#x, the push after endbr64", s.Entry, s.Emulated, want)
 	}
 }

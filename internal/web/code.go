@@ -55,8 +55,6 @@ func (b *builder) code() {
 			offsets[k] = b.p.Locations[b.phys[fn]].Offset
 		}
 		fcs := sf.FunctionCodes(offsets)
-		sf.Close()
-		var ef *elf.File
 		for k, fn := range fns {
 			fc := &fcs[k]
 			if fc.Name == "" || fc.Name != d.Funcs.Name[fn] {
@@ -76,30 +74,25 @@ func (b *builder) code() {
 			if !d.Funcs.Probed[fn] || len(fc.Rows) == 0 {
 				continue
 			}
-			if ef == nil {
-				if ef, err = elf.Open(module); err != nil {
-					break
-				}
-				defer ef.Close()
-			}
 			if d.Code == nil {
 				d.Code = map[int]*FuncCode{}
 			}
-			d.Code[fn] = funcCode(ef, fc, file)
+			d.Code[fn] = funcCode(sf, fc, file)
 		}
+		sf.Close()
 	}
 }
 
 // funcCode lists the lines of file with fc's code, and those of its
 // entry basic block (x86-64 only; none elsewhere).
-func funcCode(ef *elf.File, fc *symbolize.FunctionCode, file string) *FuncCode {
+func funcCode(sf *symbolize.File, fc *symbolize.FunctionCode, file string) *FuncCode {
 	out := &FuncCode{Lines: []int{}, Entry: []int{}}
 	for _, r := range fc.Rows {
 		if r.File == file {
 			out.Lines = append(out.Lines, r.Line)
 		}
 	}
-	end := entryBlockEnd(ef, fc)
+	end := entryBlockEnd(sf, fc)
 	for _, r := range fc.Rows {
 		if r.File == file && r.Lo < end && r.Hi > fc.Entry {
 			out.Entry = append(out.Entry, r.Line)
@@ -117,22 +110,12 @@ func funcCode(ef *elf.File, fc *symbolize.FunctionCode, file string) *FuncCode {
 // trap ends it (that instruction is executed too). Calls do not: the
 // function returned (a probed call has its exit). It returns fc.Entry
 // when the code cannot be read.
-func entryBlockEnd(ef *elf.File, fc *symbolize.FunctionCode) uint64 {
-	if ef.Machine != elf.EM_X86_64 || fc.Hi <= fc.Entry || fc.Hi-fc.Entry > maxCodeBytes {
+func entryBlockEnd(sf *symbolize.File, fc *symbolize.FunctionCode) uint64 {
+	if sf.Machine() != elf.EM_X86_64 || fc.Hi <= fc.Entry || fc.Hi-fc.Entry > maxCodeBytes {
 		return fc.Entry
 	}
-	var sec *elf.Section
-	for _, s := range ef.Sections {
-		if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_EXECINSTR != 0 && fc.Entry >= s.Addr && fc.Hi <= s.Addr+s.Size {
-			sec = s
-			break
-		}
-	}
-	if sec == nil {
-		return fc.Entry
-	}
-	code := make([]byte, fc.Hi-fc.Entry)
-	if _, err := sec.ReadAt(code, int64(fc.Entry-sec.Addr)); err != nil {
+	code, err := sf.Code(fc.Entry, fc.Hi-fc.Entry)
+	if err != nil {
 		return fc.Entry
 	}
 	pc := 0

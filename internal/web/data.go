@@ -55,6 +55,8 @@ type Data struct {
 	// models are the incarnations of Threads (nil: not described by the
 	// trace), for filters.
 	models []*model.Thread
+	// leaves are the samples per leaf location, for the disassembly.
+	leaves map[uint32]uint64
 }
 
 // Selection is a set of threads chosen outside the page.
@@ -186,44 +188,91 @@ type builder struct {
 	minSelf, maxSelf []float64
 }
 
-// Build computes the page's data for p from calltree.Build's trees: an
-// instrumented recording's (with function events) calls (of the
-// recording's root's subgraph for a --root recording, as the reports),
-// any other's sample stacks. It fails only when the analysis does.
+// Build computes the page's data for the loaded profile p: the trees of
+// calltree.Build (an instrumented recording's (with function events)
+// calls, of the recording's root's subgraph for a --root recording, as
+// the reports; any other's sample stacks) and the per-record counts of
+// the timeline and the source lines. It fails only when the analysis
+// does. BuildStream does the same without holding the records.
 func Build(p *model.Profile, title string) (*Data, error) {
-	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
-		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
-	d := b.d
-	for _, pr := range p.Processes {
-		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
-	}
+	first, last := recordSpan(p)
+	rp := newRecordPass(p, first, last)
+	rp.loaded(p)
+	var res *calltree.Result
 	var header any
+	var err error
 	if len(p.Events) > 0 {
-		// A --root recording covers its root's call subgraph, as its
-		// reports (and Header, from them) do.
-		res, err := calltree.Build(p, calltree.Options{Root: p.Header.Root})
-		if err != nil {
+		if res, err = calltree.Build(p, calltree.Options{Root: p.Header.Root}); err != nil {
 			return nil, err
 		}
-		b.instrumented(res)
 		header = report.InstrHeaderOf(p, res)
 	} else {
-		res, err := calltree.Build(p, calltree.Options{})
-		if err != nil {
+		if res, err = calltree.Build(p, calltree.Options{}); err != nil {
 			return nil, err
 		}
-		b.sampling(res)
 		h := report.NewHeader(p, model.Filter{})
 		h.View = "flat"
 		header = h
+	}
+	return newData(p, title, res, header, rp)
+}
+
+// BuildStream is Build over a trace read in two passes: the trees and
+// the per-record counts come from one pass over the records
+// (calltree.BuildStreamEach), none of which is kept, so that memory is
+// the trees and the page's data however many events the trace holds. A
+// label filter or a trace too far out of order cannot stream: the error
+// then wraps model.ErrNotStreamable.
+func BuildStream(s *model.Stream, title string) (*Data, error) {
+	p := s.Profile
+	first, last := s.First, s.Last
+	for _, t := range p.Threads {
+		first, last = widen(first, last, t.Start)
+		first, last = widen(first, last, t.End)
+	}
+	rp := newRecordPass(p, first, last)
+	instrumented := s.Counts[model.RecordEvent] > 0
+	o := calltree.Options{}
+	if instrumented {
+		o.Root = p.Header.Root
+	}
+	res, samples, err := calltree.BuildStreamEach(s, o, rp.record)
+	if err != nil {
+		return nil, err
+	}
+	var header any
+	if instrumented {
+		header = report.InstrHeaderOfStream(s, res, samples)
+	} else {
+		h := report.NewHeaderStream(s, samples)
+		h.View = "flat"
+		header = h
+	}
+	return newData(p, title, res, header, rp)
+}
+
+// newData makes the page's data of res, the analysis of p, with the
+// header of the reports and the counts of rp, the pass over p's records.
+func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass) (*Data, error) {
+	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
+		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
+	d := b.d
+	d.leaves = rp.leaves
+	for _, pr := range p.Processes {
+		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
+	}
+	if rp.events > 0 {
+		b.instrumented(res, rp)
+	} else {
+		b.sampling(res, rp)
 	}
 	var err error
 	if d.Header, err = json.Marshal(header); err != nil {
 		return nil, err
 	}
-	b.lines()
+	b.lines(rp)
 	b.code()
-	b.timeline()
+	b.timeline(rp)
 	return d, nil
 }
 
@@ -292,10 +341,10 @@ func (b *builder) location(id uint32) []int {
 	return fs
 }
 
-// sampling shows the sample stack trees of res, calltree.Build's analysis
-// of a sampling recording: a node's base is the samples (and period)
-// whose stack ends there. Threads without samples are left out.
-func (b *builder) sampling(res *calltree.Result) {
+// sampling shows the sample stack trees of res, calltree's analysis of a
+// sampling recording: a node's base is the samples (and period) whose
+// stack ends there. Threads without samples are left out.
+func (b *builder) sampling(res *calltree.Result, rp *recordPass) {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
@@ -303,14 +352,12 @@ func (b *builder) sampling(res *calltree.Result) {
 		unit = "ns"
 	}
 	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
-	// The stacks' locations give the functions their files and lines,
-	// which the tree nodes do not carry.
-	seen := map[uint32]bool{}
+	// The sampled stacks' locations give the functions their files and
+	// lines, which the tree nodes do not carry.
 	var locs []uint32
-	for i := range b.p.Samples {
-		if id := b.p.Samples[i].Stack; !seen[id] {
-			seen[id] = true
-			for _, l := range b.p.Stack(id, locs[:0]) {
+	for id, seen := range rp.stacks {
+		if seen {
+			for _, l := range b.p.Stack(uint32(id), locs[:0]) {
 				b.location(l)
 			}
 		}
@@ -320,10 +367,10 @@ func (b *builder) sampling(res *calltree.Result) {
 	})
 }
 
-// instrumented shows the trees of res, calltree.Build's analysis of an
+// instrumented shows the trees of res, calltree's analysis of an
 // instrumented recording: exact calls, calibrated times and per-call
 // extremes.
-func (b *builder) instrumented(res *calltree.Result) {
+func (b *builder) instrumented(res *calltree.Result, rp *recordPass) {
 	d := b.d
 	d.Kind = "instrumented"
 	d.Metrics = []MetricInfo{
@@ -334,9 +381,9 @@ func (b *builder) instrumented(res *calltree.Result) {
 	}
 	// Function entry locations give the file and line of instrumented
 	// functions, which the tree nodes do not carry.
-	for i := range b.p.Events {
-		if b.p.Events[i].Entry {
-			b.location(b.p.Events[i].Function)
+	for id, entered := range rp.entries {
+		if entered {
+			b.location(uint32(id))
 		}
 	}
 	for _, pr := range b.p.Probes {
@@ -399,64 +446,47 @@ func (b *builder) trees(res *calltree.Result, keep func(*calltree.Thread) bool, 
 	}
 }
 
-// threadOf finds the Data.Threads index of a record of pid/tid at time t.
-func (b *builder) threadOf() func(pid, tid uint32, t uint64) int {
-	type key struct{ pid, tid uint32 }
-	byKey := map[key][]int{}
-	for i, th := range b.d.Threads {
-		k := key{th.PID, th.TID}
-		byKey[k] = append(byKey[k], i)
+// threadIndex maps the owners of rp's counts to their Data.Threads
+// index: the thread of the same incarnation (or, for records of a thread
+// the trace does not describe, of the same pid and tid); -1 when the
+// page does not show it.
+func (b *builder) threadIndex(rp *recordPass) []int {
+	type key struct {
+		pid, tid uint32
+		th       *model.Thread
 	}
-	return func(pid, tid uint32, t uint64) int {
-		is := byKey[key{pid, tid}]
-		if len(is) == 0 {
-			return -1
-		}
-		best := is[0]
-		for _, i := range is[1:] {
-			if b.d.Threads[i].Start <= t {
-				best = i
-			}
-		}
-		return best
+	byKey := map[key]int{}
+	for i, t := range b.d.Threads {
+		byKey[key{t.PID, t.TID, b.d.models[i]}] = i
 	}
+	out := make([]int, len(rp.owners))
+	for j, o := range rp.owners {
+		i, ok := byKey[key{o.pid, o.tid, o.th}]
+		if !ok {
+			i = -1
+		}
+		out[j] = i
+	}
+	return out
 }
 
-// lines counts samples per thread and source line.
-func (b *builder) lines() {
+// lines turns rp's line counts into Lines, sorted by thread, file and
+// line.
+func (b *builder) lines(rp *recordPass) {
 	type key struct{ thread, file, line int }
-	type val struct{ self, total uint64 }
-	acc := map[key]*val{}
-	threadOf := b.threadOf()
-	var locs []uint32
-	seen := map[[2]int]bool{}
-	for i := range b.p.Samples {
-		s := &b.p.Samples[i]
-		th := threadOf(s.PID, s.TID, s.Time)
-		if th < 0 || s.Stack == 0 {
+	acc := map[key]lineCount{}
+	index := b.threadIndex(rp)
+	for j, o := range rp.owners {
+		th := index[j]
+		if th < 0 {
 			continue
 		}
-		locs = b.p.Stack(s.Stack, locs[:0])
-		clear(seen)
-		for j, id := range locs {
-			frames, _ := calltree.Frames(b.p, id)
-			fr := frames[0] // innermost: the line executing in this location
-			if fr.File == "" || fr.Line <= 0 {
-				continue
-			}
-			k := key{th, b.file(fr.File), fr.Line}
+		for fl, c := range o.lines {
+			k := key{th, b.file(fl.file), fl.line}
 			v := acc[k]
-			if v == nil {
-				v = &val{}
-				acc[k] = v
-			}
-			if j == 0 {
-				v.self++
-			}
-			if fl := [2]int{k.file, k.line}; !seen[fl] {
-				seen[fl] = true
-				v.total++
-			}
+			v.self += c.self
+			v.total += c.total
+			acc[k] = v
 		}
 	}
 	keys := make([]key, 0, len(acc))
@@ -478,40 +508,12 @@ func (b *builder) lines() {
 	}
 }
 
-// timeline bins samples and events per thread and collects the on-CPU
-// intervals from the context switches.
-func (b *builder) timeline() {
-	p, d := b.p, b.d
+// timeline gives each thread of the page its bins and on-CPU intervals
+// from rp.
+func (b *builder) timeline(rp *recordPass) {
+	d := b.d
 	tl := &d.Timeline
-	first, last := uint64(0), uint64(0)
-	see := func(t uint64) {
-		if t == 0 {
-			return
-		}
-		if first == 0 || t < first {
-			first = t
-		}
-		last = max(last, t)
-	}
-	for i := range p.Samples {
-		see(p.Samples[i].Time)
-	}
-	for i := range p.Events {
-		see(p.Events[i].Time)
-	}
-	for i := range p.Switches {
-		see(p.Switches[i].Time)
-	}
-	// Lifetimes too: a thread created before its first record starts
-	// on the axis, not before it.
-	for _, t := range d.Threads {
-		see(t.Start)
-		see(t.End)
-	}
-	if last == first {
-		last = first + 1
-	}
-	tl.First, tl.Last, tl.Bins = first, last, timelineBins
+	tl.First, tl.Last, tl.Bins = rp.first, rp.last, timelineBins
 	n := len(d.Threads)
 	tl.Samples = make([][]uint32, n)
 	tl.Events = make([][]uint32, n)
@@ -522,43 +524,24 @@ func (b *builder) timeline() {
 		tl.Events[i] = make([]uint32, timelineBins)
 		tl.Running[i] = [][2]uint64{}
 	}
-	bin := func(t uint64) int {
-		if t < first {
-			return 0
-		}
-		return min(timelineBins-1, int(float64(t-first)/float64(last-first)*timelineBins))
-	}
-	threadOf := b.threadOf()
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		if th := threadOf(s.PID, s.TID, s.Time); th >= 0 {
-			tl.Samples[th][bin(s.Time)]++
-		}
-	}
-	for i := range p.Events {
-		e := &p.Events[i]
-		if th := threadOf(e.PID, e.TID, e.Time); th >= 0 {
-			tl.Events[th][bin(e.Time)]++
-		}
-	}
-	in := make([]uint64, n)
-	for i := range p.Switches {
-		s := &p.Switches[i]
-		th := threadOf(s.PID, s.TID, s.Time)
+	index := b.threadIndex(rp)
+	for j, o := range rp.owners {
+		th := index[j]
 		if th < 0 {
 			continue
 		}
-		switch {
-		case !s.Out:
-			in[th] = s.Time
-		case in[th] != 0:
+		for k := range timelineBins {
+			tl.Samples[th][k] += o.samples[k]
+			tl.Events[th][k] += o.events[k]
+		}
+		for _, r := range o.running {
 			if len(tl.Running[th]) < maxRunning {
-				tl.Running[th] = append(tl.Running[th], [2]uint64{in[th], s.Time})
+				tl.Running[th] = append(tl.Running[th], r)
 			} else {
 				tl.Truncated[th] = true
 			}
-			in[th] = 0
 		}
+		tl.Truncated[th] = tl.Truncated[th] || o.truncated
 	}
 }
 

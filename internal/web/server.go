@@ -32,7 +32,9 @@ const DefaultAddr = "127.0.0.1:0"
 //	/source      ?file=NAME: a source file the trace names (403 for any other)
 //	/disasm      ?fn=N: the disassembly of function N of data.json
 type Handler struct {
-	p       *model.Profile
+	p *model.Profile // the trace's tables (and records, when loaded)
+	// build computes the page's data: Build or BuildStream.
+	build   func() (*Data, error)
 	title   string
 	allowed map[string]bool
 	mux     *http.ServeMux
@@ -49,7 +51,17 @@ type Handler struct {
 // NewHandler returns a Handler for p; title names the page (the trace
 // file, typically). The data are computed on the first request.
 func NewHandler(p *model.Profile, title string) *Handler {
-	h := &Handler{p: p, title: title, allowed: allowedFiles(p), mux: http.NewServeMux()}
+	return newHandler(p, title, func() (*Data, error) { return Build(p, title) })
+}
+
+// NewStreamHandler is NewHandler for a trace read in two passes
+// (BuildStream): the handler holds the page's data, never the records.
+func NewStreamHandler(s *model.Stream, title string) *Handler {
+	return newHandler(s.Profile, title, func() (*Data, error) { return BuildStream(s, title) })
+}
+
+func newHandler(p *model.Profile, title string, build func() (*Data, error)) *Handler {
+	h := &Handler{p: p, build: build, title: title, allowed: allowedFiles(p), mux: http.NewServeMux()}
 	h.mux.HandleFunc("/{$}", h.page)
 	h.mux.HandleFunc("/data.json", h.dataJSON)
 	h.mux.HandleFunc("/viz.js", h.viz)
@@ -96,7 +108,7 @@ func loopbackHost(host string) bool {
 
 func (h *Handler) load() (*Data, []byte, error) {
 	h.once.Do(func() {
-		h.data, h.err = Build(h.p, h.title)
+		h.data, h.err = h.build()
 		if h.err == nil {
 			h.data.Server = true
 			h.blob, h.err = json.Marshal(h.data)
@@ -176,6 +188,23 @@ func httpError(w http.ResponseWriter, err error) {
 // ready, when not nil, gets the page's URL once the server listens: the
 // command prints it; nothing is opened.
 func Serve(ctx context.Context, addr string, p *model.Profile, title string, ready func(url string)) error {
+	return serve(ctx, addr, NewHandler(p, title), ready)
+}
+
+// ServeStream is Serve for a trace read in two passes: the page's data
+// are computed (BuildStream) before the server listens, so that the
+// page opens at once and an error (a trace that cannot stream wraps
+// model.ErrNotStreamable) comes before any URL.
+func ServeStream(ctx context.Context, addr string, s *model.Stream, title string, ready func(url string)) error {
+	h := NewStreamHandler(s, title)
+	if _, _, err := h.load(); err != nil {
+		return err
+	}
+	return serve(ctx, addr, h, ready)
+}
+
+// serve serves h on addr until ctx is done.
+func serve(ctx context.Context, addr string, h *Handler, ready func(url string)) error {
 	if addr == "" {
 		addr = DefaultAddr
 	}
@@ -183,7 +212,6 @@ func Serve(ctx context.Context, addr string, p *model.Profile, title string, rea
 	if err != nil {
 		return err
 	}
-	h := NewHandler(p, title)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
 		h.anyHost = true
 	}

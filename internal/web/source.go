@@ -14,6 +14,7 @@ import (
 
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/symbolize"
 )
 
 // Errors of the source and disassembly look-ups; the server answers 404
@@ -97,12 +98,10 @@ type disassembler struct {
 	mods    map[string]*elfModule
 }
 
-// elfModule is an opened module and its function symbols, or why it
-// cannot be disassembled.
+// elfModule is an opened module, or why it cannot be disassembled.
 type elfModule struct {
-	f    *elf.File
-	syms []elf.Symbol
-	err  error
+	f   *symbolize.File
+	err error
 }
 
 func newDisassembler(p *model.Profile, d *Data) *disassembler {
@@ -114,17 +113,12 @@ func newDisassembler(p *model.Profile, d *Data) *disassembler {
 			x.offsets[k] = append(x.offsets[k], l.Offset)
 		}
 	}
-	for i := range p.Samples {
-		s := &p.Samples[i]
-		if s.Stack == 0 || int(s.Stack) >= len(p.Stacks) {
-			continue
-		}
-		loc := p.Stacks[s.Stack].Location
+	for loc, n := range d.leaves {
 		if _, m := calltree.Frames(p, loc); m != "" {
 			if x.samples[m] == nil {
 				x.samples[m] = map[uint64]uint64{}
 			}
-			x.samples[m][p.Locations[loc].Offset]++
+			x.samples[m][p.Locations[loc].Offset] += n
 		}
 	}
 	return x
@@ -139,7 +133,7 @@ func (x *disassembler) Close() {
 	}
 }
 
-// module opens an x86-64 module and reads its symbols, once.
+// module opens an x86-64 module, once.
 func (x *disassembler) module(path string) (*elfModule, error) {
 	if m, ok := x.mods[path]; ok {
 		return m, m.err
@@ -151,14 +145,10 @@ func (x *disassembler) module(path string) (*elfModule, error) {
 	case err != nil || !st.Mode().IsRegular():
 		m.err = fmt.Errorf("%w: module %s", ErrUnavailable, path)
 	default:
-		if m.f, err = elf.Open(path); err != nil {
+		if m.f, err = symbolize.OpenFile(path); err != nil {
 			m.err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		} else if m.f.Machine != elf.EM_X86_64 {
+		} else if m.f.Machine() != elf.EM_X86_64 {
 			m.err = fmt.Errorf("%w: %s is not x86-64", ErrUnavailable, path)
-		} else {
-			syms, _ := m.f.Symbols()
-			dyn, _ := m.f.DynamicSymbols()
-			m.syms = append(syms, dyn...)
 		}
 	}
 	return m, m.err
@@ -188,16 +178,17 @@ func (x *disassembler) disassemble(fn int) (*Disassembly, error) {
 		return nil, err
 	}
 	f := m.f
-	sym, ok := containingSymbol(f, m.syms, offsets[0])
-	if !ok {
+	vaddr, ok := f.VAddr(offsets[0])
+	sym, found := f.FunctionAt(vaddr)
+	if !ok || !found || sym.Size == 0 {
 		return nil, fmt.Errorf("%w: no symbol covers %s in %s", ErrUnavailable, name, module)
 	}
-	code, base, err := symbolBytes(f, sym)
+	code, err := f.Code(sym.Addr, min(sym.Size, maxCodeBytes))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	base := sym.Addr
 	samples := x.samples[module]
-	toOffset := vaddrToOffset(f)
 	out := &Disassembly{Module: module, Symbol: sym.Name, Insns: []Insn{}}
 	for pc := 0; pc < len(code) && len(out.Insns) < maxInsns; {
 		addr := base + uint64(pc)
@@ -210,62 +201,11 @@ func (x *disassembler) disassemble(fn int) (*Disassembly, error) {
 			text = x86asm.IntelSyntax(inst, addr, nil)
 		}
 		var n uint64
-		if off, ok := toOffset(addr); ok {
+		if off, ok := f.FileOffset(addr); ok {
 			n = samples[off]
 		}
 		out.Insns = append(out.Insns, Insn{Addr: addr, Text: text, Samples: n})
 		pc += size
 	}
 	return out, nil
-}
-
-// containingSymbol finds the function symbol whose bytes hold file
-// offset off among syms (f's symbols).
-func containingSymbol(f *elf.File, syms []elf.Symbol, off uint64) (elf.Symbol, bool) {
-	var vaddr uint64
-	found := false
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
-			vaddr, found = off-p.Off+p.Vaddr, true
-			break
-		}
-	}
-	if !found {
-		return elf.Symbol{}, false
-	}
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 && vaddr >= s.Value && vaddr < s.Value+s.Size {
-			return s, true
-		}
-	}
-	return elf.Symbol{}, false
-}
-
-// symbolBytes reads a function symbol's code and its start address.
-func symbolBytes(f *elf.File, s elf.Symbol) ([]byte, uint64, error) {
-	if int(s.Section) <= 0 || int(s.Section) >= len(f.Sections) {
-		return nil, 0, fmt.Errorf("%w: symbol %s has no section", ErrUnavailable, s.Name)
-	}
-	sec := f.Sections[s.Section]
-	if sec.Type == elf.SHT_NOBITS || s.Value < sec.Addr || s.Value+s.Size > sec.Addr+sec.Size || s.Size > 1<<20 {
-		return nil, 0, fmt.Errorf("%w: symbol %s is outside its section", ErrUnavailable, s.Name)
-	}
-	buf := make([]byte, s.Size)
-	if _, err := sec.ReadAt(buf, int64(s.Value-sec.Addr)); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return buf, s.Value, nil
-}
-
-// vaddrToOffset maps virtual addresses to file offsets through the
-// loadable segments.
-func vaddrToOffset(f *elf.File) func(uint64) (uint64, bool) {
-	return func(a uint64) (uint64, bool) {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
-				return a - p.Vaddr + p.Off, true
-			}
-		}
-		return 0, false
-	}
 }

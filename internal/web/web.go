@@ -88,8 +88,39 @@ type HTMLOptions struct {
 // data, scripts, styles and the Graphviz layout engine inlined, the
 // source files the trace names (when readable) and the disassembly of
 // the hottest functions without source, so it works offline and can be
-// mailed or archived with the trace.
+// mailed or archived with the trace. WriteHTMLStream does the same
+// without holding the records.
 func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
+	o, err := o.defaults()
+	if err != nil {
+		return err
+	}
+	d, err := Build(p, o.Title)
+	if err != nil {
+		return err
+	}
+	return writeHTML(w, p, d, o)
+}
+
+// WriteHTMLStream is WriteHTML for a trace read in two passes: the
+// page's data come from one pass over its records (BuildStream), none of
+// which is kept. A trace that cannot stream gives an error wrapping
+// model.ErrNotStreamable before anything is written.
+func WriteHTMLStream(w io.Writer, s *model.Stream, o HTMLOptions) error {
+	o, err := o.defaults()
+	if err != nil {
+		return err
+	}
+	d, err := BuildStream(s, o.Title)
+	if err != nil {
+		return err
+	}
+	return writeHTML(w, s.Profile, d, o)
+}
+
+// defaults fills o's unset bounds and refuses what the page cannot
+// show.
+func (o HTMLOptions) defaults() (HTMLOptions, error) {
 	if o.Title == "" {
 		o.Title = "trueprof"
 	}
@@ -101,12 +132,13 @@ func WriteHTML(w io.Writer, p *model.Profile, o HTMLOptions) error {
 	}
 	if len(o.Filter.Labels) > 0 {
 		// The page's data is per thread, not per goroutine and label.
-		return errors.New("the HTML report cannot filter by goroutine label (--label); use the text or JSON reports")
+		return o, errors.New("the HTML report cannot filter by goroutine label (--label); use the text or JSON reports")
 	}
-	d, err := Build(p, o.Title)
-	if err != nil {
-		return err
-	}
+	return o, nil
+}
+
+// writeHTML writes the page of d, the data of p's trace.
+func writeHTML(w io.Writer, p *model.Profile, d *Data, o HTMLOptions) error {
 	if o.Filter.HasPID || o.Filter.HasTID || o.Filter.Thread != "" {
 		if o.FilterLabel == "" {
 			o.FilterLabel = o.Filter.String()

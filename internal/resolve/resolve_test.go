@@ -1,11 +1,11 @@
-package record
+package resolve
 
 import "testing"
 
 func TestAddrSpaceInsert(t *testing.T) {
 	var as addrSpace
-	as.insert(mapping{start: 0x1000, end: 0x5000, pgoff: 0, path: "a"})
-	as.insert(mapping{start: 0x2000, end: 0x3000, pgoff: 0x100000, path: "b"})
+	as.insert(Mapping{Start: 0x1000, End: 0x5000, PgOff: 0, Path: "a"})
+	as.insert(Mapping{Start: 0x2000, End: 0x3000, PgOff: 0x100000, Path: "b"})
 	tests := []struct {
 		addr  uint64
 		path  string
@@ -17,7 +17,7 @@ func TestAddrSpaceInsert(t *testing.T) {
 		m := as.find(tt.addr)
 		switch {
 		case m == nil && tt.path == "":
-		case m == nil || m.path != tt.path || m.pgoff != tt.pgoff:
+		case m == nil || m.Path != tt.path || m.PgOff != tt.pgoff:
 			t.Errorf("find(%#x) = %+v, want %s pgoff %#x", tt.addr, m, tt.path, tt.pgoff)
 		}
 	}
@@ -27,11 +27,11 @@ func TestAddrSpaceInsert(t *testing.T) {
 }
 
 func TestParseMapsLine(t *testing.T) {
-	m, ok := parseMapsLine("7f1c2a000000-7f1c2a1a0000 r-xp 00028000 fe:01 1234  /usr/lib/x86_64-linux-gnu/libc.so.6")
-	if !ok || m.start != 0x7f1c2a000000 || m.end != 0x7f1c2a1a0000 || m.pgoff != 0x28000 || m.path != "/usr/lib/x86_64-linux-gnu/libc.so.6" {
+	m, ok := ParseMapsLine("7f1c2a000000-7f1c2a1a0000 r-xp 00028000 fe:01 1234  /usr/lib/x86_64-linux-gnu/libc.so.6")
+	if !ok || m.Start != 0x7f1c2a000000 || m.End != 0x7f1c2a1a0000 || m.PgOff != 0x28000 || m.Path != "/usr/lib/x86_64-linux-gnu/libc.so.6" {
 		t.Errorf("got %+v %v", m, ok)
 	}
-	if _, ok := parseMapsLine("7f1c2a000000-7f1c2a1a0000 rw-p 00028000 fe:01 1234 /x"); ok {
+	if _, ok := ParseMapsLine("7f1c2a000000-7f1c2a1a0000 rw-p 00028000 fe:01 1234 /x"); ok {
 		t.Error("non-executable mapping accepted")
 	}
 }

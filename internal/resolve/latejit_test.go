@@ -1,4 +1,4 @@
-package record
+package resolve
 
 import (
 	"bytes"
@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
-	"trueprof/internal/model"
 	"trueprof/internal/trace"
 )
 
@@ -59,32 +59,18 @@ func writeJitDump(t *testing.T, dir string, loads ...jitDumpLoad) string {
 
 // lateResolver is a resolver writing a trace, with one anonymous
 // executable mapping [0x10000, 0x20000) of latePID, mapped at time 1.
-func lateResolver(t *testing.T, log io.Writer) (*resolver, *bytes.Buffer, *trace.Writer) {
+func lateResolver(t *testing.T, log io.Writer) (*Resolver, *bytes.Buffer, *trace.Writer) {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, &trace.Header{Event: "cpu-clock"}, trace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newResolver(w, log)
-	r.mmap(latePID, mapping{start: 0x10000, end: 0x20000, path: "//anon", time: 1})
-	return r, &buf, w
+	r, buf, w := newResolver(t, log, Options{})
+	r.Mmap(latePID, Mapping{Start: 0x10000, End: 0x20000, Path: "//anon", Time: 1})
+	return r, buf, w
 }
 
 // readLateNames closes the trace and returns each location's physical
 // function name, by id.
 func readLateNames(t *testing.T, buf *bytes.Buffer, w *trace.Writer) []string {
 	t.Helper()
-	if err := w.Write(&trace.End{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := model.Load(buf)
-	if err != nil || p.Err != nil {
-		t.Fatalf("%v %v", err, p.Err)
-	}
+	p := load(t, buf, w)
 	names := make([]string, len(p.Locations))
 	for i, l := range p.Locations[1:] {
 		names[i+1] = l.Frames[len(l.Frames)-1].Function
@@ -93,7 +79,7 @@ func readLateNames(t *testing.T, buf *bytes.Buffer, w *trace.Writer) []string {
 }
 
 // use resolves addr of latePID at time and returns its location id.
-func use(t *testing.T, r *resolver, addr, time uint64) uint32 {
+func use(t *testing.T, r *Resolver, addr, time uint64) uint32 {
 	t.Helper()
 	id, err := r.location(latePID, addr, false, time)
 	if err != nil {
@@ -106,7 +92,7 @@ func use(t *testing.T, r *resolver, addr, time uint64) uint32 {
 // location each, and a perf map written before the process's exit names
 // each by its own entry, the latest winning where entries overlap.
 func TestNameLatePerfMap(t *testing.T) {
-	log := &logBuffer{t: t}
+	log := &strings.Builder{}
 	r, buf, w := lateResolver(t, log)
 	mapPath := fmt.Sprintf("/tmp/perf-%d.map", latePID)
 	os.Remove(mapPath)
@@ -120,10 +106,10 @@ func TestNameLatePerfMap(t *testing.T) {
 	if err := os.WriteFile(mapPath, []byte("10000 80 old\n10000 40 first\n10100 10 second\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.exit(latePID); err != nil {
+	if err := r.Exit(latePID); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.finish(); err != nil {
+	if err := r.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	names := readLateNames(t, buf, w)
@@ -144,7 +130,7 @@ func TestNameLateJitDump(t *testing.T) {
 	if err := os.WriteFile(dump, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log := &logBuffer{t: t}
+	log := &strings.Builder{}
 	r, buf, w := lateResolver(t, log)
 	stable := use(t, r, 0x10010, 100)
 	use(t, r, 0x10010, 150)
@@ -157,8 +143,8 @@ func TestNameLateJitDump(t *testing.T) {
 		jitDumpLoad{time: 50, addr: 0x10100, size: 0x10, name: "before"},
 		jitDumpLoad{time: 200, addr: 0x10100, size: 0x10, name: "after"},
 	)
-	r.mmap(latePID, mapping{start: 0x30000, end: 0x31000, path: dump, time: 2})
-	if err := r.finish(); err != nil {
+	r.Mmap(latePID, Mapping{Start: 0x30000, End: 0x31000, Path: dump, Time: 2})
+	if err := r.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	names := readLateNames(t, buf, w)

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"trueprof/internal/control"
+)
+
+// ctlCmd is `trueprof ctl`: it talks to running recordings of this user
+// through internal/control.
+func ctlCmd() *cobra.Command {
+	var session string
+	c := &cobra.Command{
+		Use:   "ctl",
+		Short: "Control running recordings: list, status, snapshot, pause, resume, stop",
+		Long: `Control a running trueprof record of this user through its control socket
+(docs/control.md). With one recording running --session is not needed.`,
+	}
+	c.PersistentFlags().StringVar(&session, "session", "", "the recording to control (an id of ctl list)")
+	c.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the running recordings of this user",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := control.Dir()
+			if err != nil {
+				return err
+			}
+			list, err := control.List(dir)
+			if err != nil {
+				return err
+			}
+			for _, s := range list {
+				fmt.Fprintln(cmd.OutOrStdout(), control.Describe(s))
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "trueprof: no recording is running")
+			}
+			return nil
+		},
+	})
+	var format string
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show a recording's target, counts, bytes written, probes and pauses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: want text or json", format)
+			}
+			ans, err := ctlCall(session, control.CmdStatus, nil)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				e := json.NewEncoder(cmd.OutOrStdout())
+				e.SetIndent("", "  ")
+				return e.Encode(ans.Status)
+			}
+			writeStatus(cmd.OutOrStdout(), ans.Status)
+			return nil
+		},
+	}
+	status.Flags().StringVar(&format, "format", "text", "text | json")
+	var out string
+	snapshot := &cobra.Command{
+		Use:   "snapshot -o FILE",
+		Short: "Write a complete trace of everything recorded so far; the recording goes on",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// ctl opens the file with its own rights and sends the
+			// descriptor: the recorder never opens a path it is given.
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			ans, err := ctlCall(session, control.CmdSnapshot, f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(out)
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: snapshot of %s written to %s (%s)\n", ans.Status.Output, out, formatBytes(ans.Bytes))
+			return nil
+		},
+	}
+	snapshot.Flags().StringVarP(&out, "output", "o", "", "trace file to write")
+	snapshot.MarkFlagRequired("output")
+	c.AddCommand(status, snapshot)
+	for _, sc := range []struct{ cmd, short, done string }{
+		{control.CmdPause, "Stop recording samples and events until resume (the pause is recorded)", "paused"},
+		{control.CmdResume, "Record samples and events again after a pause", "resumed"},
+		{control.CmdStop, "End the recording as Ctrl-C would: a launched target is stopped, an attached one runs on", "stopping"},
+	} {
+		c.AddCommand(&cobra.Command{
+			Use:   sc.cmd,
+			Short: sc.short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				ans, err := ctlCall(session, sc.cmd, nil)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %s %s\n", sc.done, ans.Status.Output)
+				return nil
+			},
+		})
+	}
+	return c
+}
+
+// ctlCall sends cmd to the session named by id (the only one when
+// empty).
+func ctlCall(id, cmd string, file *os.File) (control.Answer, error) {
+	dir, err := control.Dir()
+	if err != nil {
+		return control.Answer{}, err
+	}
+	s, err := control.Find(dir, id)
+	if err != nil {
+		return control.Answer{}, err
+	}
+	ans, err := control.Call(s, control.Request{Cmd: cmd}, file)
+	if err == nil && ans.Status == nil {
+		err = errors.New("the recorder answered without its status")
+	}
+	return ans, err
+}
+
+// writeStatus prints a status for people.
+func writeStatus(w io.Writer, st *control.Status) {
+	target := strings.Join(st.Target, " ")
+	if st.Attached {
+		target = "attached"
+	}
+	fmt.Fprintf(w, "Target:     %s (pid %d)\n", target, st.PID)
+	fmt.Fprintf(w, "Trace:      %s, %s written\n", st.Output, formatBytes(st.Bytes))
+	fmt.Fprintf(w, "Elapsed:    %v\n", st.ElapsedNS.Round(time.Millisecond))
+	fmt.Fprintf(w, "Samples:    %d\n", st.Samples)
+	if st.Mech != "" {
+		fmt.Fprintf(w, "Events:     %d (%s", st.Events, st.Mech)
+		if st.Probes > 0 {
+			fmt.Fprintf(w, ", %d probes", st.Probes)
+		}
+		fmt.Fprintln(w, ")")
+	}
+	fmt.Fprintf(w, "Lost:       %d\n", st.Lost)
+	state := "recording"
+	if st.Paused {
+		state = "PAUSED"
+	}
+	fmt.Fprintf(w, "State:      %s; %d pauses, %v paused, %d samples and events dropped\n",
+		state, st.Pauses, st.PausedNS.Round(time.Millisecond), st.Dropped)
+}

@@ -1,0 +1,103 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Commands a Request may carry.
+const (
+	CmdStatus   = "status"   // the session's counts (Status)
+	CmdPause    = "pause"    // stop writing samples and events
+	CmdResume   = "resume"   // write them again
+	CmdSnapshot = "snapshot" // a complete trace so far, into the descriptor sent along
+	CmdStop     = "stop"     // end the recording, as SIGINT to the recorder does
+)
+
+// MaxMessage bounds a request or an answer, newline included: a packet
+// longer than this is refused, never buffered.
+const MaxMessage = 4096
+
+// ErrBadRequest wraps every reason a request is refused.
+var ErrBadRequest = errors.New("bad request")
+
+// Request is one command to a session. A snapshot request comes with the
+// descriptor of the file to write, sent with it (SCM_RIGHTS): the client
+// opens the file with its own rights, and no path crosses the socket.
+type Request struct {
+	Cmd string `json:"cmd"`
+}
+
+// Answer is a session's reply to one request. Error is set, and nothing
+// else, when the request failed; a refused request changes nothing.
+type Answer struct {
+	Error string `json:"error,omitempty"`
+	// Status is the session's state, in the answer to every command
+	// but a refused one.
+	Status *Status `json:"status,omitempty"`
+	// Bytes is the size of the snapshot written.
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// Status is what a session reports of itself.
+type Status struct {
+	Target   []string `json:"target,omitempty"` // the launched command
+	PID      int      `json:"pid"`              // the target's process
+	Attached bool     `json:"attached"`         // attached to a running process (-p)
+	Output   string   `json:"output"`           // the trace file
+	// Mech is the probe mechanism of an instrumented recording ("hook",
+	// "uprobe"), empty when only sampling.
+	Mech    string `json:"mech,omitempty"`
+	Events  uint64 `json:"events"`  // entries and exits written
+	Samples uint64 `json:"samples"` // samples written
+	Lost    uint64 `json:"lost"`    // samples and events lost (kernel, size limit)
+	// Dropped counts the samples and events thrown away while paused.
+	Dropped uint64 `json:"dropped"`
+	Bytes   int64  `json:"bytes"`  // trace bytes written so far
+	Probes  int    `json:"probes"` // functions probed
+	Paused  bool   `json:"paused"`
+	// Pauses is the number of pause intervals, the open one included,
+	// and PausedNS their total length.
+	Pauses    int           `json:"pauses"`
+	PausedNS  time.Duration `json:"paused_ns"`
+	ElapsedNS time.Duration `json:"elapsed_ns"` // since recording began
+}
+
+// DecodeRequest reads one request packet: a JSON object with a known
+// command and no other field, optionally ended by a newline. Anything
+// else is an error wrapping ErrBadRequest.
+func DecodeRequest(b []byte) (Request, error) {
+	var r Request
+	if len(b) > MaxMessage {
+		return r, fmt.Errorf("%w: %d bytes, at most %d", ErrBadRequest, len(b), MaxMessage)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&r); err != nil {
+		return Request{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return Request{}, fmt.Errorf("%w: more than one JSON value", ErrBadRequest)
+	}
+	switch r.Cmd {
+	case CmdStatus, CmdPause, CmdResume, CmdSnapshot, CmdStop:
+		return r, nil
+	}
+	return Request{}, fmt.Errorf("%w: unknown command %q", ErrBadRequest, r.Cmd)
+}
+
+// encode renders v as one packet, newline-terminated.
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)+1 > MaxMessage {
+		return nil, fmt.Errorf("control: message of %d bytes exceeds %d", len(b)+1, MaxMessage)
+	}
+	return append(b, '\n'), nil
+}

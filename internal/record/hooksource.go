@@ -1,0 +1,273 @@
+package record
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"trueprof/internal/hook"
+	"trueprof/internal/perf"
+	"trueprof/internal/trace"
+)
+
+// hookSource drains the hook library's shared-memory rings. A thread
+// fills its ring in a few milliseconds at full speed and then waits for
+// space, so the rings are copied out by a goroutine of their own, which
+// does nothing else: it copies the records as they are, 32 bytes each,
+// into batches (hook.DrainBatch), and the recording loop decodes them
+// (drainChunks). Copying keeps up with the hooks where decoding on the
+// drainer did not (it cost the target a wait for every event it was
+// slower than the hooks). Batches are recycled through a free list: a
+// growing slice would stop the drainer for tens of milliseconds to
+// reallocate, zero and copy millions of records. Processing may lag
+// behind by a bounded spool of batches; when it is full the drainer
+// waits for processing to hand one back, and so do the target's threads
+// for ring space (each wait an adjust record): memory stays bounded and
+// nothing is dropped unless processing stalls for the hook's whole
+// MaxWait.
+type hookSource struct {
+	r      *hook.Region
+	mu     sync.Mutex
+	full   []*hook.Batch // filled batches, oldest first
+	cur    *hook.Batch   // the batch being filled
+	since  time.Time     // when cur got its first record
+	free   []*hook.Batch
+	chunks int           // batches allocated, at most hookSpool until stop
+	freed  chan struct{} // signalled when drain hands batches back
+	// ready is signalled when the drainer hands a batch over, so the
+	// recording loop's poll wakes for it at once.
+	ready  *perf.Wakeup
+	stop   chan struct{}
+	done   chan struct{}
+	closed bool
+	// dec and events decode the batches on the recording loop's side:
+	// events is the decoded batch handed to drainChunks' fn.
+	dec    *hook.Decoder
+	events []instrEvent
+}
+
+// hookChunk is the number of records per batch (512 KiB).
+const hookChunk = 1 << 14
+
+// hookSpool bounds the batches waiting to be processed (32 MiB, 1M
+// events, some 50 ms of the densest load): enough to ride out the
+// processing loop's pauses, small enough that the recorder's memory does
+// not grow with the target's event rate.
+const hookSpool = 64
+
+// hookTake is the number of batches drainChunks decodes at a time.
+const hookTake = 4
+
+// hookHandOver is how long events may wait in a batch that is not full:
+// a slow target's events must reach the trace within the recorder's
+// one-second flush, and a snapshot of a live trace must see them.
+const hookHandOver = 100 * time.Millisecond
+
+func newHookSource(r *hook.Region) (*hookSource, error) {
+	ready, err := perf.NewWakeup()
+	if err != nil {
+		return nil, err
+	}
+	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		dec: hook.NewDecoder(), events: make([]instrEvent, 0, hookChunk)}
+	go h.run()
+	return h, nil
+}
+
+// handOver moves the batch being filled to the full ones and wakes the
+// recording loop; h.mu is held.
+func (h *hookSource) handOver() {
+	h.full = append(h.full, h.cur)
+	h.cur = nil
+	h.ready.Signal()
+}
+
+func (h *hookSource) run() {
+	defer close(h.done)
+	// The drainer must run as soon as it wakes, or threads wait for ring
+	// space: on a machine with few CPUs it shares one with the event
+	// processing. Its own thread, at a higher priority where permitted,
+	// gets the CPU first.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), -10)
+	// Drain on a period, never in a loop: the hook publishes each record
+	// by storing its ring's head, and a reader polling those heads
+	// continuously pulls their cache lines away from the writing threads
+	// on every event. A ring lasts several milliseconds at full speed.
+	// The thread sleeps in nanosleep rather than on a Go timer: a timer
+	// fires only when its P reaches a scheduling point, which a P busy
+	// processing events may not for a whole preemption quantum (10 ms).
+	period := syscall.NsecToTimespec(int64(time.Millisecond))
+	for {
+		h.fill(false)
+		if h.cur != nil && h.cur.Len() > 0 && time.Since(h.since) >= hookHandOver {
+			h.mu.Lock()
+			h.handOver()
+			h.mu.Unlock()
+		}
+		select {
+		case <-h.stop:
+			return
+		default:
+		}
+		syscall.Nanosleep(&period, nil)
+	}
+}
+
+// fill copies what the rings hold into batches; only the drainer (or
+// finish, after it stopped) calls it. With the spool full it waits for
+// drain to free a batch, and the target's threads wait for their rings
+// meanwhile; once stopping it no longer waits (the target is done and
+// the rings hold the rest).
+func (h *hookSource) fill(final bool) {
+	for {
+		if h.cur == nil || h.cur.Full() {
+			h.nextChunk()
+		}
+		empty := h.cur.Len() == 0
+		more := h.r.DrainBatch(h.cur, final)
+		if empty && h.cur.Len() > 0 {
+			h.since = time.Now()
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// nextChunk hands the full batch over and takes a free one.
+func (h *hookSource) nextChunk() {
+	h.mu.Lock()
+	if h.cur != nil {
+		h.handOver()
+	}
+	for {
+		if n := len(h.free); n > 0 {
+			h.cur, h.free = h.free[n-1], h.free[:n-1]
+			h.cur.Reset()
+			break
+		}
+		if h.chunks < hookSpool || h.stopping() {
+			h.chunks++
+			h.cur = hook.NewBatch(hookChunk)
+			break
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.freed:
+		case <-h.stop:
+		}
+		h.mu.Lock()
+	}
+	h.mu.Unlock()
+}
+
+func (h *hookSource) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// push appends one decoded event to the batch being handed to
+// drainChunks' fn.
+func (h *hookSource) push(e hook.Event) { h.events = append(h.events, convertHook(e)) }
+
+func convertHook(e hook.Event) instrEvent {
+	ev := instrEvent{time: e.Time, pid: e.PID, tid: e.TID, addr: e.Addr}
+	switch e.Kind {
+	case hook.KindEntry:
+		ev.kind = trace.EventEntry
+	case hook.KindExit:
+		ev.kind = trace.EventExit
+	case hook.KindAdjust:
+		// The hook stamps a wait with its start (the event it delayed);
+		// an Adjust record is stamped with the end of the pause.
+		ev.time += e.Duration
+		ev.addr, ev.dropped = e.Duration, e.Dropped
+	}
+	return ev
+}
+
+func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
+
+// drain passes the events of drainChunks one at a time.
+func (h *hookSource) drain(fn func(instrEvent)) {
+	h.drainChunks(func(c []instrEvent) {
+		for i := range c {
+			fn(c[i])
+		}
+	})
+}
+
+// drainChunks hands over the filled chunks and returns them to the free
+// list. The chunk being filled stays with the drainer until it is full
+// or the drainer has stopped.
+func (h *hookSource) drainChunks(fn func([]instrEvent)) {
+	// Reset the wake-up before taking the chunks: a chunk handed over
+	// after this signals again.
+	h.ready.Clear()
+	h.mu.Lock()
+	// A few batches at a time: the session holds their events until it
+	// has processed them, and the whole spool decoded at once would
+	// double the memory the spool bounds. Once closed (the final drain),
+	// all of them.
+	full := h.full
+	if len(full) > hookTake && !h.closed {
+		full = slices.Clone(full[:hookTake])
+		h.full = h.full[hookTake:]
+		h.ready.Signal() // the rest on the next round
+	} else {
+		h.full = nil
+	}
+	if h.closed && h.cur != nil && h.cur.Len() > 0 {
+		full = append(full, h.cur)
+		h.cur = nil
+	}
+	h.mu.Unlock()
+	for _, b := range full {
+		h.events = h.events[:0]
+		h.dec.Decode(b, h.push)
+		fn(h.events)
+	}
+	h.mu.Lock()
+	h.free = append(h.free, full...)
+	h.mu.Unlock()
+	if len(full) > 0 {
+		select {
+		case h.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish stops the drainer once the target is done and collects what
+// the rings still hold, including what threads that ended without their
+// exit hook (exit, exec, a fatal signal) still owed.
+func (h *hookSource) finish() {
+	select {
+	case <-h.stop:
+		return
+	default:
+	}
+	close(h.stop)
+	<-h.done
+	h.fill(false)
+	h.fill(true)
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+}
+
+func (h *hookSource) lost() uint64 { return 0 }
+
+func (h *hookSource) close() error {
+	h.finish()
+	h.ready.Close()
+	return h.r.Close()
+}

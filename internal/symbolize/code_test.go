@@ -1,0 +1,183 @@
+package symbolize
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFunctionsAgreeWithNM: the functions of a C program have the
+// addresses and sizes binutils nm gives, and FunctionAt finds each from
+// any of its bytes but not past its end.
+func TestFunctionsAgreeWithNM(t *testing.T) {
+	path := cProg(t)
+	f := openTest(t, path)
+	syms := nm(t, path, false)
+	for _, name := range []string{"main", "compute", "helper"} {
+		want := nmLookup(t, syms, name)
+		i := slices.IndexFunc(f.Functions(), func(fn Function) bool { return fn.Name == name })
+		if i < 0 {
+			t.Errorf("%s: not in Functions", name)
+			continue
+		}
+		got := f.Functions()[i]
+		if got.Addr != want.addr || got.Size != want.size || got.Global != (want.typ == 'T') {
+			t.Errorf("%s: %+v, want nm's address %#x, size %#x, type %c", name, got, want.addr, want.size, want.typ)
+		}
+		for _, a := range []uint64{want.addr, want.addr + want.size/2, want.addr + want.size - 1} {
+			if fn, ok := f.FunctionAt(a); !ok || fn.Name != name {
+				t.Errorf("FunctionAt(%#x) = %+v, %v, want %s", a, fn, ok, name)
+			}
+		}
+		if fn, ok := f.FunctionAt(want.addr + want.size); ok && fn.Name == name {
+			t.Errorf("FunctionAt(%#x), just past %s: %s", want.addr+want.size, name, fn.Name)
+		}
+	}
+	if !slices.IsSortedFunc(f.Functions(), func(a, b Function) int { return cmp.Compare(a.Addr, b.Addr) }) {
+		t.Error("Functions are not sorted by address")
+	}
+}
+
+// TestCodeAndFileOffset: the code of a function is the file's bytes at
+// the offset its PT_LOAD header gives, and an address outside executable
+// code has neither.
+func TestCodeAndFileOffset(t *testing.T) {
+	path := cProg(t)
+	f := openTest(t, path)
+	main := nmLookup(t, nm(t, path, false), "main")
+	off, ok := f.FileOffset(main.addr)
+	if want := fileOffset(t, path, main.addr); !ok || off != want {
+		t.Fatalf("FileOffset(%#x) = %#x, %v; want %#x", main.addr, off, ok, want)
+	}
+	if back, ok := f.VAddr(off); !ok || back != main.addr {
+		t.Errorf("VAddr(%#x) = %#x, %v; want %#x", off, back, ok, main.addr)
+	}
+	code, err := f.Code(main.addr, main.size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(code, raw[off:off+main.size]) {
+		t.Errorf("Code(main) differs from the file's bytes at offset %#x", off)
+	}
+	data := nmLookup(t, nm(t, path, false), "__data_start") // a data symbol
+	if _, ok := f.FileOffset(data.addr); ok {
+		t.Errorf("FileOffset of data at %#x: want none", data.addr)
+	}
+	if _, err := f.Code(data.addr, 8); err == nil {
+		t.Errorf("Code of data at %#x: want ErrNoCode", data.addr)
+	}
+}
+
+// objdumpCall matches a direct call or jump of objdump -d: "call 401140 <compute>".
+var objdumpCall = regexp.MustCompile(`\s(?:call|jmp)\s+[0-9a-f]+ <([^>+]+)>$`)
+
+// TestCallees: the direct callees of main are those objdump shows it
+// calling or jumping to, in the order of their first call, without the
+// PLT stubs (other modules' code) and main itself.
+func TestCallees(t *testing.T) {
+	path := cProg(t)
+	requires(t, "objdump")
+	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", "--disassemble=main", path).Output()
+	if err != nil {
+		t.Fatalf("objdump: %v", err)
+	}
+	var want []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if m := objdumpCall.FindStringSubmatch(sc.Text()); m != nil && !strings.Contains(m[1], "@") && m[1] != "main" && !slices.Contains(want, m[1]) {
+			want = append(want, m[1])
+		}
+	}
+	if !slices.Contains(want, "compute") || !slices.Contains(want, "helper") {
+		t.Fatalf("objdump shows main calling %q: the fixture should call compute and helper", want)
+	}
+	f := openTest(t, path)
+	main := nmLookup(t, nm(t, path, false), "main")
+	var got []string
+	for _, fn := range f.Callees(main.addr) {
+		got = append(got, fn.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Callees(main) = %q, want objdump's %q", got, want)
+	}
+	if c := f.Callees(main.addr + 1); c != nil {
+		t.Errorf("Callees inside main = %+v, want none: no function starts there", c)
+	}
+}
+
+// TestImportsAndDynamic: a dynamically linked C program imports what nm
+// -D lists as undefined and has an interpreter; a Go program (static)
+// has neither, and its stripped copy's functions come from .gopclntab.
+func TestImportsAndDynamic(t *testing.T) {
+	path := cProg(t)
+	f := openTest(t, path)
+	out, err := exec.Command("nm", "-D", "--undefined-only", path).Output()
+	if err != nil {
+		t.Fatalf("nm: %v", err)
+	}
+	undefined := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(fields[1], "@")
+		undefined++
+		if !f.Imports(name) {
+			t.Errorf("Imports(%q) = false; nm -D lists it undefined", name)
+		}
+	}
+	if undefined == 0 || f.Imports("compute") || !f.Dynamic() || f.Machine() != elf.EM_X86_64 {
+		t.Errorf("%d undefined, Imports(compute) %v, Dynamic %v, machine %v: want imports, compute defined, dynamic, x86-64",
+			undefined, f.Imports("compute"), f.Dynamic(), f.Machine())
+	}
+
+	g := openTest(t, goProg(t, true))
+	if g.Dynamic() {
+		t.Error("a Go program without cgo: Dynamic() = true")
+	}
+	i := slices.IndexFunc(g.Functions(), func(fn Function) bool { return fn.Name == "main.main" })
+	if i < 0 {
+		t.Fatalf("stripped Go program: no main.main among %d functions from .gopclntab", len(g.Functions()))
+	}
+	fn := g.Functions()[i]
+	if at, ok := g.FunctionAt(fn.Addr + fn.Size - 1); !ok || at.Name != "main.main" {
+		t.Errorf("FunctionAt(last byte of main.main) = %+v, %v", at, ok)
+	}
+	if frames, _ := g.Resolve(mustOffset(t, g, fn.Addr)); frames[len(frames)-1].Function != "main.main" {
+		t.Errorf("Resolve(main.main) = %+v: Functions and Resolve disagree", frames)
+	}
+}
+
+// mustOffset is f.FileOffset(vaddr), failing the test for code outside
+// executable segments.
+func mustOffset(t *testing.T, f *File, vaddr uint64) uint64 {
+	t.Helper()
+	off, ok := f.FileOffset(vaddr)
+	if !ok {
+		t.Fatalf("%#x: in no executable segment", vaddr)
+	}
+	return off
+}
+
+// openTest opens the ELF file at path for the test, closed at its end.
+func openTest(t *testing.T, path string) *File {
+	t.Helper()
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
