@@ -93,7 +93,6 @@ type shape struct {
 // arg is the shape as the target's command line wants it.
 func (s shape) arg() string { return fmt.Sprintf("%d,%d,%d,%d", s.Rounds, s.Fanout, s.Depth, s.Work) }
 
-
 // validationShapes are the loops the overheads are fitted to: leaf
 // bodies of 0.1 to 10 µs, in trees that are mostly leaves (entry->exit and
 // exit->entry intervals) or mostly calls (entry->entry and exit->exit), so
