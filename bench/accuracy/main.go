@@ -312,12 +312,18 @@ func function(res *calltree.Result, name string) calltree.Function {
 }
 
 // selfShares are the functions' calibrated self times as shares of the
-// loop's calibrated cum.
+// loop's calibrated cum: on-CPU times when the recording measured them,
+// since a busy machine's descheduling lands mostly in the longest calls
+// and is not the program's.
 func selfShares(res *calltree.Result, root string, fns ...string) map[string]float64 {
-	total := function(res, root).Total.WallNS
+	of := func(m calltree.Metrics) float64 { return m.WallNS }
+	if res.CPUMeasured {
+		of = func(m calltree.Metrics) float64 { return m.CPUNS }
+	}
+	total := of(function(res, root).Total)
 	out := map[string]float64{}
 	for _, fn := range fns {
-		out[fn] = 100 * function(res, fn).Self.WallNS / total
+		out[fn] = 100 * of(function(res, fn).Self) / total
 	}
 	return out
 }
