@@ -1,15 +1,22 @@
 // Command accuracy measures how close trueprof's calibrated instrumented
 // times come to the uninstrumented program, as the issue's quality bars
-// ask, and prints the numbers beside callgrind's and uftrace's:
+// ask, prints the numbers beside callgrind's and uftrace's, and ends with
+// the bars, each PASS or FAIL, measured in the same run:
 //
+//   - held-out program (held_loop -> outer -> short_fn x2, long_fn ->
+//     short_fn; 0.13-1.5 µs functions), recorded with hooks (in-run
+//     calibration) and with uprobes (the stored calibration, per-site
+//     costs): the calibrated cum of the loop against the uninstrumented
+//     loop (bars: within 5% with hooks, 10% with uprobes), and the self
+//     shares under hooks against callgrind's instruction shares (bar:
+//     within 3 points).
 //   - hooks: a -finstrument-functions program dominated by ~1e6 calls of
-//     tiny functions. The calibrated cum of the loop is compared with the
-//     loop's time in an uninstrumented build (goal: within 10%), and the
-//     tiny functions' self shares with callgrind's instruction shares
-//     (goal: within 5 points). uftrace's raw figure for the loop is shown
-//     beside.
+//     tiny functions (a few ns each): the calibrated cum of the loop
+//     against the uninstrumented build (goal: within 15%, below the
+//     calibration's resolution), the self shares against callgrind's;
+//     uftrace's raw figure beside.
 //   - uprobes: a function of about 60 µs per call, probed in a plain
-//     build, against its uninstrumented time (goal: within 5%).
+//     build, against its uninstrumented time (bar: within 5%).
 //
 // Usage (root, from the repository root; run `trueprof calibrate` first or
 // let record calibrate):
@@ -46,7 +53,23 @@ var (
 	tinyN    = flag.Int("tiny", 500000, "iterations of the tiny loop (two calls each)")
 	coarseN  = flag.Int("coarse", 200, "calls of the coarse function")
 	coarseIt = flag.Int("iters", 40000, "work iterations per coarse call (about 60 µs)")
+	heldN    = flag.Int("held", 5000, "calls of outer in the held-out program (about 2 µs each)")
 )
+
+// bar is a quality bar of the issue and what this run measured for it.
+type bar struct {
+	name       string
+	got, limit float64 // |error| and its bound, in % or points
+	unit       string
+}
+
+// bars collects the run's bars, printed at the end.
+var bars []bar
+
+// check records a bar: |got| within limit.
+func check(name string, got, limit float64, unit string) {
+	bars = append(bars, bar{name, got, limit, unit})
+}
 
 func main() {
 	flag.Parse()
@@ -61,6 +84,8 @@ func main() {
 	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
 	tinyArgs := []string{"tiny", strconv.Itoa(*tinyN)}
 	coarseArgs := []string{"coarse", strconv.Itoa(*coarseN), strconv.Itoa(*coarseIt)}
+
+	heldLoop(trueprof, dir, plain, hooked)
 
 	// Hooks on tiny functions.
 	var ref, cal, calCPU, raw, progUnder, uft []float64
@@ -86,7 +111,7 @@ func main() {
 	fmt.Printf("  instrumented program (its clock) %10.3f ms  (%.1fx)\n", medianOrNaN(progUnder)/1e6, medianOrNaN(progUnder)/medianOrNaN(ref))
 	fmt.Printf("  trueprof raw cum of tiny_loop    %10.3f ms  (%+.1f%%)\n", medianOrNaN(raw)/1e6, pct(medianOrNaN(raw), medianOrNaN(ref)))
 	fmt.Printf("  trueprof calibrated cum (wall)   %10.3f ms  (%+.1f%%; includes time the target was descheduled)\n", medianOrNaN(cal)/1e6, pct(medianOrNaN(cal), medianOrNaN(ref)))
-	fmt.Printf("  trueprof calibrated cum (on CPU) %10.3f ms  (%+.1f%%; goal within 10%%)\n", medianOrNaN(calCPU)/1e6, pct(medianOrNaN(calCPU), medianOrNaN(ref)))
+	fmt.Printf("  trueprof calibrated cum (on CPU) %10.3f ms  (%+.1f%%; goal within 15%%, below the resolution)\n", medianOrNaN(calCPU)/1e6, pct(medianOrNaN(calCPU), medianOrNaN(ref)))
 	if len(uft) > 0 {
 		fmt.Printf("  uftrace total of tiny_loop       %10.3f ms  (%+.1f%%, uncompensated)\n", medianOrNaN(uft)/1e6, pct(medianOrNaN(uft), medianOrNaN(ref)))
 	} else {
@@ -98,7 +123,7 @@ func main() {
 		for _, s := range shares {
 			v = append(v, s[fn])
 		}
-		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 5)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
+		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; goal within 3)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
 	}
 
 	// The same loop with calibration bursts in it: what is left of the
@@ -127,6 +152,64 @@ func main() {
 	fmt.Printf("  uninstrumented per call          %10.2f µs\n", medianOrNaN(cref)/1e3)
 	fmt.Printf("  trueprof raw per call            %10.2f µs  (%+.1f%%)\n", medianOrNaN(craw)/1e3, pct(medianOrNaN(craw), medianOrNaN(cref)))
 	fmt.Printf("  trueprof calibrated per call     %10.2f µs  (%+.1f%%; goal within 5%%)\n", medianOrNaN(ccal)/1e3, pct(medianOrNaN(ccal), medianOrNaN(cref)))
+	check("uprobes, >= 50 µs function: calibrated vs uninstrumented", pct(medianOrNaN(ccal), medianOrNaN(cref)), 5, "%")
+
+	fmt.Printf("\nbars (this run)\n")
+	for _, b := range bars {
+		verdict := "PASS"
+		if !(math.Abs(b.got) <= b.limit) {
+			verdict = "FAIL"
+		}
+		fmt.Printf("  %-4s %-62s %+6.1f%s (within %g%s)\n", verdict, b.name, b.got, b.unit, b.limit, b.unit)
+	}
+}
+
+// heldLoop measures the held-out program of 0.1-3 µs functions under
+// hooks and uprobes against its uninstrumented loop, and its self shares
+// under hooks against callgrind's.
+func heldLoop(trueprof, dir, plain, hooked string) {
+	args := []string{"held", strconv.Itoa(*heldN)}
+	fns := []string{"outer", "short_fn", "long_fn"}
+	var ref, hook, hookCPU, hookRaw, up, upCPU, upRaw []float64
+	var shares []map[string]float64
+	for range *runs {
+		ref = append(ref, programTime(append([]string{plain}, args...)))
+		tr := filepath.Join(dir, "held-hooks.trace")
+		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, args...)...)...)
+		res := analyse(tr)
+		f := function(res, "held_loop")
+		hook, hookCPU, hookRaw = append(hook, f.Total.WallNS), append(hookCPU, f.Total.CPUNS), append(hookRaw, float64(f.Total.WallNSRaw))
+		shares = append(shares, selfShares(res, "held_loop", fns...))
+		tr = filepath.Join(dir, "held-uprobes.trace")
+		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--mech", "uprobe", "--trace", "held_loop", "--trace", "outer",
+			"--trace", "short_fn", "--trace", "long_fn", "--"}, append([]string{plain}, args...)...)...)
+		f = function(analyse(tr), "held_loop")
+		up, upCPU, upRaw = append(up, f.Total.WallNS), append(upCPU, f.Total.CPUNS), append(upRaw, float64(f.Total.WallNSRaw))
+	}
+	cg := callgrindShares(dir, plain, args, "held_loop", fns...)
+	r := medianOrNaN(ref)
+	fmt.Printf("held-out program: %d calls of outer (short_fn x2, long_fn -> short_fn), %d runs, medians\n", *heldN, *runs)
+	fmt.Printf("  uninstrumented loop              %10.3f ms\n", r/1e6)
+	fmt.Printf("  hooks raw cum of held_loop       %10.3f ms  (%+.1f%%)\n", medianOrNaN(hookRaw)/1e6, pct(medianOrNaN(hookRaw), r))
+	// Each probe hit is a point where a busy machine deschedules the
+	// target: the bars use the on-CPU cum, as the tiny loop's goal does.
+	fmt.Printf("  hooks calibrated cum (in-run)    %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 5%%)\n",
+		medianOrNaN(hook)/1e6, pct(medianOrNaN(hook), r), medianOrNaN(hookCPU)/1e6, pct(medianOrNaN(hookCPU), r))
+	fmt.Printf("  uprobes raw cum of held_loop     %10.3f ms  (%+.1f%%)\n", medianOrNaN(upRaw)/1e6, pct(medianOrNaN(upRaw), r))
+	fmt.Printf("  uprobes calibrated cum (stored)  %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 10%%)\n",
+		medianOrNaN(up)/1e6, pct(medianOrNaN(up), r), medianOrNaN(upCPU)/1e6, pct(medianOrNaN(upCPU), r))
+	check("hooks, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(hookCPU), r), 5, "%")
+	check("uprobes, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(upCPU), r), 10, "%")
+	fmt.Printf("  self shares (hooks)  trueprof  callgrind (instructions)\n")
+	for _, fn := range fns {
+		var v []float64
+		for _, s := range shares {
+			v = append(v, s[fn])
+		}
+		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; bar within 3)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
+		check("hooks, self share of "+fn+" vs callgrind", medianOrNaN(v)-cg[fn], 3, " points")
+	}
+	fmt.Println()
 }
 
 func pct(a, b float64) float64 { return 100 * (a - b) / b }
@@ -229,12 +312,18 @@ func function(res *calltree.Result, name string) calltree.Function {
 }
 
 // selfShares are the functions' calibrated self times as shares of the
-// loop's calibrated cum.
+// loop's calibrated cum: on-CPU times when the recording measured them,
+// since a busy machine's descheduling lands mostly in the longest calls
+// and is not the program's.
 func selfShares(res *calltree.Result, root string, fns ...string) map[string]float64 {
-	total := function(res, root).Total.WallNS
+	of := func(m calltree.Metrics) float64 { return m.WallNS }
+	if res.CPUMeasured {
+		of = func(m calltree.Metrics) float64 { return m.CPUNS }
+	}
+	total := of(function(res, root).Total)
 	out := map[string]float64{}
 	for _, fn := range fns {
-		out[fn] = 100 * function(res, fn).Self.WallNS / total
+		out[fn] = 100 * of(function(res, fn).Self) / total
 	}
 	return out
 }

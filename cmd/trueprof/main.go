@@ -73,6 +73,7 @@ func recordCmd() *cobra.Command {
 		patterns               []string
 		mech, root             string
 		noGoroutines           bool
+		noCalibrate, stored    bool
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -110,7 +111,12 @@ samples (and always all module and thread records); continuous has no limit.`,
 				CallGraph: graph, StackBytes: stackSize,
 				// Probes alone unless sampling was asked for too.
 				ProbesAlone: !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event"),
-				Calibration: func(m record.Mech) (*trace.Calibration, error) { return calibration(cmd, string(m)) },
+			}
+			if !noCalibrate {
+				// Hooks calibrate in the run unless told to use the
+				// stored calibration; uprobes use the stored one.
+				cfg.CalibrateInRun = !stored
+				cfg.Calibration = func(m record.Mech) (*trace.Calibration, error) { return calibration(cmd, string(m)) }
 			}
 			res, err := record.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -136,6 +142,9 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringArrayVar(&patterns, "trace", nil, "instrument functions matching this glob (\"name\" or \"module:name\"; repeatable)")
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
+	f.BoolVar(&noCalibrate, "no-calibrate", false, "instrumented recordings: no calibration (reports show raw times, probe cost included)")
+	f.BoolVar(&stored, "stored-calibration", false, "hooks: use this machine's stored calibration (trueprof calibrate) instead of calibrating in the run")
+	c.MarkFlagsMutuallyExclusive("no-calibrate", "stored-calibration")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
 	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")
@@ -190,20 +199,35 @@ func calibration(cmd *cobra.Command, mech string) (*trace.Calibration, error) {
 func calibrateCmd() *cobra.Command {
 	var mechs []string
 	var batches int
+	var counters bool
 	c := &cobra.Command{
 		Use:   "calibrate",
 		Short: "Measure the probe mechanisms' own cost on this machine, for calibrated reports",
 		Long: `Measure what each probe mechanism costs on this machine.
 
-calibrate records a bundled target of empty functions calling each other
-under each mechanism, in batches. It takes the minimum, median and mean of
-the intervals between consecutive events per transition kind (entry->entry,
-entry->exit, exit->entry, exit->exit). A validation run shows which statistic
-brings calibrated times closest to uninstrumented ones, and that one is kept.
-The result is stored per machine (see docs/calibration.md) and copied into
-every instrumented trace. record calibrates automatically when needed.`,
+calibrate runs a bundled target whose loops call functions in several
+shapes (leaf-heavy, call-heavy, mixed; leaf bodies of 0.1 to 10 us), without
+probes and recorded under each mechanism, alternately in batches. It fits
+the overhead of each transition kind (entry->entry, entry->exit, exit->entry,
+exit->exit) so that the calibrated loops match the uninstrumented ones, and
+stores each shape's residual and the resolution (the shortest call shown to
+be measured within 10%) with it. A calibration that fits badly is refused,
+not stored. The result is stored per machine (see docs/calibration.md) and
+copied into uprobe traces (record measures it on first use) and into hooks
+traces recorded with --stored-calibration; hooks recordings otherwise
+calibrate in the run itself. --counters checks whether per-call hardware
+counters can be measured here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if counters {
+				// Per-call hardware counters: only a capability check
+				// until a PMU is there to calibrate them on.
+				if err := calibrate.CounterSupport(); err != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "counters: %v\n", err)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "counters: instructions can be counted per call on this machine\n")
+				}
+			}
 			for _, m := range mechs {
 				cal, err := calibrate.Run(cmd.Context(), calibrate.Options{Mechanism: m, Batches: batches, Log: cmd.ErrOrStderr()})
 				if err != nil {
@@ -212,8 +236,8 @@ every instrumented trace. record calibrates automatically when needed.`,
 				if err := calibrate.Save(cal); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-7s statistic %-6s  entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns\n",
-					m, cal.Statistic, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall)
+				fmt.Fprintf(cmd.OutOrStdout(), "%-7s entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns  resolution %6.0f ns\n",
+					m, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall, cal.Resolution)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stored in %s\n", calibrate.Path())
 			return nil
@@ -221,6 +245,7 @@ every instrumented trace. record calibrates automatically when needed.`,
 	}
 	c.Flags().StringSliceVar(&mechs, "mech", []string{"hook", "uprobe"}, "mechanisms to calibrate")
 	c.Flags().IntVar(&batches, "batches", 5, "recordings whose intervals are pooled")
+	c.Flags().BoolVar(&counters, "counters", false, "check whether per-call hardware counters (instructions retired) can be measured here")
 	return c
 }
 

@@ -3,13 +3,13 @@
 // calibration, t_exact = t_rough − t_I − m·t_O, per transition kind
 // EE/EX/XE/XX; docs/architecture.md).
 //
-// Run builds a bundled target of empty functions calling each other,
-// records it under a probe mechanism in batches, and takes a statistic of
-// the intervals between consecutive events of each transition kind. A
-// validation run, whose functions do real work, then shows which
-// statistic (minimum, median or mean) makes the calibrated time closest
-// to the uninstrumented time, and that one is kept. docs/calibration.md
-// explains the model.
+// Run builds a bundled target whose loops call functions in several
+// shapes (empty, leaf-heavy, call-heavy, mixed, long), times the loops
+// without probes and records them with probes, and fits the overhead of
+// each transition kind so that the calibrated loops match the
+// uninstrumented ones. The residual of each shape is stored with the
+// calibration, and a calibration that fits badly is refused.
+// docs/calibration.md explains the model.
 //
 //	c, err := calibrate.Run(ctx, calibrate.Options{Mechanism: "hook"})
 //	err = calibrate.Save(c)
@@ -30,17 +30,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
 	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
 )
 
 //go:embed target/target.c
@@ -55,8 +56,11 @@ type Options struct {
 }
 
 // DefaultBatches is how many recordings a calibration pools unless told
-// otherwise.
-const DefaultBatches = 5
+// otherwise, and minBatches the fewest it makes.
+const (
+	DefaultBatches = 5
+	minBatches     = 3
+)
 
 // withDefaults returns o with its zero fields set to their defaults.
 func (o Options) withDefaults() Options {
@@ -69,13 +73,63 @@ func (o Options) withDefaults() Options {
 	if o.Batches == 0 {
 		o.Batches = DefaultBatches
 	}
+	// At least three runs even for a quick calibration: the minimum of
+	// a single run is that run's noise.
+	o.Batches = max(o.Batches, minBatches)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
 	return o
 }
 
-// Run measures the probe cost of o.Mechanism on this machine.
+// shape is a validation loop of the calibration target: cal_outer called
+// Rounds times, making Fanout calls that each reach cal_leaf through
+// Depth cal_link calls; cal_leaf spins Work iterations (about 2 ns each).
+type shape struct {
+	Name                        string
+	Rounds, Fanout, Depth, Work int
+}
+
+// arg is the shape as the target's command line wants it.
+func (s shape) arg() string { return fmt.Sprintf("%d,%d,%d,%d", s.Rounds, s.Fanout, s.Depth, s.Work) }
+
+// validationShapes are the loops the overheads are fitted to: leaf
+// bodies of 0.1 to 10 µs, in trees that are mostly leaves (entry->exit and
+// exit->entry intervals) or mostly calls (entry->entry and exit->exit), so
+// that both pairs of transition overheads are pinned down. Rounds keep
+// each loop at about a millisecond uninstrumented, short enough that
+// some of its repetitions run undisturbed on a busy machine; uprobes,
+// whose hits cost a microsecond or more, run a quarter of them.
+func validationShapes(mech string) []shape {
+	s := []shape{
+		{"leaf-heavy", 150, 8, 0, 500},
+		{"call-heavy", 6000, 1, 8, 50},
+		{"mixed", 1000, 3, 2, 150},
+		{"long", 50, 2, 0, 5000},
+	}
+	if mech == "uprobe" {
+		for i := range s {
+			s[i].Rounds = max(s[i].Rounds/4, 20)
+		}
+	}
+	return s
+}
+
+// loopReps is how many times each validation shape's loop runs in a
+// recording: each shape's time is the minimum of its loops.
+const loopReps = 5
+
+// ErrBadFit is returned by Run when no overheads reproduce the
+// validation shapes: the calibration is not stored.
+var ErrBadFit = calfit.ErrBadFit
+
+// Run measures the probe cost of o.Mechanism on this machine: each of
+// o.Batches rounds runs the uninstrumented target and records the
+// instrumented one (alternately, so that load from other processes, which
+// only ever adds time, falls on both), and the minimum of each shape's
+// times is kept. The per-transition overheads are fitted to the
+// validation shapes; the empty shape's intervals say how each fitted pair
+// splits between its two transition kinds.
 func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	if o.Mechanism != "hook" && o.Mechanism != "uprobe" {
 		return nil, fmt.Errorf("mechanism %q: want hook or uprobe", o.Mechanism)
@@ -90,10 +144,35 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 	if err != nil {
 		return nil, err
 	}
-
+	plain := bin
+	if o.Mechanism == "hook" {
+		if plain, err = build(ctx, dir, "plain"); err != nil {
+			return nil, err
+		}
+	}
+	// The empty shape, then the validation shapes interleaved
+	// loopReps times: each shape's time is the minimum of its loops,
+	// since load from other processes only ever adds time.
+	shapes := append([]shape{{"empty", o.Rounds, 2, 0, 0}}, validationShapes(o.Mechanism)...)
+	args := []string{shapes[0].arg()}
+	for range loopReps {
+		for _, s := range shapes[1:] {
+			args = append(args, s.arg())
+		}
+	}
 	var pooled [trace.Transitions][]uint64
-	for b := 0; b < o.Batches; b++ {
-		p, err := recordTarget(ctx, dir, bin, o, 0)
+	real := make([]float64, len(shapes))
+	recorded := make([]calfit.Run, len(shapes))
+	for i := range shapes {
+		real[i] = math.Inf(1)
+		recorded[i].Raw = math.Inf(1)
+	}
+	for range o.Batches {
+		ns, err := uninstrumented(ctx, plain, args)
+		if err != nil {
+			return nil, err
+		}
+		p, err := recordTarget(ctx, dir, bin, o, args)
 		if err != nil {
 			return nil, err
 		}
@@ -101,87 +180,111 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 		for k := range pooled {
 			pooled[k] = append(pooled[k], iv[k]...)
 		}
+		got, err := shapeRuns(p, len(args))
+		if err != nil {
+			return nil, err
+		}
+		for j := range args {
+			i := 0 // args[0] is the empty shape, then the others in turn
+			if j > 0 {
+				i = 1 + (j-1)%(len(shapes)-1)
+			}
+			real[i] = min(real[i], ns[j])
+			if got[j].Raw < recorded[i].Raw {
+				recorded[i] = got[j]
+			}
+		}
 	}
 	n := len(pooled[0])
+	var median [trace.Transitions]float64
 	for k := range pooled {
 		if len(pooled[k]) == 0 {
-			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", kindName(k))
+			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", calltree.TransitionName(k))
 		}
 		n = min(n, len(pooled[k]))
+		median[k] = calfit.MedianOf(pooled[k])
 	}
-	candidates := map[string][trace.Transitions]float64{}
-	for name, stat := range statistics {
-		var v [trace.Transitions]float64
-		for k := range pooled {
-			v[k] = stat(pooled[k])
-		}
-		candidates[name] = v
+	fmt.Fprintf(o.Log, "calibrate: %s: empty intervals' medians %v ns (%d each or more)\n", o.Mechanism, round(median), n)
+	var fs []calfit.Shape
+	for i, s := range shapes[1:] {
+		fs = append(fs, calfit.Shape{Name: s.Name, Run: recorded[i+1], Uninstrumented: real[i+1]})
 	}
-
-	// Validation: real work in cal_leaf, timed by the program itself
-	// without probes, then recorded with them. Plain and instrumented runs
-	// alternate and the minimum of each is compared, so that load from
-	// other processes, which only ever adds time, cancels out.
-	// Validate at the granularity the mechanism is for: hooks on calls of
-	// a microsecond, uprobes on coarse calls of about 50 µs.
-	const reps = 5
-	work, valRounds := 200, max(o.Rounds/20, 200)
-	if o.Mechanism == "uprobe" {
-		work, valRounds = 20000, 100
-	}
-	plain, err := build(ctx, dir, "plain")
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(candidates))
-	for name := range candidates {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	real := math.Inf(1)
-	got := map[string]float64{}
-	for _, name := range names {
-		got[name] = math.Inf(1)
-	}
-	for range reps {
-		ns, err := uninstrumented(ctx, plain, valRounds, work)
-		if err != nil {
-			return nil, err
-		}
-		real = min(real, ns)
-		p, err := recordTarget(ctx, dir, bin, Options{Mechanism: o.Mechanism, Rounds: valRounds, Log: o.Log}, work)
-		if err != nil {
-			return nil, err
-		}
-		if len(p.Events) == 0 {
-			return nil, errors.New("the probes did not fire in the validation run")
-		}
-		for _, name := range names {
-			got[name] = min(got[name], calibratedOuter(p, candidates[name]))
-		}
-	}
-	best, bestErr := "", math.Inf(1)
-	for _, name := range names {
-		e := math.Abs(got[name]-real) / real
-		fmt.Fprintf(o.Log, "calibrate: %-6s overheads %v ns: calibrated %.0f ns vs uninstrumented %.0f ns (%+.1f%%)\n",
-			name, round(candidates[name]), got[name], real, 100*(got[name]-real)/real)
-		if e < bestErr {
-			best, bestErr = name, e
-		}
-	}
-	c := &trace.Calibration{
-		Mechanism: o.Mechanism,
-		Time:      time.Now().UTC(),
-		Statistic: best,
-		Overhead:  candidates[best],
-		Samples:   n,
-	}
+	c, err := calfit.Judge(o.Mechanism, median, n, fs)
+	c.Time = time.Now().UTC()
 	c.Host, c.Kernel = machine()
-	// Each interval holds the end of one probe and the start of the next,
-	// so the four kinds together hold every part of an entry probe and an
-	// exit probe twice: a call costs half their sum (t_I + t_O).
-	c.PerCall = (c.Overhead[trace.EntryEntry] + c.Overhead[trace.EntryExit] + c.Overhead[trace.ExitEntry] + c.Overhead[trace.ExitExit]) / 2
+	for _, f := range c.Fit {
+		fmt.Fprintf(o.Log, "calibrate: %s %-10s body %7.0f ns: calibrated %10.0f ns (raw %10.0f) vs uninstrumented %10.0f ns (%+.1f%%)\n",
+			o.Mechanism, f.Name, f.BodyNS, f.Calibrated, f.Raw, f.Uninstrumented, 100*f.Error())
+	}
+	if err != nil {
+		// The refused calibration goes back with the error: its
+		// residuals say what went wrong; it must not be stored.
+		return c, fmt.Errorf("%w (the machine may be too busy; run trueprof calibrate again)", err)
+	}
+	fmt.Fprintf(o.Log, "calibrate: %s overheads %v ns, per call %.1f ns, resolution %.0f ns per call\n",
+		o.Mechanism, round(c.Overhead), c.PerCall, c.Resolution)
+	if o.Mechanism == "uprobe" {
+		// The target's sites are emulated entries with return probes;
+		// what other classes cost more is applied per site.
+		sc, err := uprobe.SiteCosts()
+		if err != nil {
+			return nil, fmt.Errorf("measuring the uprobe site classes: %w", err)
+		}
+		c.Sites = &sc
+		fmt.Fprintf(o.Log, "calibrate: uprobe per hit: entry %.0f ns emulated, %.0f ns single-stepped; exit %.0f ns return probe, %.0f ns RET probe\n",
+			sc.EntryEmulated, sc.EntryStepped, sc.ExitReturn, sc.ExitRetInsn)
+	}
 	return c, nil
+}
+
+// shapeRuns returns the recorded runs of the target's shapes, in order:
+// the calls of cal_shape.
+func shapeRuns(p *model.Profile, shapes int) ([]calfit.Run, error) {
+	var out []calfit.Run
+	forEachThread(p, func(evs []model.Event) {
+		var cur *calfit.Run
+		var start uint64
+		for i, e := range evs {
+			if cur != nil && i > 0 {
+				cur.Count[calltree.Transition(evs[i-1].Entry, e.Entry)]++
+			}
+			name := functionName(p, e.Function)
+			if cur != nil && e.Entry {
+				cur.Calls++
+				if name == "cal_leaf" {
+					cur.Leaves++
+				}
+			}
+			if name != "cal_shape" {
+				continue
+			}
+			if e.Entry {
+				out = append(out, calfit.Run{})
+				cur, start = &out[len(out)-1], e.Time
+				continue
+			}
+			if cur != nil {
+				cur.Raw = float64(e.Time-start) - paused(p, e.PID, e.TID, start, e.Time)
+				cur = nil
+			}
+		}
+	})
+	if len(out) != shapes {
+		return nil, fmt.Errorf("calibration target recorded %d of its %d loops: the probes did not fire", len(out), shapes)
+	}
+	return out, nil
+}
+
+// paused returns the time the profiler stopped thread pid/tid between
+// from and to (its Adjust records).
+func paused(p *model.Profile, pid, tid uint32, from, to uint64) float64 {
+	sum := 0.0
+	for _, a := range p.Adjusts {
+		if a.PID == pid && a.TID == tid && a.Time > from && a.Time <= to {
+			sum += float64(min(a.Duration, a.Time-from))
+		}
+	}
+	return sum
 }
 
 func round(v [trace.Transitions]float64) [trace.Transitions]float64 {
@@ -189,33 +292,6 @@ func round(v [trace.Transitions]float64) [trace.Transitions]float64 {
 		v[i] = math.Round(v[i]*10) / 10
 	}
 	return v
-}
-
-// statistics are the candidate estimators of a transition's overhead.
-var statistics = map[string]func([]uint64) float64{
-	"min": func(v []uint64) float64 { return float64(slices.Min(v)) },
-	"median": func(v []uint64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		return float64(s[len(s)/2])
-	},
-	// mean of the central 98%: robust to the rare interval that
-	// includes an interrupt or a preemption.
-	"mean": func(v []uint64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		cut := len(s) / 100
-		s = s[cut : len(s)-cut]
-		sum := 0.0
-		for _, x := range s {
-			sum += float64(x)
-		}
-		return sum / float64(len(s))
-	},
-}
-
-func kindName(k int) string {
-	return [...]string{"entry->entry", "entry->exit", "exit->entry", "exit->exit"}[k]
 }
 
 // build compiles the calibration target for the mechanism.
@@ -235,7 +311,7 @@ func build(ctx context.Context, dir, mech string) (string, error) {
 }
 
 // recordTarget records one run of the target under the mechanism.
-func recordTarget(ctx context.Context, dir, bin string, o Options, work int) (*model.Profile, error) {
+func recordTarget(ctx context.Context, dir, bin string, o Options, shapes []string) (*model.Profile, error) {
 	ev, err := perf.ParseEvent("dummy")
 	if err != nil {
 		return nil, err
@@ -243,7 +319,7 @@ func recordTarget(ctx context.Context, dir, bin string, o Options, work int) (*m
 	out := filepath.Join(dir, "calibrate.trace")
 	cfg := record.Config{
 		Output: out, Event: ev, Mode: trace.ModeContinuous, NoSampling: true, Mech: record.Mech(o.Mechanism),
-		Command: []string{bin, strconv.Itoa(o.Rounds), strconv.Itoa(work)},
+		Command: append([]string{bin}, shapes...),
 		Log:     o.Log, Stdout: io.Discard,
 	}
 	if o.Mechanism == "uprobe" {
@@ -263,33 +339,41 @@ func recordTarget(ctx context.Context, dir, bin string, o Options, work int) (*m
 }
 
 // uninstrumented runs the plain target and returns the time it reports
-// for its loop.
-func uninstrumented(ctx context.Context, bin string, rounds, work int) (float64, error) {
-	out, err := exec.CommandContext(ctx, bin, strconv.Itoa(rounds), strconv.Itoa(work)).Output()
+// for each shape's loop.
+func uninstrumented(ctx context.Context, bin string, shapes []string) ([]float64, error) {
+	out, err := exec.CommandContext(ctx, bin, shapes...).Output()
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("running the calibration target: %w", err)
 	}
-	ns, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-	if err != nil {
-		return 0, fmt.Errorf("calibration target printed %q", out)
+	lines := strings.Fields(string(out))
+	if len(lines) != len(shapes) {
+		return nil, fmt.Errorf("calibration target printed %q for %d shapes", out, len(shapes))
+	}
+	ns := make([]float64, len(lines))
+	for i, l := range lines {
+		if ns[i], err = strconv.ParseFloat(l, 64); err != nil {
+			return nil, fmt.Errorf("calibration target printed %q", out)
+		}
 	}
 	return ns, nil
 }
 
 // isCal reports whether fn is one of the calibration functions.
-func isCal(fn string) bool { return fn == "cal_outer" || fn == "cal_leaf" }
+func isCal(fn string) bool { return fn == "cal_outer" || fn == "cal_link" || fn == "cal_leaf" }
 
 // Intervals returns, per transition kind, the durations between
 // consecutive events of a thread while a calibration function is the
-// current one (the intervals of main's loop are left out: they hold real
-// work).
+// current one, in the first loop of the target (the empty shape: the
+// other loops' leaves do real work, and main's and cal_shape's intervals
+// hold the loop's own).
 func Intervals(p *model.Profile) [trace.Transitions][]uint64 {
 	var out [trace.Transitions][]uint64
 	forEachThread(p, func(evs []model.Event) {
 		var stack []string
+		loops := 0
 		for i, e := range evs {
 			name := functionName(p, e.Function)
-			if i > 0 {
+			if i > 0 && loops == 1 {
 				prev := evs[i-1]
 				cur := ""
 				if len(stack) > 0 {
@@ -302,34 +386,15 @@ func Intervals(p *model.Profile) [trace.Transitions][]uint64 {
 			}
 			if e.Entry {
 				stack = append(stack, name)
+				if name == "cal_shape" {
+					loops++
+				}
 			} else if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
 		}
 	})
 	return out
-}
-
-// calibratedOuter is the total calibrated time of cal_outer's calls: raw
-// time minus the overhead of the five intervals inside each call.
-func calibratedOuter(p *model.Profile, oh [trace.Transitions]float64) float64 {
-	inner := oh[trace.EntryEntry] + 2*oh[trace.EntryExit] + oh[trace.ExitEntry] + oh[trace.ExitExit]
-	total := 0.0
-	forEachThread(p, func(evs []model.Event) {
-		var start uint64
-		for _, e := range evs {
-			if functionName(p, e.Function) != "cal_outer" {
-				continue
-			}
-			if e.Entry {
-				start = e.Time
-			} else if start != 0 {
-				total += max(float64(e.Time-start)-inner, 0)
-				start = 0
-			}
-		}
-	})
-	return total
 }
 
 func forEachThread(p *model.Profile, fn func([]model.Event)) {
@@ -368,7 +433,9 @@ func machine() (host, kernel string) {
 // LoadOrMeasure returns this machine's stored calibration of
 // o.Mechanism. When there is none it says so on notice, measures one with
 // o, stores it and returns it: an instrumented profile is only as good as
-// its calibration, so recording calibrates on first use.
+// its calibration, so recording calibrates on first use. A measurement
+// whose fit is refused (ErrBadFit) is returned with Refused set and not
+// stored: reports then show raw times and say why.
 func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Calibration, error) {
 	c, err := Load(o.Mechanism)
 	if errors.Is(err, ErrNotCalibrated) {
@@ -383,6 +450,13 @@ func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Cal
 		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
 		if c, err = Run(ctx, o); err == nil {
 			err = Save(c)
+		} else if errors.Is(err, ErrBadFit) && c != nil {
+			// A busy machine must not fail the recording: it goes on
+			// with the refused calibration, which reports name and
+			// whose raw times they show; nothing is stored, so the
+			// next recording measures again.
+			fmt.Fprintf(notice, "trueprof: %s calibration refused: %s; this recording's reports show raw times\n", o.Mechanism, c.Refused)
+			return c, nil
 		}
 	}
 	if err != nil {

@@ -3,11 +3,23 @@ package calibrate
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
+	"trueprof/internal/calltree"
+	"trueprof/internal/record"
+	"trueprof/internal/testutil"
 
 	"trueprof/internal/trace"
 )
+
+// TestMain lets the test binary act as record's wrapper, which record
+// starts by re-executing itself.
+func TestMain(m *testing.M) {
+	record.RunWrapper()
+	os.Exit(m.Run())
+}
 
 // TestLoadOrMeasureUsesTheStoredCalibration stores a calibration for this
 // host and kernel: LoadOrMeasure must return it without measuring (which
@@ -48,10 +60,78 @@ func TestLoadOrMeasureSaysWhenItMeasures(t *testing.T) {
 	if err == nil {
 		t.Fatal("measuring under a cancelled context succeeded")
 	}
-	if want := "trueprof: no hook calibration for this machine; measuring it now, quickly: 1 × 200000 calls instead of 5 × 200000 (trueprof calibrate replaces it with the full measurement)\n"; notice.String() != want {
+	if want := "trueprof: no hook calibration for this machine; measuring it now, quickly: 3 × 200000 calls instead of 5 × 200000 (trueprof calibrate replaces it with the full measurement)\n"; notice.String() != want {
 		t.Errorf("notice %q, want %q", notice.String(), want)
 	}
 	if want := "calibrating hook: "; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q does not start with %q", err, want)
+	}
+}
+
+// TestFirstCalibrationIsNotZero measures a quick hook calibration, as a
+// fresh machine's first record does, into an empty cache directory: it is
+// a fit with every overhead positive, its residuals are stored per shape,
+// and what was stored is what Load returns.
+func TestFirstCalibrationIsNotZero(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequireCommand(t, "cc")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var notice bytes.Buffer
+	c, err := LoadOrMeasure(context.Background(), Options{Mechanism: "hook", Batches: 1, Rounds: 20000}, &notice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Refused != "" {
+		// A refused calibration is returned, zero and saying why, so
+		// that recording goes on with raw times; it is not stored: the
+		// next use measures again.
+		if _, lerr := Load("hook"); !errors.Is(lerr, ErrNotCalibrated) {
+			t.Errorf("after a refused fit, Load: %v, want ErrNotCalibrated", lerr)
+		}
+		if c.PerCall != 0 || !strings.Contains(notice.String(), "calibration refused: shape") {
+			t.Errorf("refused calibration %+v, notice %q: want no cost and a notice naming the shape", c, notice.String())
+		}
+		t.Skipf("the machine was too busy for a good fit: %s", c.Refused)
+	}
+	if c.Statistic != "fit" || c.PerCall <= 0 {
+		t.Errorf("statistic %q, per call %.1f ns: want a fit with a positive cost", c.Statistic, c.PerCall)
+	}
+	for k, o := range c.Overhead {
+		if o <= 0 {
+			t.Errorf("%s overhead %.2f ns: a probe cannot cost nothing", calltree.TransitionName(k), o)
+		}
+	}
+	if len(c.Fit) != len(validationShapes("hook")) {
+		t.Fatalf("%d shapes stored, want %d", len(c.Fit), len(validationShapes("hook")))
+	}
+	for _, f := range c.Fit {
+		if f.Uninstrumented <= 0 || f.Raw <= f.Calibrated || f.Calls == 0 {
+			t.Errorf("shape %+v: want positive times, raw above calibrated", f)
+		}
+	}
+	if c.Resolution <= 0 {
+		t.Errorf("resolution %.1f ns, want positive", c.Resolution)
+	}
+	stored, err := Load("hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Overhead != c.Overhead || len(stored.Fit) != len(c.Fit) {
+		t.Errorf("stored %+v, measured %+v", stored, c)
+	}
+}
+
+// TestCounterSupport: a machine with a PMU can count instructions; one
+// without (this project's VMs) says so, naming the PMU.
+func TestCounterSupport(t *testing.T) {
+	testutil.RequirePerf(t)
+	err := CounterSupport()
+	if err == nil {
+		t.Log("hardware counters available")
+		return
+	}
+	t.Log(err)
+	if !errors.Is(err, ErrNoCounters) || !strings.Contains(err.Error(), "PMU") {
+		t.Errorf("%v: want ErrNoCounters naming the missing PMU", err)
 	}
 }

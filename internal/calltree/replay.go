@@ -145,6 +145,9 @@ type thread struct {
 	begin     uint64
 	last      uint64
 	lastEntry bool
+	// tail is the probe cost of the last event's site beyond the fitted
+	// overheads (replay.siteTail), in the interval after it.
+	tail      float64
 	first     uint64 // the first event's time
 	lastEvent uint64
 	events    uint64
@@ -186,7 +189,13 @@ type replay struct {
 	flow bool
 	ovh  [trace.Transitions]float64
 	cal  *trace.Calibration
-	cpu  bool // the recording has context switches
+	// siteTail is, per probed location, the probe cost beyond the fitted
+	// overheads that its entry ([0]) and exit ([1]) events leave in the
+	// interval after them: a single-stepped entry instruction or a RET
+	// probe costs more than the emulated entries and return probes the
+	// overheads were fitted on (Calibration.Sites).
+	siteTail map[uint32][2]float64
+	cpu      bool // the recording has context switches
 	// start and end bound the recording: the header's start (else its
 	// first record), and its End (or last record).
 	start, end uint64
@@ -309,8 +318,35 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 			return nil, err
 		}
 		a.cal, a.ovh = c, c.Overhead
+		a.siteTail = siteTails(c.Sites, p.Probes)
 	}
 	return a, nil
+}
+
+// siteTails returns the extra probe cost of each probed location whose
+// sites cost more than those the calibration was fitted on: the
+// single-step of an entry instruction the kernel cannot emulate, and of
+// a RET instruction probed instead of a return probe. Both come after the
+// probe's timestamp, so they lie in the interval after the event. Nil
+// without site costs.
+func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][2]float64 {
+	if c == nil {
+		return nil
+	}
+	tails := map[uint32][2]float64{}
+	for _, pr := range probes {
+		t := tails[pr.Function]
+		if pr.Stepped && pr.Mech != trace.ProbeHook {
+			t[0] = max(c.EntryStepped-c.EntryEmulated, 0)
+		}
+		if pr.Mech == trace.ProbeRetInsn {
+			t[1] = max(c.ExitRetInsn-c.ExitReturn, 0)
+		}
+		if t != ([2]float64{}) {
+			tails[pr.Function] = t
+		}
+	}
+	return tails
 }
 
 // bounds returns when the recording of p, whose records sum summarizes,
@@ -799,7 +835,7 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	if !a.o.Raw {
 		adjWall, adjCPU = th.pend.adjWall, th.pend.adjCPU
 		if kind >= 0 {
-			ovh = a.ovh[kind]
+			ovh = a.ovh[kind] + th.tail
 		}
 	}
 	if a.o.ExcludeInterrupts {
@@ -879,6 +915,14 @@ func (a *replay) event(th *thread, e *model.Event) {
 	th.events++
 	th.open, th.lastEntry, th.lastEvent = true, e.Entry, th.last
 	th.off = false // the thread runs the probe
+	th.tail = 0
+	if a.siteTail != nil {
+		k := 1
+		if e.Entry {
+			k = 0
+		}
+		th.tail = a.siteTail[e.Function][k]
+	}
 
 	if e.Entry {
 		n := th.child(th.current(), f, th.onFn(f))

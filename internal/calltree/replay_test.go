@@ -12,6 +12,7 @@ import (
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
+	"trueprof/internal/trace"
 )
 
 // build runs Build and fails the test on error.
@@ -781,4 +782,33 @@ func callflow(p *model.Profile, o calltree.Options) ([]calltree.FlowThread, erro
 		return nil, err
 	}
 	return r.Flows, nil
+}
+
+// TestSiteCosts: a probed function whose entry instruction is
+// single-stepped, or whose exits are RET probes, loses the extra cost of
+// its sites (Calibration.Sites) from the interval after each such event,
+// on top of the fitted overheads; a function on emulated sites loses
+// only the overheads.
+func TestSiteCosts(t *testing.T) {
+	b := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 100 +f 200 -f 300 +g 400 -g 500 -main")
+	p := b.Profile()
+	p.Header.Calibration.Sites = &trace.SiteCosts{EntryEmulated: 500, EntryStepped: 520, ExitReturn: 300, ExitRetInsn: 307}
+	p.Probes = []model.Probe{
+		{Function: b.Function("f"), Mech: trace.ProbeEntry, Stepped: true},
+		{Function: b.Function("g"), Mech: trace.ProbeRetInsn},
+		{Function: b.Function("main"), Mech: trace.ProbeReturn},
+	}
+	r := build(t, p, calltree.Options{})
+	// f's entry leaves 20 ns in f's own interval; g's RET probe 7 ns in
+	// main's interval after it.
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); !near(f.Base.WallNS, 100-1-20) {
+		t.Errorf("f self %v, want 100 − 1 − 20", f.Base.WallNS)
+	}
+	if g := node(t, &thread(t, r, 1).Root, "main;g"); !near(g.Base.WallNS, 100-1) {
+		t.Errorf("g self %v, want 100 − 1", g.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7) {
+		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe", m.Base.WallNS)
+	}
 }

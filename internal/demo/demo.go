@@ -2,7 +2,7 @@
 // user sees real output with one command. It builds examples/hotspots
 // with gcc, samples it and prints the sampling reports; then it builds
 // the same example with -finstrument-functions, traces it with the
-// compiled-in hooks (calibrating them on first use, as record does) and
+// compiled-in hooks (calibrated in the run, as record does) and
 // prints exact call counts with calibrated and raw times.
 package demo
 
@@ -17,7 +17,6 @@ import (
 	"sync"
 
 	"trueprof/examples"
-	"trueprof/internal/calibrate"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -36,12 +35,6 @@ const (
 	SamplingTrace = "trueprof.trace" // the sampled recording
 	HooksTrace    = "hooks.trace"    // the instrumented recording of the hooks build
 )
-
-// quickCalibration is the hook calibration the demo measures when the
-// machine has none: a real one with fewer intervals, so that a first run
-// stays short. It is stored as the machine's calibration, which `trueprof
-// calibrate` replaces; docs/calibration.md has the measurements behind it.
-var quickCalibration = calibrate.Options{Mechanism: "hook", Batches: 1, Rounds: 20000}
 
 // buildFlags are gcc's flags for the example: frame pointers everywhere
 // for complete call chains, and no inlining so that each of its
@@ -125,7 +118,7 @@ func sampling(ctx context.Context, w io.Writer, src, dir string, rounds int) err
 func hooks(ctx context.Context, w io.Writer, src, dir string, rounds int) error {
 	fmt.Fprintf(w, "\n%s", comment("Sampling estimates shares but cannot count calls, and a tracer's raw times include its probes. "+
 		"Now the same example built with -finstrument-functions, traced by trueprof's compiled-in hooks, whose cost is measured "+
-		"on this machine (calibration) and removed. mix is not instrumented (see the gcc flags): its 200,000 calls a batch "+
+		"in the same run (calibration bursts in the process at its start and end) and removed. mix is not instrumented (see the gcc flags): its 200,000 calls a batch "+
 		"of a few ns each are for sampling, and its time is in its callers' self time."))
 	bin := filepath.Join(dir, "hotspots-hooks")
 	if err := build(ctx, w, src, bin, hookFlags...); err != nil {
@@ -133,20 +126,20 @@ func hooks(ctx context.Context, w io.Writer, src, dir string, rounds int) error 
 	}
 	tracePath := filepath.Join(dir, HooksTrace)
 	// As `trueprof record` does for a -finstrument-functions build: the
-	// hooks, no sampling, and a calibration measured on first use.
+	// hooks, no sampling, and calibration bursts in the run itself.
 	res, p, err := recordExample(ctx, w, record.Config{
 		Output: tracePath, Command: []string{bin, fmt.Sprint(rounds)}, Mech: "hook", NoSampling: true,
-		Calibration: func(record.Mech) (*trace.Calibration, error) { // asked for the hooks
-			return calibrate.LoadOrMeasure(ctx, quickCalibration, w)
-		},
+		CalibrateInRun: true,
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "trueprof: %d events, %d lost, %d bytes written to %s\n", res.Events, res.Lost, res.Bytes, tracePath)
 	perCall := ""
-	if c := p.Header.Calibration; c != nil {
-		perCall = fmt.Sprintf(" (%.1f ns a call, measured on this machine)", c.PerCall)
+	if c := p.Header.Calibration; c != nil && c.Refused != "" {
+		perCall = fmt.Sprintf(" (here nothing: this run's calibration was refused, %s)", c.Refused)
+	} else if c != nil {
+		perCall = fmt.Sprintf(" (%.1f ns a call, measured in this run)", c.PerCall)
 	}
 	return show(w, p, tracePath, []view{
 		{"tree", fmt.Sprintf("Exact calls (CALLS) and calls made (CEE): main called process_batch %d times, which called parse and checksum once each, "+

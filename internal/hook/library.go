@@ -15,12 +15,26 @@ import (
 	"syscall"
 )
 
+// hookSource is the hooks' C source (lib/hook.c).
+//
+//go:embed lib/hook.c
+var hookSource []byte
+
+// calibSource holds the in-run calibration bursts (lib/calib.c), compiled
+// after hook.c in the same library: they call its hooks.
+//
+//go:embed lib/calib.c
+var calibSource []byte
+
 // source is the hook library's C source, compiled on the recording
 // machine so that the trueprof binary stays pure Go and the library
 // matches the local C library.
-//
-//go:embed lib/hook.c
-var source []byte
+var source = append(append(append([]byte{}, hookSource...), '\n'), calibSource...)
+
+// EnvCalibrate, set to 1 in a target's environment, makes each process
+// image run a calibration burst when the library loads and another when
+// it exits (lib/calib.c; package calfit fits them).
+const EnvCalibrate = "TRUEPROF_HOOK_CALIBRATE"
 
 // cflags build the library. It must not be instrumented itself; the hooks
 // use initial-exec TLS, which a preloaded library may.

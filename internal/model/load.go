@@ -255,7 +255,7 @@ func (l *loader) add(rec trace.Record) error {
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: probe for undefined location %d", errCorrupt, r.Function)
 		}
-		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech})
+		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech, Stepped: r.Stepped})
 	case *trace.Labels:
 		lb := Labels{Time: r.Time, PID: r.PID, GoID: r.GoID, Truncated: r.Truncated}
 		for _, pair := range r.Pairs {
@@ -281,6 +281,11 @@ func (l *loader) add(rec trace.Record) error {
 			t.Counters = map[trace.CounterKind]uint64{}
 		}
 		t.Counters[r.Kind] = r.Value
+	case *trace.CalibrationRecord:
+		// The in-run calibration, fitted when recording ended: it
+		// replaces the header's (the recorder writes one only when it
+		// measured in the run).
+		p.Header.Calibration = r.Calibration
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {

@@ -147,6 +147,7 @@ type Probe struct {
 	Function uint32
 	Address  uint64
 	Mech     trace.ProbeMech
+	Stepped  bool // the entry probe's instruction is single-stepped (trace.Probe)
 }
 
 // Adjust is time a thread spent in the profiler rather than its own code,

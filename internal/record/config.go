@@ -60,6 +60,13 @@ type Config struct {
 	// is chosen, and its result is copied into the trace header. Nil
 	// records without calibration (reports then show raw times).
 	Calibration func(Mech) (*trace.Calibration, error)
+	// CalibrateInRun makes a hooks recording calibrate itself: the hook
+	// library runs calibration bursts in each process of the target when
+	// it loads and when it exits, their events stay out of the profile
+	// and their fit is written at the end of the trace, where reports
+	// use it in place of the header's (docs/calibration.md, "In-run
+	// calibration"). Calibration is then not called for hooks.
+	CalibrateInRun bool
 	// Stdout receives the launched target's standard output; os.Stdout
 	// if nil.
 	Stdout io.Writer

@@ -83,6 +83,15 @@ func (s *session) processEvent(e *instrEvent) error {
 		return s.writeLabels(e)
 	}
 	if e.kind == 0 {
+		if s.cal != nil && s.cal.Active(e.pid, e.tid) {
+			// A pause inside a calibration burst is part of the burst's
+			// own pause; dropped events are still counted.
+			s.cal.Adjust(e.pid, e.tid, e.addr, e.dropped)
+			if e.dropped == 0 {
+				return nil
+			}
+			return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Dropped: e.dropped})
+		}
 		return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.addr, Dropped: e.dropped})
 	}
 	if s.drop(e.time) {
@@ -101,6 +110,11 @@ func (s *session) processEvent(e *instrEvent) error {
 	if err != nil {
 		return err
 	}
+	if s.cal != nil {
+		if name := s.res.CalibrationFunction(fn); name != "" {
+			return s.calibrationEvent(e, name)
+		}
+	}
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.
 	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
@@ -115,4 +129,15 @@ func (s *session) processEvent(e *instrEvent) error {
 	}
 	s.result.Events++
 	return nil
+}
+
+// calibrationEvent passes an event of an in-run calibration burst to the
+// collector instead of the profile. A finished burst becomes an Adjust:
+// the thread spent that time calibrating, not running the program.
+func (s *session) calibrationEvent(e *instrEvent, name string) error {
+	start, done := s.cal.Event(e.pid, e.tid, e.time, e.kind == trace.EventEntry, name)
+	if !done || e.time < start {
+		return nil
+	}
+	return s.w.Write(&trace.Adjust{Time: e.time, PID: e.pid, TID: e.tid, Duration: e.time - start})
 }

@@ -277,7 +277,7 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 		case site.Return:
 			mech = trace.ProbeReturn
 		}
-		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech})
+		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated})
 		if p.root != "" {
 			p.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
 		}

@@ -59,6 +59,9 @@ func (s *session) prepareProbes(mech Mech, pid int) (lo launchOptions, err error
 		lo.files = []*os.File{s.region.File()}
 		// The wrapper has the gate on descriptor 3; extra files follow.
 		lo.env = s.region.Env(4)
+		if s.cfg.CalibrateInRun {
+			lo.env = append(lo.env, hook.EnvCalibrate+"=1")
+		}
 	case MechUprobe:
 		if s.uprobes, err = newUprobePlanner(s.cfg, pid, s.log); err != nil {
 			return lo, err

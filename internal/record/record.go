@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
 	"trueprof/internal/resolve"
@@ -94,9 +95,12 @@ type session struct {
 	region  *hook.Region
 	// pauses finds the waits of the target's threads while probes are
 	// placed in it (pauses.go); nil without uprobes.
-	pauses    *pauseWatch
-	detached  uint64      // when the probes came off (probes.go detach)
-	eventRec  trace.Event // reused by processEvent
+	pauses   *pauseWatch
+	detached uint64      // when the probes came off (probes.go detach)
+	eventRec trace.Event // reused by processEvent
+	// cal collects the in-run calibration bursts (Config.CalibrateInRun
+	// with hooks); nil otherwise.
+	cal       *calfit.Collector
 	sampleRec trace.Sample
 	result    Result
 	full      bool // the size limit was reached
@@ -277,7 +281,9 @@ func (s *session) openTrace(kernel bool) error {
 	if s.mech != MechAuto {
 		s.hdr.Instrument = string(s.mech)
 		s.hdr.Root = s.cfg.Root
-		if s.cfg.Calibration != nil {
+		if s.mech == MechHook && s.cfg.CalibrateInRun {
+			s.cal = calfit.NewCollector()
+		} else if s.cfg.Calibration != nil {
 			if s.hdr.Calibration, err = s.cfg.Calibration(s.mech); err != nil {
 				return err
 			}
@@ -332,8 +338,22 @@ func (s *session) finish() (*Result, error) {
 	if s.mech != MechAuto && s.result.Events == 0 {
 		fmt.Fprintf(s.log, "trueprof: no probe fired: the traced functions never ran (or were inlined away)\n")
 	}
-	if c := s.hdr.Calibration; s.mech != MechAuto && c != nil {
-		s.warnHot(s.mech, c.PerCall, time.Duration(perf.Now()-s.hdr.StartNS))
+	cal := s.hdr.Calibration
+	if s.cal != nil {
+		if cal = s.cal.Calibration(string(s.mech)); cal != nil {
+			cal.Host, cal.Kernel, cal.Time = s.hdr.Host, s.hdr.Kernel, time.Now().UTC()
+			if err := s.w.Write(&trace.CalibrationRecord{Calibration: cal}); err != nil {
+				return nil, err
+			}
+			if cal.Refused != "" {
+				fmt.Fprintf(s.log, "trueprof: in-run calibration refused: %s; reports show raw times\n", cal.Refused)
+			}
+		} else if s.result.Events > 0 {
+			fmt.Fprintf(s.log, "trueprof: no in-run calibration burst completed (the target never loaded the hook library's constructor, or was killed); reports show raw times\n")
+		}
+	}
+	if s.mech != MechAuto && cal != nil {
+		s.warnHot(s.mech, cal, time.Duration(perf.Now()-s.hdr.StartNS))
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -365,21 +385,41 @@ func (s *session) finish() (*Result, error) {
 	return &s.result, nil
 }
 
-// warnHot says what the probes cost the target: each call costs perCall
-// ns, which calibration removes from the report but not from the run.
-// Uprobes on hot functions can slow a program several times over.
-func (s *session) warnHot(mech Mech, perCall float64, elapsed time.Duration) {
+// warnHot says what the probes cost the target, which calibration
+// removes from the report but not from the run: each call costs the
+// calibration's per-call cost, and with uprobe site costs each probed
+// site what its class costs (the numbers reports subtract), naming the
+// costliest sites. Uprobes on hot functions can slow a program several
+// times over.
+func (s *session) warnHot(mech Mech, cal *trace.Calibration, elapsed time.Duration) {
 	calls := float64(s.result.Events) / 2
-	cost := time.Duration(calls * perCall)
+	cost := time.Duration(calls * cal.PerCall)
+	var hot []uprobe.Hot
+	if sc := cal.Sites; mech == MechUprobe && sc != nil {
+		cost = 0
+		for _, src := range s.sources {
+			if u, ok := src.(*uprobeSource); ok {
+				for _, h := range u.set.Hot(sc.EntryEmulated, sc.EntryStepped, elapsed, 0) {
+					cost += h.Cost
+					if h.Share > 0.05 {
+						hot = append(hot, h)
+					}
+				}
+			}
+		}
+	}
 	if elapsed <= 0 || cost < elapsed/20 {
 		return
 	}
-	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls at %.0f ns each cost the target about %v of %v; calibrated reports remove it",
-		mech, calls, perCall, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(s.log, "trueprof: %s probes: %.0f calls cost the target about %v of %v (%.0f ns a call); calibrated reports remove it",
+		mech, calls, cost.Round(time.Millisecond), elapsed.Round(time.Millisecond), float64(cost)/max(calls, 1))
 	if mech == MechUprobe {
 		fmt.Fprintf(s.log, ", but functions this hot are better measured by sampling (-F) or compiled-in hooks")
 	}
 	fmt.Fprintln(s.log)
+	for _, h := range hot {
+		fmt.Fprintf(s.log, "trueprof: %s\n", h)
+	}
 }
 
 // stopTarget ends a launched target when recording stopped first, as perf

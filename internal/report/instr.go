@@ -387,13 +387,24 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 	}
 	writeAggregationText(w, h.Granularity, h.NoInlines)
 	switch c := h.Calibration; {
+	case c != nil && c.Refused != "":
+		fmt.Fprintf(w, "Calibration: %scalibration refused: %s\n", calibrationSource(c), c.Refused)
+		fmt.Fprintf(w, "Times:      raw: probe cost included (nothing subtracted), profiler pauses removed\n")
 	case c != nil:
 		var parts []string
 		for k, v := range c.Overhead {
 			parts = append(parts, fmt.Sprintf("%s %s", calltree.TransitionName(k), formatNS(v)))
 		}
-		fmt.Fprintf(w, "Calibration: %s of %d (%s): %s; %s per call\n",
-			cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
+		fmt.Fprintf(w, "Calibration: %s%s of %d (%s): %s; %s per call\n",
+			calibrationSource(c), cmp.Or(c.Statistic, "?"), c.Samples, cmp.Or(c.Mechanism, "?"), strings.Join(parts, ", "), formatNS(c.PerCall))
+		if len(c.Fit) > 0 {
+			var fit []string
+			for _, f := range c.Fit {
+				fit = append(fit, fmt.Sprintf("%s %+.1f%%", f.Name, 100*f.Error()))
+			}
+			fmt.Fprintf(w, "Resolution: %s per call (calls shorter than that are estimates); fit: %s\n",
+				formatNS(c.Resolution), strings.Join(fit, ", "))
+		}
 		fmt.Fprintf(w, "Times:      calibrated (probe cost and profiler pauses removed); --raw for unadjusted\n")
 	case h.Raw:
 		fmt.Fprintf(w, "Calibration: not applied (--raw)\n")
@@ -508,4 +519,55 @@ func writeProbes(w io.Writer, probes []ProbeInfo) {
 		}
 		fmt.Fprintf(w, "            +%-10s %s (%s) [%s]\n", formatNS(float64(pr.AfterNS)), pr.Function, filepath.Base(pr.Module), pr.Mechanism)
 	}
+}
+
+// calibrationSource says, before a calibration's statistic, that it was
+// measured in the recorded run and from how many bursts; "" for a
+// stored calibration.
+func calibrationSource(c *trace.Calibration) string {
+	if c.Source == "in-run" {
+		return fmt.Sprintf("in-run (%s) ", plural(uint64(c.Bursts), "burst", "bursts"))
+	}
+	return ""
+}
+
+// belowResolution reports whether a traced call's calibrated self time,
+// selfNS over calls, is shorter than the resolution of calibration c:
+// its count is exact, its time an estimate. False without a calibration
+// or resolution, and for a refused one (nothing was subtracted).
+func belowResolution(c *trace.Calibration, calls uint64, selfNS float64) bool {
+	return c != nil && c.Refused == "" && c.Resolution > 0 && calls > 0 && selfNS/float64(calls) < c.Resolution
+}
+
+// sampledSelfNS is the self time sampling measured for a function below
+// the resolution, in ns: the samples' periods when the sampling event
+// counts nanoseconds (cpu-clock, task-clock), else 0.
+func sampledSelfNS(h *InstrHeader, m *calltree.Metrics) float64 {
+	if m.Samples == 0 || (h.Event != "cpu-clock" && h.Event != "task-clock") {
+		return 0
+	}
+	return float64(m.Period)
+}
+
+// resolutionLegend explains the mark of times below the resolution.
+func resolutionLegend(c *trace.Calibration) string {
+	return fmt.Sprintf("≈ marks calls shorter than the calibration's resolution (%s per call): exact counts, estimated times; sampled self time beside them when sampling ran (-F).",
+		formatNS(c.Resolution))
+}
+
+// approx marks a formatted time that is below the resolution.
+func approx(s string, below bool) string {
+	if below {
+		return "≈" + s
+	}
+	return s
+}
+
+// sampledNote is what follows the name of a function below the
+// resolution: its sampled self time, when sampling ran.
+func sampledNote(ns float64) string {
+	if ns == 0 {
+		return ""
+	}
+	return "  (sampled self " + formatNS(ns) + ")"
 }

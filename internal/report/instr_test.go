@@ -676,3 +676,81 @@ func TestInstrDetached(t *testing.T) {
 		t.Errorf("JSON repairs %v, want open_at_detach 1", h["repairs"])
 	}
 }
+
+// TestInstrResolution: functions whose calibrated self time per call is
+// below the calibration's resolution keep their exact counts but are
+// flagged (JSON below_resolution, text ≈ and a legend), and only those;
+// a refused calibration flags nothing and says why in the header.
+func TestInstrResolution(t *testing.T) {
+	p := modeltest.InstrFixture()
+	var plain report.InstrFlatReport
+	writeJSON(t, p, report.Options{View: "flat"}, &plain)
+	perCall := map[string]float64{}
+	var lo, hi float64
+	for _, f := range plain.Functions {
+		if f.Calls == 0 {
+			continue
+		}
+		if f.BelowResolution {
+			t.Errorf("%s flagged without a resolution", f.Name)
+		}
+		v := f.Self.WallNS / float64(f.Calls)
+		perCall[f.Name] = v
+		if lo == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	if lo >= hi {
+		t.Fatalf("the fixture's functions all take %v ns per call", lo)
+	}
+	p.Header.Calibration.Resolution = (lo + hi) / 2
+	var flat report.InstrFlatReport
+	writeJSON(t, p, report.Options{View: "flat"}, &flat)
+	below := 0
+	for _, f := range flat.Functions {
+		want := f.Calls > 0 && perCall[f.Name] < p.Header.Calibration.Resolution
+		if f.BelowResolution != want {
+			t.Errorf("%s: %v ns per call, resolution %v: below_resolution %v", f.Name, perCall[f.Name], p.Header.Calibration.Resolution, f.BelowResolution)
+		}
+		if want {
+			below++
+		}
+	}
+	out := writeText(t, p, report.Options{View: "flat"})
+	if !strings.Contains(out, "≈ marks calls shorter than the calibration's resolution") {
+		t.Errorf("no legend:\n%s", out)
+	}
+	if n := strings.Count(out, "≈") - 1; n != below {
+		t.Errorf("%d times marked ≈, want %d:\n%s", n, below, out)
+	}
+	var tree report.InstrTreeReport
+	writeJSON(t, p, report.Options{View: "tree"}, &tree)
+	flagged := 0
+	var walk func(n *report.InstrTreeNode)
+	walk = func(n *report.InstrTreeNode) {
+		if n.BelowResolution {
+			flagged++
+			if n.Base.WallNS/float64(n.Calls) >= p.Header.Calibration.Resolution {
+				t.Errorf("tree node %s flagged at %v ns per call", n.Name, n.Base.WallNS/float64(n.Calls))
+			}
+		}
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	for _, pr := range tree.Processes {
+		for i := range pr.Threads {
+			walk(&pr.Threads[i].Root)
+		}
+	}
+	if flagged == 0 {
+		t.Error("no tree node flagged")
+	}
+
+	p.Header.Calibration.Refused = "shape mixed residual +7.5%"
+	out = writeText(t, p, report.Options{View: "flat"})
+	if strings.Contains(out, "≈") || !strings.Contains(out, "calibration refused: shape mixed residual +7.5%") {
+		t.Errorf("refused calibration: want no marks and the reason:\n%s", out)
+	}
+}

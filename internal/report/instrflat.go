@@ -31,6 +31,12 @@ type InstrFlatFunction struct {
 	// time of one call.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// BelowResolution marks a function whose calibrated self time per
+	// call is shorter than the calibration's resolution: its calls are
+	// exact, its times estimates. SampledSelfNS is then its self time by
+	// sampling, when sampling ran with a time-based event (-F).
+	BelowResolution bool    `json:"below_resolution,omitempty"`
+	SampledSelfNS   float64 `json:"sampled_self_ns,omitempty"`
 }
 
 // InstrFlatReport is the JSON form of the flat view of an instrumented
@@ -65,13 +71,18 @@ func buildInstrFlat(in *instrData) InstrFlatReport {
 		if hiddenF(mt.of(&f.Self), in.total, in.o) {
 			continue
 		}
-		rep.Functions = append(rep.Functions, InstrFlatFunction{
+		row := InstrFlatFunction{
 			Name: f.Name, Module: f.Module, Calls: f.Calls, Sampled: f.Calls == 0,
 			Self: f.Self, Total: f.Total,
 			SelfPercent:  percentF(mt.of(&f.Self), in.total),
 			TotalPercent: percentF(mt.of(&f.Total), in.total),
 			MinSelfNS:    f.MinSelfNS, MaxSelfNS: f.MaxSelfNS,
-		})
+			BelowResolution: belowResolution(in.header.Calibration, f.Calls, f.Self.WallNS),
+		}
+		if row.BelowResolution {
+			row.SampledSelfNS = sampledSelfNS(&in.header, &f.Self)
+		}
+		rep.Functions = append(rep.Functions, row)
 	}
 	return rep
 }
@@ -84,6 +95,9 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.Sampled }) {
 			fmt.Fprintln(w, sampledLegend)
 		}
+		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.BelowResolution }) {
+			fmt.Fprintln(w, resolutionLegend(rep.Calibration))
+		}
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "%8s %10s %7s %10s %7s %10s %10s  %s\n", "CALLS", "SELF", "SELF%", "TOTAL", "TOTAL%", "MIN/CALL", "MAX/CALL", "FUNCTION (MODULE)")
 		for _, f := range rep.Functions {
@@ -91,9 +105,9 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			if f.Sampled {
 				calls, lo, hi = "-", "-", "-"
 			}
-			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s\n", calls,
-				mt.format(mt.of(&f.Self)), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
-				lo, hi, sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled))
+			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s%s\n", calls,
+				approx(mt.format(mt.of(&f.Self)), f.BelowResolution), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
+				lo, hi, sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled), sampledNote(f.SampledSelfNS))
 		}
 	}
 	return text, rep, nil

@@ -37,6 +37,12 @@ type InstrTreeNode struct {
 	// time of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// BelowResolution marks a node whose calibrated base time per call
+	// is shorter than the calibration's resolution: its calls are exact,
+	// its times estimates. SampledBaseNS is then its base time by
+	// sampling, when sampling ran with a time-based event (-F).
+	BelowResolution bool    `json:"below_resolution,omitempty"`
+	SampledBaseNS   float64 `json:"sampled_base_ns,omitempty"`
 	// Children are sorted by cum of the header's metric, largest first,
 	// then by cum wall time, cum samples, name and module. Never null.
 	Children []InstrTreeNode `json:"children"`
@@ -128,6 +134,9 @@ func instrTreeNode(n *calltree.Node, in *instrData) (InstrTreeNode, bool) {
 		MinSelfNS:  n.MinSelfNS, MaxSelfNS: n.MaxSelfNS,
 		Children: make([]InstrTreeNode, 0, len(n.Children)),
 	}
+	if n.Level > 0 && belowResolution(in.header.Calibration, n.Calls, n.Base.WallNS) {
+		t.BelowResolution, t.SampledBaseNS = true, sampledSelfNS(&in.header, &n.Base)
+	}
 	for i := range n.Children {
 		if c, ok := instrTreeNode(&n.Children[i], in); ok {
 			t.Children = append(t.Children, c)
@@ -148,8 +157,11 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 		samples := h.Total.Samples > 0
 		fmt.Fprintf(w, "BASE, CUM and CUM%% are %s; DELTA is the wall time calibration removed from BASE;\n", metricTitle(mt))
 		fmt.Fprintln(w, "DS counts dispatches (switched out: blocked or preempted), IN interrupts.")
-		if anySampled(rep.Processes) {
+		if anyNode(rep.Processes, func(n *InstrTreeNode) bool { return n.Sampled }) {
 			fmt.Fprintln(w, sampledLegend)
+		}
+		if anyNode(rep.Processes, func(n *InstrTreeNode) bool { return n.BelowResolution }) {
+			fmt.Fprintln(w, resolutionLegend(rep.Calibration))
 		}
 		fmt.Fprintln(w)
 		for _, pr := range rep.Processes {
@@ -176,12 +188,12 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 						in = "-"
 					}
 					fmt.Fprintf(w, "%4d %4d %8s %8s %10s %10s %6s %6s", n.Level, n.Recursion, calls, cee,
-						mt.format(mt.of(&n.Base)), formatNS(n.Base.DeltaNS), ds, in)
+						approx(mt.format(mt.of(&n.Base)), n.BelowResolution), formatNS(n.Base.DeltaNS), ds, in)
 					if samples {
 						fmt.Fprintf(w, " %6d", n.Base.Samples)
 					}
-					fmt.Fprintf(w, " %10s %6.2f%%  %s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
-						strings.Repeat("  ", n.Level), sampledLabel(calltree.Func{Name: n.Name, Module: n.Module}, n.Sampled))
+					fmt.Fprintf(w, " %10s %6.2f%%  %s%s%s\n", mt.format(mt.of(&n.Cum)), n.CumPercent,
+						strings.Repeat("  ", n.Level), sampledLabel(calltree.Func{Name: n.Name, Module: n.Module}, n.Sampled), sampledNote(n.SampledBaseNS))
 					for i := range n.Children {
 						print(&n.Children[i])
 					}
@@ -205,10 +217,11 @@ func metricTitle(mt metric) string {
 	return "wall time (wall_ns)"
 }
 
-func anySampled(procs []InstrTreeProcess) bool {
+// anyNode reports whether a node of the trees of procs satisfies pred.
+func anyNode(procs []InstrTreeProcess, pred func(n *InstrTreeNode) bool) bool {
 	var walk func(n *InstrTreeNode) bool
 	walk = func(n *InstrTreeNode) bool {
-		if n.Sampled {
+		if pred(n) {
 			return true
 		}
 		return slices.ContainsFunc(n.Children, func(c InstrTreeNode) bool { return walk(&c) })

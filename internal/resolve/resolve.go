@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"trueprof/internal/calibrate/calfit"
 
 	"trueprof/internal/symbolize"
 	"trueprof/internal/trace"
@@ -46,11 +47,14 @@ type Resolver struct {
 	filesByID map[string]*moduleFile
 	locs      map[locKey]uint32
 	entry     map[uint32]bool // locations whose function starts a thread
-	stacks    map[[2]uint32]uint32
-	jit       map[uint32]*jitInfo
-	kallsyms  *symbolize.Kallsyms
-	log       io.Writer
-	warned    map[string]bool
+	// calFuncs names, by location id, the hook library's in-run
+	// calibration functions (calfit.IsCalibration); "" for the others.
+	calFuncs []string
+	stacks   map[[2]uint32]uint32
+	jit      map[uint32]*jitInfo
+	kallsyms *symbolize.Kallsyms
+	log      io.Writer
+	warned   map[string]bool
 	// procRoot prefixes module paths; /proc/PID/root lets the recorder
 	// read a target's files through its own mount namespace.
 	procRoot func(pid uint32) string
@@ -339,6 +343,16 @@ func (r *Resolver) kernelLocation(addr uint64) (uint32, error) {
 	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
 }
 
+// CalibrationFunction returns the name of the function at location id
+// when it is one of the hook library's in-run calibration functions
+// (calfit.IsCalibration), else "". It is cheap enough for every event.
+func (r *Resolver) CalibrationFunction(id uint32) string {
+	if int(id) < len(r.calFuncs) {
+		return r.calFuncs[id]
+	}
+	return ""
+}
+
 func (r *Resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64, frames []symbolize.Frame) (uint32, error) {
 	id := r.nextLoc + 1
 	lines, err := r.lines(frames)
@@ -350,8 +364,11 @@ func (r *Resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64
 	}
 	r.nextLoc = id
 	r.locs[key] = id
-	if threadEntries[frames[len(frames)-1].Function] {
+	if fn := frames[len(frames)-1].Function; threadEntries[fn] {
 		r.entry[id] = true
+	} else if calfit.IsCalibration(fn) {
+		r.calFuncs = append(r.calFuncs, make([]string, int(id)+1-len(r.calFuncs))...)
+		r.calFuncs[id] = fn
 	}
 	return id, nil
 }

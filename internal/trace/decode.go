@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -283,6 +284,13 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		rn := &Rename{ID: p.u32()}
 		rn.Lines = p.lines()
 		return rn
+	case MajorCalibration:
+		c := &Calibration{}
+		if err := json.Unmarshal(p.bytes(), c); err != nil {
+			p.bad = true
+			return nil
+		}
+		return &CalibrationRecord{Calibration: c}
 	case MajorStack:
 		s := &StackNode{}
 		s.ID = p.u32()
@@ -339,6 +347,9 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		pr.PID = p.u32()
 		pr.Function = p.u32()
 		pr.Address = p.uvarint()
+		if p.i < len(p.b) {
+			pr.Stepped = p.uvarint() != 0
+		}
 		return pr
 	case MajorAdjust:
 		a := fresh(d, &d.scratch.adjust)
@@ -387,7 +398,7 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 // and whether m is known at all.
 func majorTimed(m Major) (timed, known bool) {
 	switch m {
-	case MajorString, MajorLocation, MajorStack, MajorRename:
+	case MajorString, MajorLocation, MajorStack, MajorRename, MajorCalibration:
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,

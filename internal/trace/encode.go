@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 )
 
@@ -138,6 +139,16 @@ func (c *chunkBuilder) add(r Record) error {
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
 		b = appendLines(b, r.Lines)
+	case *CalibrationRecord:
+		timed = false
+		if r.Calibration == nil {
+			return fmt.Errorf("%w: CalibrationRecord without a calibration", ErrInvalidRecord)
+		}
+		js, err := json.Marshal(r.Calibration)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+		}
+		b = appendString(b, string(js))
 	case *StackNode:
 		timed = false
 		b = binary.AppendUvarint(b, u(r.ID))
@@ -195,6 +206,10 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.PID))
 		b = binary.AppendUvarint(b, u(r.Function))
 		b = binary.AppendUvarint(b, r.Address)
+		if r.Stepped {
+			// An appended field, which older readers ignore.
+			b = binary.AppendUvarint(b, 1)
+		}
 	case *Adjust:
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendUvarint(b, u(r.PID))
@@ -332,6 +347,8 @@ func isNil(r Record) bool {
 	case *Labels:
 		return r == nil
 	case *Rename:
+		return r == nil
+	case *CalibrationRecord:
 		return r == nil
 	case *Pause:
 		return r == nil

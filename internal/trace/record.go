@@ -65,10 +65,66 @@ type Calibration struct {
 	Host      string               `json:"host"`
 	Kernel    string               `json:"kernel"`
 	Time      time.Time            `json:"time"`
-	Statistic string               `json:"statistic"` // how the per-kind value was chosen, e.g. "min" or "median"
+	Statistic string               `json:"statistic"` // how the per-kind values were found: "fit" (fitted to validation shapes), or a statistic of empty intervals ("min", "median", "mean") in older traces
 	Overhead  [Transitions]float64 `json:"overhead_ns"`
 	PerCall   float64              `json:"per_call_ns"` // total cost of one instrumented call (entry and exit)
 	Samples   int                  `json:"samples"`     // measurements behind each value
+	// Fit is how the overheads reproduce each validation shape's
+	// uninstrumented time (absent in traces recorded before fitting).
+	Fit []FitShape `json:"fit,omitempty"`
+	// Resolution is the shortest time per call the calibration was shown
+	// to measure to within 10%, in ns (0 when unknown): functions faster than it keep
+	// their exact counts, but their calibrated times are estimates.
+	Resolution float64 `json:"resolution_ns,omitempty"`
+	// Source says where the calibration was measured: "in-run" (bursts
+	// the hook library ran in the recorded process itself, fitted at
+	// the end of the recording), or empty for a stored calibration
+	// (`trueprof calibrate`, a separate run of a bundled target).
+	Source string `json:"source,omitempty"`
+	// Sites are the uprobe costs per hit of each probe-site class, which
+	// reports apply per site on top of the fitted overheads (those are
+	// measured on emulated entries and return probes); nil for hooks
+	// and older traces.
+	Sites *SiteCosts `json:"sites,omitempty"`
+	// Bursts is how many in-run calibration bursts the fit used.
+	Bursts int `json:"bursts,omitempty"`
+	// Refused, when not empty, says why the fit was refused (e.g. "shape
+	// mixed residual +7.2%"): its overheads are zero and reports show raw
+	// times, saying so.
+	Refused string `json:"refused,omitempty"`
+}
+
+// SiteCosts are the costs of one uprobe hit, in ns, per class of probe
+// site: how the kernel handles the entry probe's instruction (emulated,
+// or single-stepped out of line) and how the exit is probed (a return
+// probe's trampoline, or a uprobe on each RET instruction, which is
+// single-stepped).
+type SiteCosts struct {
+	EntryEmulated float64 `json:"entry_emulated_ns"`
+	EntryStepped  float64 `json:"entry_stepped_ns"`
+	ExitReturn    float64 `json:"exit_return_ns"`
+	ExitRetInsn   float64 `json:"exit_ret_insn_ns"`
+}
+
+// FitShape is one validation shape of a calibration: a loop of calls
+// with real work, timed without probes and recorded with them, and what
+// the calibrated recording made of it.
+type FitShape struct {
+	Name           string  `json:"name"`              // e.g. "leaf-heavy"
+	Calls          uint64  `json:"calls"`             // instrumented calls in the loop
+	BodyNS         float64 `json:"body_ns"`           // uninstrumented time per leaf call
+	Uninstrumented float64 `json:"uninstrumented_ns"` // the loop without probes (minimum over runs)
+	Calibrated     float64 `json:"calibrated_ns"`     // the loop recorded with probes, calibrated
+	Raw            float64 `json:"raw_ns"`            // the same, uncalibrated
+}
+
+// Error returns the shape's residual, calibrated minus uninstrumented,
+// as a fraction of the uninstrumented time.
+func (f FitShape) Error() float64 {
+	if f.Uninstrumented == 0 {
+		return 0
+	}
+	return (f.Calibrated - f.Uninstrumented) / f.Uninstrumented
 }
 
 // Major is a record's major code: what kind of record it is (the classic trace
@@ -98,6 +154,9 @@ const (
 	MajorLabels   Major = 19 // *Labels: a goroutine's runtime/pprof labels changed
 	MajorRename   Major = 20 // *Rename: an already written Location got its names late
 	MajorPause    Major = 21 // *Pause: recording was paused (trueprof ctl pause) and resumed
+	// MajorCalibration: *CalibrationRecord, the in-run calibration fitted
+	// at the end of the recording.
+	MajorCalibration Major = 22
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -371,6 +430,8 @@ func (m Major) String() string {
 		return "Counter"
 	case MajorLabels:
 		return "Labels"
+	case MajorCalibration:
+		return "Calibration"
 	case MajorRename:
 		return "Rename"
 	case MajorPause:
@@ -430,6 +491,10 @@ type Probe struct {
 	Function uint32
 	Address  uint64
 	Mech     ProbeMech
+	// Stepped: the kernel single-steps the entry probe's instruction out
+	// of line instead of emulating it, which costs several times more
+	// (Calibration.Sites). An appended field: older traces read false.
+	Stepped bool
 }
 
 // Adjust records time thread TID spent in the profiler rather than in its
@@ -556,6 +621,18 @@ type Rename struct {
 
 // Major returns MajorRename.
 func (*Rename) Major() Major { return MajorRename }
+
+// CalibrationRecord carries a calibration measured during the recording
+// (the in-run calibration, fitted from the bursts the hook library ran in
+// the target), written once at its end. Readers use it in place of the
+// header's Calibration. It is stored as the Calibration's JSON, so that
+// fields can be added without a format change.
+type CalibrationRecord struct {
+	Calibration *Calibration
+}
+
+// Major returns MajorCalibration.
+func (*CalibrationRecord) Major() Major { return MajorCalibration }
 
 // Pause records an interval in which recording was paused (trueprof ctl
 // pause, then resume, stop or snapshot): no samples or events were

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"trueprof/internal/trace"
 )
 
 // Addresses of the probed functions of cost_amd64.s.
@@ -100,4 +102,28 @@ func selfOffset(pc uintptr) (string, uint64, error) {
 		return "", 0, err
 	}
 	return "", 0, errors.New("uprobe: cost functions not found in /proc/self/maps")
+}
+
+// SiteCosts measures the cost of one hit of each class of probe site on
+// this machine (ns): an entry probe on an emulated instruction (push
+// %rbp) and on one the kernel single-steps (mov), a return probe's exit
+// (a uretprobe's trampoline, beyond its entry probe) and a uprobe on a
+// RET instruction (single-stepped). Calibration stores them so that
+// reports charge each probed function the cost of its own sites.
+func SiteCosts() (trace.SiteCosts, error) {
+	var c trace.SiteCosts
+	var err error
+	if c.EntryEmulated, c.EntryStepped, err = Cost(); err != nil {
+		return c, err
+	}
+	// costMov's RET is at +2.
+	if c.ExitRetInsn, err = hitCost(costMovPC, 2, false, 1000); err != nil {
+		return c, err
+	}
+	both, err := hitCost(costPushPC, 0, true, 20000)
+	if err != nil {
+		return c, err
+	}
+	c.ExitReturn = max(both-c.EntryEmulated, 0)
+	return c, nil
 }

@@ -1,0 +1,161 @@
+// Package calfit fits per-transition probe overheads to validation
+// shapes (loops recorded with probes and timed without them) and judges
+// the fit: each shape's residual, the resolution, refusal of a bad fit.
+// Both the stored calibration (package calibrate, a separate target) and
+// the in-run calibration (Collector, bursts the hook library runs in the
+// recorded process itself) use it. docs/calibration.md explains the model.
+//
+//	c := calfit.NewCollector()
+//	c.Event(pid, tid, time, entry, name) // for events of trueprof_cal_* functions
+//	cal := c.Calibration("hook")          // nil without bursts; Refused set on a bad fit
+package calfit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"trueprof/internal/trace"
+)
+
+// ErrBadFit is returned when no overheads reproduce the validation
+// shapes.
+var ErrBadFit = errors.New("the probe overheads do not fit the validation runs")
+
+// Fit quality a calibration must reach: a shape is fitted badly when its
+// calibrated time misses the uninstrumented one by more than
+// maxShapeError of it and by more than maxUnexplained of the probe cost
+// the fit removed (so that shapes dominated by probe cost, as short
+// bodies under uprobes are, are judged by how much of that cost the fit
+// explains).
+const (
+	maxShapeError  = 0.05
+	maxUnexplained = 0.25
+)
+
+// Run is one recorded run of a validation shape's loop.
+type Run struct {
+	Raw    float64                   // ns from the loop's entry to its exit, less the profiler's pauses
+	Count  [trace.Transitions]uint64 // intervals of each transition kind in it
+	Calls  uint64                    // instrumented calls in the loop
+	Leaves uint64                    // calls of the leaf, whose body is the shape's work
+}
+
+// Overhead returns the probe cost in the run under per-kind overheads oh.
+func (r Run) Overhead(oh [trace.Transitions]float64) float64 {
+	sum := 0.0
+	for k, n := range r.Count {
+		sum += float64(n) * oh[k]
+	}
+	return sum
+}
+
+// Shape is a validation shape's best recorded run and its uninstrumented
+// time.
+type Shape struct {
+	Name           string
+	Run            Run
+	Uninstrumented float64 // ns
+}
+
+// Fit returns the per-transition overheads that best reproduce the
+// uninstrumented times of the shapes: the least-squares solution of
+// raw − Σ count·overhead = uninstrumented, each shape weighted by
+// 1/uninstrumented so that short loops count as much as long ones. In a
+// complete call tree every entry->entry interval has an exit->exit
+// partner and every entry->exit an exit->entry one, so the runs pin down
+// only the two sums EE+XX and EX+XE; each sum is split as median (the
+// empty intervals' medians) splits it. A fit with a negative or zero
+// overhead is an ErrBadFit.
+func Fit(median [trace.Transitions]float64, shapes []Shape) ([trace.Transitions]float64, error) {
+	var oh [trace.Transitions]float64
+	share := func(a, b int) float64 {
+		if median[a]+median[b] <= 0 {
+			return 0.5
+		}
+		return median[a] / (median[a] + median[b])
+	}
+	sEE, sEX := share(trace.EntryEntry, trace.ExitExit), share(trace.EntryExit, trace.ExitEntry)
+	// Normal equations of the weighted least squares in P = EE+XX and
+	// Q = EX+XE.
+	var aa, ab, bb, ay, by float64
+	for _, s := range shapes {
+		r := s.Run
+		a := sEE*float64(r.Count[trace.EntryEntry]) + (1-sEE)*float64(r.Count[trace.ExitExit])
+		b := sEX*float64(r.Count[trace.EntryExit]) + (1-sEX)*float64(r.Count[trace.ExitEntry])
+		y := r.Raw - s.Uninstrumented
+		w := 1 / (s.Uninstrumented * s.Uninstrumented)
+		aa, ab, bb, ay, by = aa+w*a*a, ab+w*a*b, bb+w*b*b, ay+w*a*y, by+w*b*y
+	}
+	det := aa*bb - ab*ab
+	if det <= 1e-12*aa*bb || aa == 0 || bb == 0 {
+		return oh, fmt.Errorf("%w: the validation shapes do not separate the transition kinds", ErrBadFit)
+	}
+	pSum, qSum := (ay*bb-by*ab)/det, (aa*by-ab*ay)/det
+	oh[trace.EntryEntry], oh[trace.ExitExit] = sEE*pSum, (1-sEE)*pSum
+	oh[trace.EntryExit], oh[trace.ExitEntry] = sEX*qSum, (1-sEX)*qSum
+	if pSum <= 0 || qSum <= 0 {
+		return oh, fmt.Errorf("%w: fitted entry->entry + exit->exit %.1f ns, entry->exit + exit->entry %.1f ns (a probe cannot cost nothing)",
+			ErrBadFit, pSum, qSum)
+	}
+	return oh, nil
+}
+
+// Judge fits the overheads of mech to shapes and returns the
+// calibration with each shape's residual and the resolution. On a bad
+// fit it returns the calibration too, with Refused saying why and every
+// overhead zero (nothing may be subtracted), and an ErrBadFit error.
+// median are the empty intervals' medians and n the fewest of them per
+// kind.
+func Judge(mech string, median [trace.Transitions]float64, n int, shapes []Shape) (*trace.Calibration, error) {
+	oh, err := Fit(median, shapes)
+	c := &trace.Calibration{Mechanism: mech, Statistic: "fit", Overhead: oh, Samples: n}
+	// Each interval holds the end of one probe and the start of the next,
+	// so the four kinds together hold every part of an entry probe and an
+	// exit probe twice: a call costs half their sum (t_I + t_O).
+	c.PerCall = (oh[trace.EntryEntry] + oh[trace.EntryExit] + oh[trace.ExitEntry] + oh[trace.ExitExit]) / 2
+	var bad []string
+	for _, s := range shapes {
+		r := s.Run
+		f := trace.FitShape{Name: s.Name, Calls: r.Calls, Uninstrumented: s.Uninstrumented, Raw: r.Raw,
+			Calibrated: r.Raw - r.Overhead(oh)}
+		if r.Leaves > 0 {
+			f.BodyNS = s.Uninstrumented / float64(r.Leaves)
+		}
+		c.Fit = append(c.Fit, f)
+		miss := math.Abs(f.Calibrated - f.Uninstrumented)
+		if miss > maxShapeError*f.Uninstrumented && miss > maxUnexplained*(f.Raw-f.Calibrated) {
+			bad = append(bad, fmt.Sprintf("shape %s residual %+.1f%%", s.Name, 100*f.Error()))
+		}
+		// The resolution is the shortest leaf body the fit reproduced to
+		// within 10%: shorter calls were not shown to be measurable.
+		if miss <= 0.1*f.Uninstrumented && f.BodyNS > 0 && (c.Resolution == 0 || f.BodyNS < c.Resolution) {
+			c.Resolution = f.BodyNS
+		}
+	}
+	switch {
+	case err != nil && len(bad) > 0:
+		// The shapes first: they are what a reader can check.
+		err = fmt.Errorf("%w: %s; %s", ErrBadFit, strings.Join(bad, ", "), strings.TrimPrefix(err.Error(), ErrBadFit.Error()+": "))
+	case len(bad) > 0:
+		err = fmt.Errorf("%w: %s", ErrBadFit, strings.Join(bad, ", "))
+	}
+	if err != nil {
+		c.Refused = strings.TrimPrefix(err.Error(), ErrBadFit.Error()+": ")
+		c.Overhead, c.PerCall, c.Resolution = [trace.Transitions]float64{}, 0, 0
+		return c, err
+	}
+	return c, nil
+}
+
+// MedianOf returns the median of v, 0 when v is empty.
+func MedianOf(v []uint64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return float64(s[len(s)/2])
+}

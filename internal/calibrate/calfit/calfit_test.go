@@ -1,0 +1,205 @@
+package calfit
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"trueprof/internal/calltree"
+	"trueprof/internal/trace"
+)
+
+// shapeSpec is a validation loop: rounds of outer, fanout calls each,
+// chains of depth links, leaves of body ns.
+type shapeSpec struct {
+	name                  string
+	rounds, fanout, depth int
+	body                  float64
+}
+
+// specs are internal/calibrate's validation shapes.
+var specs = []shapeSpec{
+	{"leaf-heavy", 150, 8, 0, 1000},
+	{"call-heavy", 6000, 1, 8, 100},
+	{"mixed", 1000, 3, 2, 300},
+	{"long", 50, 2, 0, 10000},
+}
+
+// synthetic returns the shapes' runs under overheads oh: their
+// transition counts and raw times.
+func synthetic(oh [trace.Transitions]float64) []Shape {
+	var out []Shape
+	for _, s := range specs {
+		var r Run
+		nEE := uint64(s.rounds * (1 + s.fanout*s.depth))
+		nEX := uint64(s.rounds * s.fanout)
+		r.Count = [trace.Transitions]uint64{nEE, nEX, nEX, nEE}
+		r.Leaves = nEX
+		real := float64(s.rounds*s.fanout) * s.body
+		r.Raw = real + r.Overhead(oh)
+		out = append(out, Shape{Name: s.name, Run: r, Uninstrumented: real})
+	}
+	return out
+}
+
+// TestFit recovers known overheads from synthetic runs of the shapes'
+// transition counts, and refuses shapes that cannot separate the kinds
+// and a fit whose overheads come out negative.
+func TestFit(t *testing.T) {
+	want := [trace.Transitions]float64{10, 30, 20, 5}
+	median := [trace.Transitions]float64{2, 6, 4, 1} // the same splits: EE/(EE+XX) = 2/3, EX/(EX+XE) = 3/5
+	shapes := synthetic(want)
+	got, err := Fit(median, shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range got {
+		if math.Abs(got[k]-want[k]) > 1e-6 {
+			t.Errorf("overheads %v, want %v", got, want)
+			break
+		}
+	}
+	// Shapes all of one kind (chains only) cannot tell EE+XX from EX+XE.
+	if _, err := Fit(median, []Shape{shapes[1], shapes[1]}); !errors.Is(err, ErrBadFit) {
+		t.Errorf("fit of identical shapes: err %v, want ErrBadFit", err)
+	}
+	// Raw times below the uninstrumented ones: overheads would be negative.
+	for i := range shapes {
+		shapes[i].Run.Raw = shapes[i].Uninstrumented * 0.9
+	}
+	if oh, err := Fit(median, shapes); !errors.Is(err, ErrBadFit) {
+		t.Errorf("fit of faster-than-real runs: overheads %v, err %v, want ErrBadFit", oh, err)
+	}
+}
+
+// TestJudge: a consistent fit keeps its overheads, residuals and a
+// resolution (the shortest body reproduced); a shape no overheads
+// explain is refused by name, and the refused calibration subtracts
+// nothing.
+func TestJudge(t *testing.T) {
+	oh := [trace.Transitions]float64{10, 30, 20, 5}
+	median := [trace.Transitions]float64{2, 6, 4, 1}
+	c, err := Judge("hook", median, 100, synthetic(oh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Refused != "" || math.Abs(c.PerCall-32.5) > 1e-6 || len(c.Fit) != len(specs) {
+		t.Fatalf("calibration %+v: want 32.5 ns per call, %d shapes, not refused", c, len(specs))
+	}
+	if c.Resolution != 100 {
+		t.Errorf("resolution %v ns, want the call-heavy body, 100", c.Resolution)
+	}
+	shapes := synthetic(oh)
+	shapes[2].Run.Raw *= 1.5 // mixed took half as long again: no overheads explain it
+	c, err = Judge("hook", median, 100, shapes)
+	if !errors.Is(err, ErrBadFit) {
+		t.Fatalf("err %v, want ErrBadFit", err)
+	}
+	if !strings.HasPrefix(c.Refused, "shape ") || !strings.Contains(c.Refused, " residual ") || c.Overhead != [trace.Transitions]float64{} || c.PerCall != 0 {
+		t.Errorf("refused calibration %+v: want a shape named and nothing subtracted", c)
+	}
+}
+
+// burst feeds c one burst of the hook library's calibration functions
+// on thread 1/1, starting at *now: each shape's plain loop takes its
+// uninstrumented time, and its recorded loop that plus the overheads
+// oh at each transition (ns). It returns the burst's span.
+func burst(c *Collector, now *uint64, oh [trace.Transitions]float64, reps int) (start, end uint64) {
+	prevEntry := true
+	ev := func(entry bool, name string, body float64) {
+		k := calltree.Transition(prevEntry, entry)
+		*now += uint64(oh[k] + body)
+		prevEntry = entry
+		if s, done := c.Event(1, 1, *now, entry, Prefix+name); done {
+			start, end = s, *now
+		}
+	}
+	loop := func(s shapeSpec, withBody bool) {
+		ev(true, "shape_"+strings.ReplaceAll(s.name, "-", "_"), 0)
+		for range s.rounds {
+			ev(true, "outer", 0)
+			for range s.fanout {
+				for range s.depth {
+					ev(true, "link", 0)
+				}
+				ev(true, "leaf", 0)
+				b := 0.0
+				if withBody {
+					b = s.body
+				}
+				ev(false, "leaf", b)
+				for range s.depth {
+					ev(false, "link", 0)
+				}
+			}
+			ev(false, "outer", 0)
+		}
+		ev(false, "shape_"+strings.ReplaceAll(s.name, "-", "_"), 0)
+	}
+	ev(true, "burst", 0)
+	loop(shapeSpec{"empty", 200, 2, 0, 0}, false)
+	for range reps {
+		for _, s := range specs {
+			name := "ref_" + strings.ReplaceAll(s.name, "-", "_")
+			ev(true, name, 0)
+			// The plain loop: its time, with no events inside.
+			*now += uint64(float64(s.rounds*s.fanout) * s.body)
+			ev(false, name, 0)
+			loop(s, true)
+		}
+	}
+	ev(false, "burst", 0)
+	return start, end
+}
+
+// TestCollectorFitsBursts: events of the calibration functions, as the
+// hook library emits them, give back the overheads they were made with,
+// each shape's uninstrumented time and the burst's span.
+func TestCollectorFitsBursts(t *testing.T) {
+	oh := [trace.Transitions]float64{9, 24, 26, 8}
+	c := NewCollector()
+	if c.Calibration("hook") != nil {
+		t.Fatal("a calibration without bursts")
+	}
+	now := uint64(1000)
+	first := now
+	start, end := burst(c, &now, oh, 2)
+	if start <= first || end != now || c.Bursts() != 1 {
+		t.Errorf("burst span [%d, %d] of [%d, %d], %d bursts", start, end, first, now, c.Bursts())
+	}
+	if c.Active(1, 1) {
+		t.Error("thread still in a burst after its end")
+	}
+	cal := c.Calibration("hook")
+	if cal == nil || cal.Refused != "" {
+		t.Fatalf("calibration %+v", cal)
+	}
+	if cal.Source != "in-run" || cal.Bursts != 1 || len(cal.Fit) != len(specs) {
+		t.Errorf("source %q, %d bursts, %d shapes", cal.Source, cal.Bursts, len(cal.Fit))
+	}
+	for k := range oh {
+		// The empty loop's intervals split the sums exactly here;
+		// integer nanoseconds leave a rounding error.
+		if math.Abs(cal.Overhead[k]-oh[k]) > 0.6 {
+			t.Errorf("overheads %v, want %v", cal.Overhead, oh)
+			break
+		}
+	}
+	for _, f := range cal.Fit {
+		if math.Abs(f.Error()) > 0.01 || f.Calls == 0 || f.BodyNS <= 0 {
+			t.Errorf("shape %+v: residual %.3f", f, f.Error())
+		}
+	}
+	// A pause inside a loop is not its time; drops spoil the run.
+	c.Event(2, 2, 10, true, Prefix+"burst")
+	c.Event(2, 2, 20, true, Prefix+"ref_mixed")
+	if !c.Active(2, 2) {
+		t.Error("thread 2 not in its burst")
+	}
+	c.Adjust(2, 2, 5, 0)
+	c.Event(2, 2, 30, false, Prefix+"ref_mixed")
+	if got := c.best["mixed"].Uninstrumented; got != 5 {
+		t.Errorf("plain mixed loop %v ns, want 10 less the 5 ns pause", got)
+	}
+}

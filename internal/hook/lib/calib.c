@@ -1,0 +1,187 @@
+/*
+ * In-run calibration bursts (docs/calibration.md, "In-run calibration").
+ * Compiled after hook.c, in the same library; nothing here is on the
+ * hooks' path.
+ *
+ * When the recorder sets TRUEPROF_HOOK_CALIBRATE=1, each process image
+ * runs a short burst when the library is loaded and another when it
+ * exits: the validation shapes of internal/calibrate, once on functions
+ * that call the hooks as -finstrument-functions code does (through the
+ * PLT, into the same rings, on the same CPU at the same frequency as the
+ * recorded program) and once on plain copies of the same functions. The
+ * recorder recognises the instrumented functions by their names
+ * (trueprof_cal_*), keeps their events out of the profile and fits the
+ * per-transition overheads from them (package calfit):
+ *   trueprof_cal_burst          one burst; the recorder removes its time
+ *                               from the thread as a profiler pause
+ *   trueprof_cal_shape_NAME     a shape's loop, recorded with probes
+ *   trueprof_cal_ref_NAME       the same loop on the plain functions: its
+ *                               entry->exit interval is the uninstrumented
+ *                               time
+ *   trueprof_cal_outer/link/leaf  the instrumented calls of the loops
+ * The empty shape (no work) gives the intervals whose medians split each
+ * fitted pair of transition kinds.
+ */
+
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+
+#define CAL_FN __attribute__((noinline, used)) NOINST
+
+static long cal_work;
+static volatile long cal_sink;
+
+/* CAL_FUNCS defines the loop functions once with hook calls (ENTER,
+ * LEAVE) and once without. The local array gives each a frame, so its
+ * first instruction is push %rbp as in most frame-pointer code. */
+#define CAL_FUNCS(P, ENTER, LEAVE)                                             \
+	CAL_FN void P##leaf(void)                                              \
+	{                                                                      \
+		ENTER(P##leaf);                                                \
+		volatile char frame[16];                                       \
+		frame[0] = 0;                                                  \
+		for (long i = 0; i < cal_work; i++)                            \
+			cal_sink += i;                                         \
+		__asm__ volatile("" ::"r"(frame));                             \
+		LEAVE(P##leaf);                                                \
+	}                                                                      \
+	CAL_FN void P##link(long depth)                                        \
+	{                                                                      \
+		ENTER(P##link);                                                \
+		volatile char frame[16];                                       \
+		frame[0] = 0;                                                  \
+		if (depth > 1)                                                 \
+			P##link(depth - 1);                                    \
+		else                                                           \
+			P##leaf();                                             \
+		__asm__ volatile("" ::"r"(frame));                             \
+		LEAVE(P##link);                                                \
+	}                                                                      \
+	CAL_FN void P##outer(long fanout, long depth)                          \
+	{                                                                      \
+		ENTER(P##outer);                                               \
+		volatile char frame[16];                                       \
+		frame[0] = 0;                                                  \
+		for (long i = 0; i < fanout; i++) {                            \
+			if (depth > 0)                                         \
+				P##link(depth);                                \
+			else                                                   \
+				P##leaf();                                     \
+		}                                                              \
+		__asm__ volatile("" ::"r"(frame));                             \
+		LEAVE(P##outer);                                               \
+	}
+
+/* What -finstrument-functions emits: the hooks with the function and its
+ * call site. */
+#define CAL_ENTER(f) __cyg_profile_func_enter((void *)(f), __builtin_return_address(0))
+#define CAL_LEAVE(f) __cyg_profile_func_exit((void *)(f), __builtin_return_address(0))
+#define CAL_NONE(f) ((void)0)
+
+CAL_FUNCS(trueprof_cal_, CAL_ENTER, CAL_LEAVE)
+CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
+
+/* CAL_SHAPE defines a validation shape's recorded loop and its plain
+ * reference: rounds calls of outer, fanout calls each, chains of depth
+ * links, leaves of work iterations (about 2 ns each). The shapes are
+ * internal/calibrate's validation shapes at a twelfth of their rounds: a
+ * burst takes about 6 ms. */
+#define CAL_SHAPE(NAME, ROUNDS, FANOUT, DEPTH, WORK)                           \
+	CAL_FN void trueprof_cal_shape_##NAME(void)                            \
+	{                                                                      \
+		CAL_ENTER(trueprof_cal_shape_##NAME);                          \
+		cal_work = WORK;                                               \
+		for (long i = 0; i < ROUNDS; i++)                              \
+			trueprof_cal_outer(FANOUT, DEPTH);                     \
+		CAL_LEAVE(trueprof_cal_shape_##NAME);                          \
+	}                                                                      \
+	CAL_FN void trueprof_cal_ref_##NAME(void)                              \
+	{                                                                      \
+		CAL_ENTER(trueprof_cal_ref_##NAME);                            \
+		cal_work = WORK;                                               \
+		for (long i = 0; i < ROUNDS; i++)                              \
+			trueprof_calp_outer(FANOUT, DEPTH);                    \
+		CAL_LEAVE(trueprof_cal_ref_##NAME);                            \
+	}
+
+CAL_SHAPE(empty, 2000, 2, 0, 0)
+CAL_SHAPE(leaf_heavy, 12, 8, 0, 500)
+CAL_SHAPE(call_heavy, 500, 1, 8, 50)
+CAL_SHAPE(mixed, 80, 3, 2, 150)
+CAL_SHAPE(long, 4, 2, 0, 5000)
+
+/* cal_reps: each shape's loop runs this many times a burst, plain and
+ * recorded alternately; the recorder keeps the fastest of each. Loops of
+ * about 0.1 ms, many times, rather than longer ones a few times: on a
+ * busy machine short windows without preemption are common, long ones
+ * rare. */
+enum { cal_reps = 8 };
+
+CAL_FN void trueprof_cal_burst(void)
+{
+	CAL_ENTER(trueprof_cal_burst);
+	trueprof_cal_shape_empty();
+	for (int r = 0; r < cal_reps; r++) {
+		trueprof_cal_ref_leaf_heavy();
+		trueprof_cal_shape_leaf_heavy();
+		trueprof_cal_ref_call_heavy();
+		trueprof_cal_shape_call_heavy();
+		trueprof_cal_ref_mixed();
+		trueprof_cal_shape_mixed();
+		trueprof_cal_ref_long();
+		trueprof_cal_shape_long();
+	}
+	CAL_LEAVE(trueprof_cal_burst);
+}
+
+/* cal_imports_hooks (a dl_iterate_phdr callback) sets *found when the
+ * first object, the program, names __cyg_profile_func_enter in its
+ * dynamic string table: it was built with -finstrument-functions. */
+static NOINST int cal_imports_hooks(struct dl_phdr_info *info, size_t size, void *found)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+			continue;
+		const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+		const char *str = 0;
+		size_t n = 0;
+		for (; d->d_tag != DT_NULL; d++) {
+			if (d->d_tag == DT_STRTAB)
+				str = (const char *)d->d_un.d_ptr; /* relocated by ld.so */
+			else if (d->d_tag == DT_STRSZ)
+				n = d->d_un.d_val;
+		}
+		static const char name[] = "__cyg_profile_func_enter";
+		if (str && memmem(str, n, name, sizeof name) != 0)
+			*(int *)found = 1;
+	}
+	return 1; /* the program is the first object: stop there */
+}
+
+/* cal_wanted: the recorder asked for bursts, this image attached to its
+ * region, and the program calls the hooks. Processes the target starts
+ * that are not instrumented (a shell, trueprof's own launcher before it
+ * execs the target) run none. */
+static NOINST int cal_wanted(void)
+{
+	const char *v = getenv("TRUEPROF_HOOK_CALIBRATE");
+	if (!v || v[0] != '1' || v[1] != 0)
+		return 0;
+	int found = 0;
+	dl_iterate_phdr(cal_imports_hooks, &found);
+	return found && init();
+}
+
+static NOINST __attribute__((constructor)) void cal_at_start(void)
+{
+	if (cal_wanted())
+		trueprof_cal_burst();
+}
+
+static NOINST __attribute__((destructor)) void cal_at_end(void)
+{
+	if (cal_wanted())
+		trueprof_cal_burst();
+}
