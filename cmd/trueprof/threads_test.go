@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,7 +26,6 @@ const shortThreads = `
 #include <sys/prctl.h>
 #include <time.h>
 static volatile long sink;
-static long long workers_ns;
 static long long cpu_ns(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
 __attribute__((noinline)) void spin(void) {
 	long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + 1000000;
@@ -38,11 +37,10 @@ static void *worker(void *arg) {
 	snprintf(name, sizeof name, "worker-%ld", (long)arg);
 	prctl(PR_SET_NAME, name);
 	spin();
-	__atomic_fetch_add(&workers_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID), __ATOMIC_RELAXED);
 	return 0;
 }
 int main(int argc, char **argv) {
-	long long start = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	long long start = cpu_ns(CLOCK_THREAD_CPUTIME_ID), pstart = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
 	long n = atol(argv[1]);
 	for (long i = 0; i < n; i += 8) {
 		pthread_t t[8];
@@ -50,7 +48,8 @@ int main(int argc, char **argv) {
 		for (; k < 8 && i + k < n; k++) pthread_create(&t[k], 0, worker, (void *)(i + k));
 		while (k-- > 0) pthread_join(t[k], 0);
 	}
-	printf("%lld %lld\n", workers_ns, cpu_ns(CLOCK_THREAD_CPUTIME_ID) - start);
+	long long main_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - start;
+	printf("%lld %lld\n", cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - pstart - main_ns, main_ns);
 	return 0;
 }
 `
@@ -89,18 +88,28 @@ func threadsView(t *testing.T, tr string, args ...string) []threadRow {
 // TestHundredsOfShortThreads records a program that creates and joins
 // 300 short threads: each is its own row with its own name and times, and
 // the rows' CPU time adds up to what the kernel charged the threads within
-// 2%. (getrusage of the whole process is no oracle here: it also counts
-// each thread's exit after its last perf record, which no profiler sees,
-// and the exec wrapper's time before the target ran.)
+// 2%. The program reads the kernel's charge from its process CPU clock
+// from main's start (the exec wrapper's time before is not the target's),
+// which counts each thread's exit path as trueprof's switch records do;
+// a thread's own clock, read before it returns, missed 11-22 us of it per
+// thread at a load of 15.
+//
+// In a virtual machine the bar widens by the time the hypervisor took the
+// CPUs away meanwhile (steal time, /proc/stat): the kernel's clocks leave
+// it out, trueprof's on-CPU time between switches cannot (perf's
+// task-clock neither). Under a loaded host one thread of 1 ms was seen on
+// CPU for 2.47 ms between two switches.
 func TestHundredsOfShortThreads(t *testing.T) {
 	testutil.RequirePerf(t)
 	const n = 300
 	bin := testutil.BuildC(t, t.TempDir(), "short", shortThreads, "-pthread")
 	tr := filepath.Join(t.TempDir(), "short.trace")
+	stealBefore := stealNS(t)
 	out, err := exec.Command(trueprof(), "record", "-o", tr, "--", bin, strconv.Itoa(n)).Output()
 	if err != nil {
 		t.Fatalf("record: %v", err)
 	}
+	steal := stealNS(t) - stealBefore
 	var kernelWorkers, kernelMain float64
 	if _, err := fmt.Sscan(string(out), &kernelWorkers, &kernelMain); err != nil {
 		t.Fatalf("fixture printed %q", out)
@@ -133,12 +142,34 @@ func TestHundredsOfShortThreads(t *testing.T) {
 		got, kernel float64
 	}{{"worker threads", cpuWorkers, kernelWorkers}, {"all threads (main's since main began)", cpu, kernelWorkers + kernelMain}} {
 		d := (c.got - c.kernel) / c.kernel
-		t.Logf("%s: trueprof %.2f ms, kernel %.2f ms (%+.2f%%)", c.what, c.got/1e6, c.kernel/1e6, 100*d)
-		if math.Abs(d) > 0.02 {
-			t.Errorf("%s: CPU time adds up to %.2f ms, the kernel charged %.2f ms: %+.1f%% apart, limit 2%%", c.what, c.got/1e6, c.kernel/1e6, 100*d)
+		t.Logf("%s: trueprof %.2f ms, kernel %.2f ms (%+.2f%%), steal time meanwhile %.0f ms", c.what, c.got/1e6, c.kernel/1e6, 100*d, steal/1e6)
+		if lo, hi := 0.98*c.kernel, 1.02*c.kernel+steal; c.got < lo || c.got > hi {
+			t.Errorf("%s: CPU time adds up to %.2f ms, the kernel charged %.2f ms: %+.1f%% apart, limit 2%% (above, plus %.0f ms of steal time)",
+				c.what, c.got/1e6, c.kernel/1e6, 100*d, steal/1e6)
 		}
 	}
 	if filtered := threadsView(t, tr, "--thread", "worker-1?"); len(filtered) != 10 {
 		t.Errorf("--thread worker-1? gives %d rows, want 10", len(filtered))
 	}
+}
+
+// stealNS returns the machine's steal time so far (/proc/stat's eighth
+// cpu column, in USER_HZ ticks of 10 ms): the time a hypervisor ran
+// something else on this machine's CPUs.
+func stealNS(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat begins %q", line)
+	}
+	ticks, err := strconv.ParseFloat(f[8], 64)
+	if err != nil {
+		t.Fatalf("/proc/stat steal %q: %v", f[8], err)
+	}
+	return ticks * 1e7
 }
