@@ -352,15 +352,21 @@ func TestJitShortLived(t *testing.T) {
 		notes := filepath.Join(t.TempDir(), "notes")
 		p := recordJit(t, Config{Command: testutil.RemovingPerfMaps(t, []string{bin, "perfmap", notes, "-1", "0.04"})}, 20)
 		jitNotes(t, notes)
-		named := 0
+		// Samples in the kernel (preemptions, on a loaded machine up to a
+		// quarter of them) are not the JIT's to name.
+		named, user := 0, 0
 		for _, s := range p.Samples {
-			if _, fn := leafLocation(p, s); fn == "jit_hot_loop" {
+			module, fn := leafLocation(p, s)
+			if module != "[kernel.kallsyms]" {
+				user++
+			}
+			if fn == "jit_hot_loop" {
 				named++
 			}
 		}
-		t.Logf("%d samples: %s", len(p.Samples), jitSummary(p))
-		if float64(named) < 0.8*float64(len(p.Samples)) {
-			t.Errorf("%d of %d samples in jit_hot_loop, want most of them", named, len(p.Samples))
+		t.Logf("%d samples, %d in user space: %s", len(p.Samples), user, jitSummary(p))
+		if float64(named) < 0.8*float64(user) {
+			t.Errorf("%d of %d user-space samples in jit_hot_loop, want most of them", named, user)
 		}
 	})
 	t.Run("jitdump", func(t *testing.T) {
