@@ -492,10 +492,20 @@ func Load(mech string) (*trace.Calibration, error) {
 	}
 	c := all[mech]
 	host, kernel := machine()
-	if c == nil || c.Host != host || c.Kernel != kernel {
+	if c == nil || c.Host != host || c.Kernel != kernel || outdated(c) {
 		return nil, ErrNotCalibrated
 	}
 	return c, nil
+}
+
+// outdated reports whether a stored calibration was made by an older
+// method, which is measured anew rather than used: a choice among
+// statistics of empty intervals instead of a fit to validation shapes
+// (it stored all zeros on some machines), or, for uprobes, no cost per
+// probe-site class (a single-stepped site costs 20 times an emulated one,
+// and one mean per call left most of it in the report).
+func outdated(c *trace.Calibration) bool {
+	return c.Statistic != "fit" || (c.Mechanism == "uprobe" && c.Sites == nil)
 }
 
 // Save stores c, replacing the previous calibration of its mechanism.

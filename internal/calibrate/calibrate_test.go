@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 func TestLoadOrMeasureUsesTheStoredCalibration(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	host, kernel := machine()
-	stored := &trace.Calibration{Mechanism: "hook", Host: host, Kernel: kernel, Statistic: "min",
+	stored := &trace.Calibration{Mechanism: "hook", Host: host, Kernel: kernel, Statistic: "fit",
 		Overhead: [trace.Transitions]float64{1, 2, 3, 4}, PerCall: 5, Samples: 7}
 	if err := Save(stored); err != nil {
 		t.Fatal(err)
@@ -133,5 +133,31 @@ func TestCounterSupport(t *testing.T) {
 	t.Log(err)
 	if !errors.Is(err, ErrNoCounters) || !strings.Contains(err.Error(), "PMU") {
 		t.Errorf("%v: want ErrNoCounters naming the missing PMU", err)
+	}
+}
+
+// TestLoadRefusesOutdatedCalibrations: a calibration stored by an older
+// method (a statistic of empty intervals; for uprobes, no site costs) is
+// not used, so the next recording measures anew.
+func TestLoadRefusesOutdatedCalibrations(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	host, kernel := machine()
+	for _, c := range []*trace.Calibration{
+		{Mechanism: "hook", Host: host, Kernel: kernel, Statistic: "min", PerCall: 5},
+		{Mechanism: "uprobe", Host: host, Kernel: kernel, Statistic: "fit", PerCall: 600},
+	} {
+		if err := Save(c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(c.Mechanism); !errors.Is(err, ErrNotCalibrated) {
+			t.Errorf("%s calibration by %q, sites %v: Load gave %v, want ErrNotCalibrated", c.Mechanism, c.Statistic, c.Sites, err)
+		}
+	}
+	ok := &trace.Calibration{Mechanism: "uprobe", Host: host, Kernel: kernel, Statistic: "fit", PerCall: 600, Sites: &trace.SiteCosts{}}
+	if err := Save(ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load("uprobe"); err != nil {
+		t.Errorf("a fitted uprobe calibration with site costs: %v", err)
 	}
 }
