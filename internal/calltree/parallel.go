@@ -61,6 +61,7 @@ func (a *replay) runShards(shards int) {
 		w.os = map[threadKey]*osThread{}
 		w.goroutines = map[threadKey]*thread{}
 		w.recent = map[uint64]*incarnation{}
+		w.last = nil
 		w.order, w.buf = nil, nil
 		s := &ss[k]
 		s.w, s.full, s.free = &w, make(chan []uint64, 2), make(chan []uint64, 3)

@@ -92,10 +92,14 @@ type node struct {
 	rl               int
 	firstChild, next int32
 	children         int32 // how many
-	calls            uint64
-	base             Metrics
-	min, max         float64 // self wall per call, valid when closed > 0
-	closed           uint64
+	// lastKid is the child that child found or made last (0: none yet): a
+	// call repeats the same callee far more often than not, and this
+	// spares the lookup in kids.
+	lastKid  int32
+	calls    uint64
+	base     Metrics
+	min, max float64 // self wall per call, valid when closed > 0
+	closed   uint64
 }
 
 // frame is an open call on a shadow stack.
@@ -205,7 +209,11 @@ type replay struct {
 	// and the times it stays so: records come in time order.
 	// The key is pid<<32 | tid.
 	recent map[uint64]*incarnation
-	order  []*thread // in order of creation
+	// last is the incarnation of recent whose key is lastKey, that of
+	// the latest record: records of one thread come in runs.
+	last    *incarnation
+	lastKey uint64
+	order   []*thread // in order of creation
 
 	// rootLocs marks the locations in Options.Root's function, by id.
 	rootLocs []bool
@@ -492,13 +500,16 @@ type incarnation struct {
 // record is a switch-in), or nil if o filters it out.
 func (a *replay) osThread(pid, tid uint32, t uint64, in bool) *osThread {
 	k := uint64(pid)<<32 | uint64(tid)
-	c := a.recent[k]
-	if c != nil && c.from <= t && t < c.until {
-		return c.os
+	c := a.last
+	if c == nil || a.lastKey != k {
+		if c = a.recent[k]; c == nil {
+			c = &incarnation{}
+			a.recent[k] = c
+		}
+		a.last, a.lastKey = c, k
 	}
-	if c == nil {
-		c = &incarnation{}
-		a.recent[k] = c
+	if c.from <= t && t < c.until {
+		return c.os
 	}
 	mt, from, until := a.p.ThreadSpan(pid, tid, t)
 	*c = incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
@@ -645,16 +656,21 @@ func (th *thread) current() int32 {
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
 func (th *thread) child(parent int32, f FuncID, rl int) int32 {
+	pn := &th.nodes[parent]
+	if c := pn.lastKid; c > 0 && th.nodes[c].fn == f {
+		return c
+	}
 	k := uint64(parent)<<32 | uint64(f)
 	if c, ok := th.kids[k]; ok {
+		pn.lastKid = c
 		return c
 	}
 	c := int32(len(th.nodes))
-	pn := &th.nodes[parent]
 	th.nodes = append(th.nodes, node{fn: f, level: pn.level + 1, rl: rl, firstChild: -1, next: pn.firstChild})
 	pn = &th.nodes[parent]
 	pn.firstChild = c
 	pn.children++
+	pn.lastKid = c
 	th.kids[k] = c
 	return c
 }

@@ -72,10 +72,6 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 		return nil, err
 	}
 	rootSeen := false
-	var r model.Record
-	// The records of one time, handed over in recordOrder: a trace has
-	// them in file order, the replay wants Load's per-kind order.
-	batch := make([]model.Record, 0, 8)
 	handle := a.onRecord
 	if g != nil {
 		// recordOrder puts a time's goroutine switches before its
@@ -90,7 +86,11 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 			a.onRecord(r)
 		}
 	}
-	flush := func() {
+	// The records of one time are handed over in recordOrder: a trace
+	// has them in file order, the replay wants Load's per-kind order.
+	// next reads each record straight into buf[n]; buf[tie:n] are those
+	// of the time at hand, so that a record is not copied on its way.
+	flush := func(batch []model.Record) {
 		if len(batch) == 1 {
 			handle(&batch[0])
 			return
@@ -103,8 +103,21 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 			}
 		}
 	}
+	buf := make([]model.Record, 64)
+	tie, n := 0, 0
 	for {
-		err := next(&r)
+		if n == len(buf) {
+			// Only the records of the time at hand are moved (a tie
+			// longer than buf grows it).
+			if tie == 0 {
+				buf = append(buf, make([]model.Record, len(buf))...)
+			} else {
+				n = copy(buf, buf[tie:n])
+				tie = 0
+			}
+		}
+		r := &buf[n]
+		err := next(r)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -114,13 +127,13 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 		if r.Kind == model.RecordEvent && a.rootLocs != nil && a.isRoot(r.Event.Function) {
 			rootSeen = true
 		}
-		if len(batch) > 0 && r.Time() != batch[0].Time() {
-			flush()
-			batch = batch[:0]
+		if n > tie && r.Time() != buf[tie].Time() {
+			flush(buf[tie:n])
+			tie = n
 		}
-		batch = append(batch, r)
+		n++
 	}
-	flush()
+	flush(buf[tie:n])
 	if o.Root != "" && !rootSeen {
 		return nil, fmt.Errorf("%w: %q", ErrRootNotFound, o.Root)
 	}
