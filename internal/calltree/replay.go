@@ -66,11 +66,24 @@ import (
 // dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
 // calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, o.Flow, shardsFor(p, o))
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o), false)
 	if err != nil {
 		return nil, err
 	}
 	return a.result(), nil
+}
+
+// BuildSamples is Build that also groups the samples which pass
+// o.Filter (o.Root aside), by goroutine when o.ByGoroutine, in the same
+// pass over the records: the Samples GroupMatched gives, which the
+// sampling views render beside the trees. BuildStreamSamples does the
+// same over a trace it reads in two passes.
+func BuildSamples(p *model.Profile, o Options) (*Result, *Samples, error) {
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a.result(), a.g.finish(), nil
 }
 
 // threadKey identifies what gets a tree: a thread incarnation (pid, tid,
@@ -221,6 +234,9 @@ type replay struct {
 	dropped     uint64
 	rootEntered bool
 	labels      model.GoLabels
+	// g, when not nil, groups the samples in the merge's order
+	// (BuildSamples).
+	g *grouper
 
 	// shard and shards select the threads this replay analyses when
 	// several share the work (shards > 1): see runShards.
@@ -258,12 +274,16 @@ func summarize(p *model.Profile) summary {
 }
 
 // analyse replays p as o selects, its threads split between shards
-// replays run in parallel (see shardsFor).
-func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
-	p = model.FilterLabels(p, o.Labels)
+// replays run in parallel (see shardsFor), and with group groups its
+// samples too (a.g).
+func analyse(p *model.Profile, o Options, flow bool, shards int, group bool) (*replay, error) {
+	p = model.FilterLabels(p, o.Filter.LabelMatcher())
 	a, err := newReplay(p, summarize(p), o, flow)
 	if err != nil {
 		return nil, err
+	}
+	if group {
+		a.g = newGrouper(p, o.Filter, o.ByGoroutine)
 	}
 	if o.Root != "" {
 		found := false
@@ -286,9 +306,6 @@ func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error
 func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, error) {
 	if o.ByGoroutine && sum.counts[model.RecordGoID] == 0 {
 		return nil, ErrNoGoroutines
-	}
-	if err := model.CheckThreadPattern(o.Thread); err != nil {
-		return nil, err
 	}
 	a := &replay{
 		p:          p,
@@ -361,7 +378,25 @@ func streamOf[R any](rs []R, key func(r *R) (t uint64, pid, tid uint32), do func
 // hands each to its thread or goroutine (the streams' do).
 func (a *replay) run() {
 	ss := a.streams()
-	merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+	if a.g == nil {
+		merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+		return
+	}
+	merge(ss, func(k, i int, _ uint32) {
+		a.group(k, i)
+		ss[k].do(i)
+	})
+}
+
+// group hands record i of stream k (in recordOrder) to the grouper when
+// it is a goroutine switch or a sample.
+func (a *replay) group(k, i int) {
+	switch recordOrder[k] {
+	case model.RecordGoID:
+		a.g.goSwitch(&a.p.GoIDs[i])
+	case model.RecordSample:
+		a.g.sample(&a.p.Samples[i])
+	}
 }
 
 // streams returns the time-sorted record slices of a.p, each handled by
@@ -525,7 +560,7 @@ func (a *replay) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThrea
 	}
 	os, ok := a.os[k]
 	if !ok {
-		if a.o.match(pid, tid, mt) && a.mine(pid, tid) {
+		if a.o.Filter.Thread(pid, tid, mt) && a.mine(pid, tid) {
 			os = &osThread{key: k, mt: mt, off: in, end: a.threadEnd(mt)}
 		}
 		a.os[k] = os

@@ -97,14 +97,21 @@ func (c *Count) Add(n Count) {
 // GroupSamples groups the samples of p that pass f by thread
 // incarnation or, byGoroutine, by the goroutine their thread last
 // switched to (the thread's own samples before it ran any). A filter
-// whose patterns Compile refuses keeps nothing: check it first.
+// whose patterns Compile refuses keeps nothing: check it first. A
+// caller with the filter compiled calls GroupMatched.
 func GroupSamples(p *model.Profile, f model.Filter, byGoroutine bool) *Samples {
 	m, err := f.Compile()
 	if err != nil {
 		return &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}
 	}
+	return GroupMatched(p, m, byGoroutine)
+}
+
+// GroupMatched is GroupSamples with the filter compiled: the samples
+// that pass m (nil: all).
+func GroupMatched(p *model.Profile, m *model.Matcher, byGoroutine bool) *Samples {
 	p = model.FilterLabels(p, m.LabelMatcher())
-	g := newGrouper(p, f, m, byGoroutine)
+	g := newGrouper(p, m, byGoroutine)
 	var k int // the next goroutine switch
 	for i := range p.Samples {
 		s := &p.Samples[i]
@@ -140,9 +147,9 @@ type grouper struct {
 }
 
 // newGrouper returns a grouper of the samples of p (its tables) that
-// pass f, which m applies.
-func newGrouper(p *model.Profile, f model.Filter, m *model.Matcher, byGoroutine bool) *grouper {
-	g := &grouper{d: &Samples{Profile: p, Filter: f, ByGoroutine: byGoroutine}, m: m, byGoroutine: byGoroutine,
+// pass m (nil: all).
+func newGrouper(p *model.Profile, m *model.Matcher, byGoroutine bool) *grouper {
+	g := &grouper{d: &Samples{Profile: p, Filter: m.Filter(), ByGoroutine: byGoroutine}, m: m, byGoroutine: byGoroutine,
 		index: map[groupKey]int{}, running: map[*model.Thread]uint64{}, threadAt: p.NewThreadLookup().At}
 	if byGoroutine {
 		g.labels = p.GoLabels()

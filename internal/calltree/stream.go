@@ -27,17 +27,11 @@ func BuildStream(s *model.Stream, o Options) (*Result, error) {
 }
 
 // BuildStreamSamples is BuildStream that also groups the samples which
-// pass o's thread filter (o.PID, o.TID, o.Thread; o.Root aside), by
-// goroutine when o.ByGoroutine, in the same pass over the file: the
-// Samples GroupSamples gives for a loaded trace, which the reports' header
-// and the sampling views start from.
+// pass o.Filter (o.Root aside), by goroutine when o.ByGoroutine, in the
+// same pass over the file: the Samples GroupMatched gives for a loaded
+// trace, which the reports' header and the sampling views start from.
 func BuildStreamSamples(s *model.Stream, o Options) (*Result, *Samples, error) {
-	f := model.Filter{PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID, Thread: o.Thread}
-	m, err := f.Compile()
-	if err != nil {
-		return nil, nil, err
-	}
-	g := newGrouper(s.Profile, f, m, o.ByGoroutine)
+	g := newGrouper(s.Profile, o.Filter, o.ByGoroutine)
 	r, err := buildStream(s, o, g)
 	if err != nil {
 		return nil, nil, err
@@ -48,7 +42,7 @@ func BuildStreamSamples(s *model.Stream, o Options) (*Result, *Samples, error) {
 // buildStream replays s's records and, when g is not nil, groups their
 // samples with g.
 func buildStream(s *model.Stream, o Options, g *grouper) (*Result, error) {
-	if len(o.Labels) > 0 {
+	if len(o.Filter.LabelMatcher()) > 0 {
 		return nil, ErrNeedsLoad
 	}
 	rs, err := s.Records()

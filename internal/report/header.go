@@ -113,7 +113,12 @@ type LostJSON struct {
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f model.Filter) Header {
-	return prepare(source{p: p}, f, false).header("")
+	m, err := f.Compile()
+	if err != nil {
+		// Bad patterns keep nothing, as calltree.GroupSamples's.
+		return (&data{p: p, Samples: calltree.GroupSamples(p, f, false), src: source{p: p}}).header("")
+	}
+	return prepare(source{p: p, m: m}, false).header("")
 }
 
 // header returns the header of sampling view view. For an instrumented

@@ -164,6 +164,9 @@ func (p *body) bytes() []byte {
 // caller adds the chunk's file offset.
 func (d *chunkDecoder) next() (Record, error) {
 	for d.off < len(d.data) {
+		if e := d.sameThreadEvent(); e != nil {
+			return e, nil
+		}
 		start := d.off
 		if len(d.data)-start < 3 {
 			return nil, d.errorf(start, "record header cut short")
@@ -197,6 +200,33 @@ func (d *chunkDecoder) next() (Record, error) {
 		// Unknown major: skipped by its length (forward compatibility).
 	}
 	return nil, nil
+}
+
+// sameThreadEvent decodes the record at d.off when it is an event of the
+// previous event's thread with a body shorter than 128 bytes: nearly
+// every record of an instrumented trace, which this path reads in half
+// the time of next's general one. It returns nil, having consumed
+// nothing, for any other record, and for a malformed one, whose error
+// the general path reports.
+func (d *chunkDecoder) sameThreadEvent() *Event {
+	b := d.data[d.off:]
+	if len(b) < 3 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || !d.hasEvent ||
+		b[2] >= 0x80 || int(b[2]) > len(b)-3 {
+		return nil
+	}
+	p := body{b: b[3 : 3+int(b[2])]}
+	dt := p.varint()
+	fn := p.u32()
+	kind := EventKind(b[1] & eventKindMask)
+	if p.bad || kind == 0 {
+		return nil
+	}
+	d.off += 3 + len(p.b)
+	d.records++
+	d.prevTime += uint64(dt)
+	e := fresh(d, &d.scratch.event)
+	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, kind, fn
+	return e
 }
 
 // decode decodes a record body. It returns nil for an unknown major code,
