@@ -227,13 +227,11 @@ func writeHeaderText(w io.Writer, h Header) {
 // UnwindNone (traces without reasons) is left out.
 func truncatedBy(by [trace.NumUnwindReasons]uint64) map[string]uint64 {
 	var m map[string]uint64
-	for r, n := range by {
-		if n > 0 && r != int(trace.UnwindNone) {
-			if m == nil {
-				m = map[string]uint64{}
-			}
-			m[trace.UnwindReason(r).String()] = n
+	for r, n := range trace.Truncations(&by) {
+		if m == nil {
+			m = map[string]uint64{}
 		}
+		m[r.String()] = n
 	}
 	return m
 }
