@@ -111,11 +111,10 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 			}
 		}
 		r := &buf[n]
-		err := next(r)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
+		if err := next(r); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
 			return nil, err
 		}
 		if r.Kind == model.RecordEvent && a.rootLocs != nil && a.isRoot(r.Event.Function) {

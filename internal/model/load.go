@@ -155,6 +155,11 @@ func (l *loader) thread(pid, tid uint32, now uint64) *Thread {
 }
 
 func (l *loader) add(rec trace.Record) error {
+	if e, ok := rec.(*trace.Event); ok {
+		// Most records of an instrumented trace: one comparison rather
+		// than the type switch's search.
+		return l.event(e)
+	}
 	p := l.p
 	switch r := rec.(type) {
 	case *trace.String:
@@ -250,12 +255,6 @@ func (l *loader) add(rec trace.Record) error {
 		if !r.Unthrottle {
 			p.Throttled++
 		}
-	case *trace.Event:
-		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
-			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
-		}
-		l.record(RecordEvent, r.Time, r)
-		l.thread(r.PID, r.TID, r.Time)
 	case *trace.Switch:
 		l.record(RecordSwitch, r.Time, r)
 	case *trace.Adjust:
@@ -301,6 +300,16 @@ func (l *loader) add(rec trace.Record) error {
 		}
 		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason, Detached: r.Detached}
 	}
+	return nil
+}
+
+// event adds a function entry or exit.
+func (l *loader) event(r *trace.Event) error {
+	if r.Function == 0 || int(r.Function) >= len(l.p.Locations) {
+		return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
+	}
+	l.record(RecordEvent, r.Time, r)
+	l.thread(r.PID, r.TID, r.Time)
 	return nil
 }
 

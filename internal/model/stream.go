@@ -240,6 +240,9 @@ func (rs *Records) first() *queued {
 // after the last one, or the error of reading the file again (which
 // changed since the first pass if it differs).
 func (rs *Records) Next(r *Record) error {
+	if rs.lag == 0 {
+		return rs.nextInOrder(r)
+	}
 	for {
 		if f := rs.first(); f != nil && (rs.left == 0 || f.r.Time()+rs.lag <= rs.seen) {
 			// Nothing still to come can be earlier: a record comes at
@@ -260,21 +263,9 @@ func (rs *Records) Next(r *Record) error {
 		if rs.left == 0 {
 			return io.EOF
 		}
-		rec, err := rs.tr.Scan()
+		rec, err := rs.scan()
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
 			return err
-		}
-		rs.left--
-		if rs.lag == 0 {
-			// The file has its records in time order (the first pass
-			// saw none come after a later one): no window to wait in.
-			if convert(rec, r); r.Kind != 0 {
-				return nil
-			}
-			continue
 		}
 		if convert(rec, &rs.rec); rs.rec.Kind == 0 {
 			continue
@@ -297,6 +288,34 @@ func (rs *Records) Next(r *Record) error {
 		rs.seen = max(rs.seen, t)
 		rs.seq++
 	}
+}
+
+// nextInOrder is Next for a file that has its records in time order
+// (the first pass saw none come after a later one): no window to wait
+// in, each record goes out as it is read.
+func (rs *Records) nextInOrder(r *Record) error {
+	for rs.left > 0 {
+		rec, err := rs.scan()
+		if err != nil {
+			return err
+		}
+		if convert(rec, r); r.Kind != 0 {
+			return nil
+		}
+	}
+	return io.EOF
+}
+
+// scan reads the next record of the file, of which rs.left are still
+// to come: the file ends early if it has fewer now than the first pass
+// read.
+func (rs *Records) scan() (trace.Record, error) {
+	rec, err := rs.tr.Scan()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	rs.left--
+	return rec, err
 }
 
 // Close closes the file.
