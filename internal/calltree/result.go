@@ -272,6 +272,15 @@ type Function struct {
 	// first, then calls, name and module; never null.
 	Callers []Arc `json:"callers"`
 	Callees []Arc `json:"callees"`
+	// SampleCallees are the callees as the arcflow of samples counts
+	// them, in Samples and Period only: under the function's outermost
+	// activations, a callee's Cum holds the samples of its calls that do
+	// not end in the function again (those are the function's Self), its
+	// Base those that end in the callee itself. So, recursion included,
+	// their Cum adds up to Total minus Self: a sample counts where its
+	// stack leaves the function's outermost activation for good. Only
+	// callees with samples, sorted as Callees; never null.
+	SampleCallees []Arc `json:"-"`
 }
 
 // Result is the analysis of an instrumented recording.

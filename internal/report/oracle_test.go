@@ -258,3 +258,13 @@ func TestSamplingViewsFromTree(t *testing.T) {
 		}
 	}
 }
+
+// sortedArcRows returns the rows of m, sorted.
+func sortedArcRows(m map[calltree.Func]*ArcRow) []ArcRow {
+	rows := make([]ArcRow, 0, len(m))
+	for _, r := range m {
+		rows = append(rows, *r)
+	}
+	sortArcRows(rows)
+	return rows
+}
