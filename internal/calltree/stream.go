@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"trueprof/internal/model"
 )
@@ -50,11 +51,87 @@ func buildStream(s *model.Stream, o Options, g *grouper) (*Result, error) {
 		return nil, err
 	}
 	defer rs.Close()
-	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, rs.Next, o, g)
+	next := rs.Next
+	if runtime.GOMAXPROCS(0) >= 2 {
+		var stop func()
+		next, stop = readAhead(rs.Next)
+		defer stop()
+	}
+	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, next, o, g)
 	if err != nil {
 		return nil, err
 	}
 	return a.result(), nil
+}
+
+// aheadRecords is how many records readAhead hands over at a time:
+// enough that the two goroutines rarely wait for each other (256 at a
+// time made the handovers cost more than the reading saved).
+const aheadRecords = 4096
+
+// readAhead returns a next that yields next's records, read (decompressed,
+// decoded, put in time order) on another goroutine a few batches ahead
+// of the caller, and stop, which ends that goroutine (call it before
+// closing what next reads). With two cores the replay then does only
+// its own work, the reading a third of the whole.
+func readAhead(next func(*model.Record) error) (func(*model.Record) error, func()) {
+	type batch struct {
+		recs []model.Record
+		err  error // after recs: io.EOF at the end
+	}
+	full := make(chan batch, 2)
+	free := make(chan []model.Record, 3)
+	for range cap(free) {
+		free <- make([]model.Record, aheadRecords)
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			var recs []model.Record
+			select {
+			case recs = <-free:
+			case <-done:
+				return
+			}
+			n := 0
+			var err error
+			for ; n < len(recs); n++ {
+				if err = next(&recs[n]); err != nil {
+					break
+				}
+			}
+			select {
+			case full <- batch{recs[:n], err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var cur batch
+	i := 0
+	read := func(r *model.Record) error {
+		for i == len(cur.recs) {
+			if cur.err != nil {
+				return cur.err
+			}
+			if cur.recs != nil {
+				free <- cur.recs[:cap(cur.recs)]
+			}
+			cur, i = <-full, 0
+		}
+		*r = cur.recs[i]
+		i++
+		return nil
+	}
+	stop := func() {
+		close(done)
+		<-exited
+	}
+	return read, stop
 }
 
 // replayRecords replays the records next yields (in time order, ties in
