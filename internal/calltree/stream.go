@@ -176,6 +176,7 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 	}
 	buf := make([]model.Record, 64)
 	tie, n := 0, 0
+	var tieTime uint64 // buf[tie]'s
 	for {
 		if n == len(buf) {
 			// Only the records of the time at hand are moved (a tie
@@ -197,9 +198,12 @@ func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error
 		if r.Kind == model.RecordEvent && a.rootLocs != nil && a.isRoot(r.Event.Function) {
 			rootSeen = true
 		}
-		if n > tie && r.Time() != buf[tie].Time() {
-			flush(buf[tie:n])
-			tie = n
+		if t := r.Time(); n == tie || t != tieTime {
+			if n > tie {
+				flush(buf[tie:n])
+				tie = n
+			}
+			tieTime = t
 		}
 		n++
 	}
