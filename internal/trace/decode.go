@@ -207,29 +207,29 @@ func (d *chunkDecoder) next() (Record, error) {
 // returns nil, having consumed nothing, for any other record, and for a
 // malformed one, whose error the general path reports.
 func (d *chunkDecoder) scanEvent() *Event {
-	off, data := d.off, d.data
-	if off+3 >= len(data) || data[off] != byte(MajorEvent)|timedBit || data[off+1]&eventSameThread == 0 ||
-		data[off+1]&eventKindMask == 0 || !d.hasEvent {
+	b := d.data[d.off:]
+	if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 || !d.hasEvent {
 		return nil
 	}
-	n := int(data[off+2])
-	if n > len(data)-off-3 { // also a length of two bytes or more
+	n := int(b[2])
+	body := b[3:]
+	if n > len(body) { // also a length of two bytes or more
 		return nil
 	}
-	b := data[off+3 : off+3+n]
-	dt, i, ok := shortUvarint(b, 0)
+	body = body[:n]
+	dt, i, ok := shortUvarint(body, 0)
 	if !ok {
 		return nil
 	}
-	fn, i, ok := shortUvarint(b, i)
+	fn, i, ok := shortUvarint(body, i)
 	if !ok || i != n {
 		return nil
 	}
-	d.off = off + 3 + n
+	d.off += 3 + n
 	d.records++
 	d.prevTime += uint64(int64(dt>>1) ^ -int64(dt&1)) // zig-zag, as body.varint
 	e := &d.scratch.event
-	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventKind(data[off+1]&eventKindMask), uint32(fn)
+	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventKind(b[1]&eventKindMask), uint32(fn)
 	return e
 }
 
