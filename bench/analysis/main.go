@@ -60,11 +60,28 @@ func main() {
 	runs := flag.Int("runs", 3, "repetitions of each measurement (medians are reported)")
 	seconds := flag.Float64("seconds", 10, "length of the sampled run (0: skip the sampling benchmark)")
 	stream := flag.String("stream", "", "(internal) analyse this trace with calltree.BuildStream and exit")
+	synth := flag.String("synthesize", "", "(internal) write the hook trace of -mids mid calls to this file and exit")
+	synthMids := flag.Int("mids", 0, "(internal) mid calls of -synthesize")
 	flag.Parse()
 	log.SetFlags(0)
 	if *stream != "" {
 		buildStream(*stream)
 		return
+	}
+	if *synth != "" {
+		synthesize(*synth, *synthMids)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The traces are written by this program run again: a child's peak
+	// RSS (wait4) is at least its parent's when it forked, and writing
+	// a trace of 60M events in this process would make that the figure
+	// measured for every report.
+	synthesizeApart := func(path string, mids int) {
+		benchutil.Run(self, "-synthesize", path, "-mids", strconv.Itoa(mids))
 	}
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-analysis-")
@@ -72,7 +89,7 @@ func main() {
 	bin := benchutil.BuildTrueprof(dir)
 	mids := int(*events) / 6
 	tr := filepath.Join(dir, "hooks.trace")
-	synthesize(tr, mids)
+	synthesizeApart(tr, mids)
 	n := float64(6*mids + 2)
 	fmt.Printf("hook trace: %d mid calls, %.0f events (synthesized with trace.Writer)\n\n", mids, n)
 	fmt.Printf("%-34s %10s %12s %10s %10s\n", "measurement", "time (ms)", "events/s", "peak RSS", "CPU (ms)")
@@ -103,15 +120,11 @@ func main() {
 	measure("report --view threads (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "threads", "-o", os.DevNull)
 	// The engine alone over the trace read in two passes, as the
 	// reports read it: this program again, analysing with BuildStream.
-	self, err := os.Executable()
-	if err != nil {
-		log.Fatal(err)
-	}
 	streamed := measure("calltree.BuildStream (2 cores)", n, nil, self, "-stream", tr)
 	var big, bigStreamed row
 	if *scale > 1 {
 		large := filepath.Join(dir, "hooks-large.trace")
-		synthesize(large, mids**scale)
+		synthesizeApart(large, mids**scale)
 		big = measure(fmt.Sprintf("report --view flat, %dx events", *scale), n*float64(*scale), nil, bin, "report", "-i", large, "--view", "flat", "-o", os.DevNull)
 		bigStreamed = measure(fmt.Sprintf("calltree.BuildStream, %dx events", *scale), n*float64(*scale), nil, self, "-stream", large)
 		os.Remove(large)
