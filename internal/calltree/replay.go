@@ -704,15 +704,11 @@ func (th *thread) current() int32 {
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
 func (th *thread) child(parent int32, f FuncID, rl int) int32 {
+	if c, ok := th.kid(parent, f); ok {
+		return c
+	}
 	pn := &th.nodes[parent]
-	if c := pn.lastKid; c > 0 && th.nodes[c].fn == f {
-		return c
-	}
 	k := uint64(parent)<<32 | uint64(f)
-	if c, ok := th.kids[k]; ok {
-		pn.lastKid = c
-		return c
-	}
 	c := int32(len(th.nodes))
 	th.nodes = append(th.nodes, node{fn: f, level: pn.level + 1, rl: rl, firstChild: -1, next: pn.firstChild})
 	pn = &th.nodes[parent]
@@ -721,6 +717,19 @@ func (th *thread) child(parent int32, f FuncID, rl int) int32 {
 	pn.lastKid = c
 	th.kids[k] = c
 	return c
+}
+
+// kid returns the child of node parent for f, if it has one.
+func (th *thread) kid(parent int32, f FuncID) (int32, bool) {
+	pn := &th.nodes[parent]
+	if c := pn.lastKid; c > 0 && th.nodes[c].fn == f {
+		return c, true
+	}
+	c, ok := th.kids[uint64(parent)<<32|uint64(f)]
+	if ok {
+		pn.lastKid = c
+	}
+	return c, ok
 }
 
 // count returns a pointer to the counter of index i in *cs, growing the
@@ -1070,7 +1079,7 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
-		if c, ok := th.kids[uint64(n)<<32|uint64(f)]; ok {
+		if c, ok := th.kid(n, f); ok {
 			n = c
 			continue
 		}

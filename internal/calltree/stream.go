@@ -123,7 +123,7 @@ func readAhead(next func(*model.Record) error) (func(*model.Record) error, func(
 			}
 			cur, i = <-full, 0
 		}
-		*r = cur.recs[i]
+		r.Set(&cur.recs[i])
 		i++
 		return nil
 	}

@@ -53,9 +53,10 @@ func (r *Record) Time() uint64 {
 	return 0
 }
 
-// set copies src into r: only the field its Kind names, a sixth of the
-// whole Record, which the stream copies at every record.
-func (r *Record) set(src *Record) {
+// Set makes r a copy of src: its Kind and the field that names, a sixth
+// of the whole Record (r's other fields are left stale, as Records.Next
+// leaves them). Readers that pass records on copy them this way.
+func (r *Record) Set(src *Record) {
 	r.Kind = src.Kind
 	switch src.Kind {
 	case RecordSample:
@@ -251,7 +252,7 @@ func (rs *Records) Next(r *Record) error {
 				rs.q.pop(r)
 				return nil
 			}
-			r.set(&f.r)
+			r.Set(&f.r)
 			rs.head++
 			if rs.head == len(rs.inOrder) {
 				rs.inOrder, rs.head = rs.inOrder[:0], 0
@@ -277,11 +278,11 @@ func (rs *Records) Next(r *Record) error {
 			} else {
 				rs.inOrder = append(rs.inOrder, queued{})
 			}
-			rs.inOrder[n].r.set(&rs.rec)
+			rs.inOrder[n].r.Set(&rs.rec)
 			rs.inOrder[n].seq = rs.seq
 		} else {
 			slot := rs.q.push()
-			slot.r.set(&rs.rec)
+			slot.r.Set(&rs.rec)
 			slot.seq = rs.seq
 			rs.q.fix()
 		}
@@ -365,7 +366,7 @@ func (q reorder) fix() {
 // pop moves the earliest record into r; q is not empty.
 func (q *reorder) pop(r *Record) {
 	h := *q
-	r.set(&h[0].r)
+	r.Set(&h[0].r)
 	last := len(h) - 1
 	h[0] = h[last]
 	h = h[:last]
