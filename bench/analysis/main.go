@@ -21,7 +21,9 @@
 // `trueprof record -F 4000`; `perf report --stdio` and `trueprof report --view
 // tree` of those are timed.
 //
-// Every time is the median of -runs. The bars (issue 12): at least 20M
+// Every time is the median of -runs, with the CPU time (user and system)
+// of the same run beside it: on a shared machine the wall time of a run
+// that waited for a CPU says little about the engine. The bars (issue 12): at least 20M
 // events/s on one core for flat and tree; the report at most 0.5x
 // uftrace report's time; peak RSS at most 512 MB, and within 1.2x at
 // -scale times the events; the sampling tree at least 5x faster than
@@ -58,11 +60,28 @@ func main() {
 	runs := flag.Int("runs", 3, "repetitions of each measurement (medians are reported)")
 	seconds := flag.Float64("seconds", 10, "length of the sampled run (0: skip the sampling benchmark)")
 	stream := flag.String("stream", "", "(internal) analyse this trace with calltree.BuildStream and exit")
+	synth := flag.String("synthesize", "", "(internal) write the hook trace of -mids mid calls to this file and exit")
+	synthMids := flag.Int("mids", 0, "(internal) mid calls of -synthesize")
 	flag.Parse()
 	log.SetFlags(0)
 	if *stream != "" {
 		buildStream(*stream)
 		return
+	}
+	if *synth != "" {
+		synthesize(*synth, *synthMids)
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The traces are written by this program run again: a child's peak
+	// RSS (wait4) is at least its parent's when it forked, and writing
+	// a trace of 60M events in this process would make that the figure
+	// measured for every report.
+	synthesizeApart := func(path string, mids int) {
+		benchutil.Run(self, "-synthesize", path, "-mids", strconv.Itoa(mids))
 	}
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-analysis-")
@@ -70,26 +89,26 @@ func main() {
 	bin := benchutil.BuildTrueprof(dir)
 	mids := int(*events) / 6
 	tr := filepath.Join(dir, "hooks.trace")
-	synthesize(tr, mids)
+	synthesizeApart(tr, mids)
 	n := float64(6*mids + 2)
 	fmt.Printf("hook trace: %d mid calls, %.0f events (synthesized with trace.Writer)\n\n", mids, n)
-	fmt.Printf("%-34s %10s %12s %10s\n", "measurement", "time (ms)", "events/s", "peak RSS")
+	fmt.Printf("%-34s %10s %12s %10s %10s\n", "measurement", "time (ms)", "events/s", "peak RSS", "CPU (ms)")
 	type row struct {
-		name string
-		wall time.Duration
-		rss  int64 // KiB
+		name      string
+		wall, cpu time.Duration
+		rss       int64 // KiB
 	}
 	// measure runs argv (with env) -runs times over a trace of events
 	// events.
 	measure := func(name string, events float64, env []string, argv ...string) row {
-		var walls []time.Duration
+		var walls, cpus []time.Duration
 		var rsss []int64
 		for range *runs {
-			w, r := run(env, argv...)
-			walls, rsss = append(walls, w), append(rsss, r)
+			w, c, r := run(env, argv...)
+			walls, cpus, rsss = append(walls, w), append(cpus, c), append(rsss, r)
 		}
-		rw := row{name, benchutil.Median(walls), benchutil.Median(rsss)}
-		fmt.Printf("%-34s %10.0f %12.3g %8d MB\n", name, benchutil.MS(rw.wall), events/rw.wall.Seconds(), rw.rss/1024)
+		rw := row{name, benchutil.Median(walls), benchutil.Median(cpus), benchutil.Median(rsss)}
+		fmt.Printf("%-34s %10.0f %12.3g %8d MB %10.0f\n", name, benchutil.MS(rw.wall), events/rw.wall.Seconds(), rw.rss/1024, benchutil.MS(rw.cpu))
 		return rw
 	}
 	one := []string{"GOMAXPROCS=1"}
@@ -99,17 +118,13 @@ func main() {
 	measure("report --view tree (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "tree", "-o", os.DevNull)
 	measure("report --view arcflow (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "arcflow", "-o", os.DevNull)
 	measure("report --view threads (2 cores)", n, nil, bin, "report", "-i", tr, "--view", "threads", "-o", os.DevNull)
-	// The engine over the trace read in two passes, which the reports do
-	// not use yet: this program again, analysing with BuildStream.
-	self, err := os.Executable()
-	if err != nil {
-		log.Fatal(err)
-	}
+	// The engine alone over the trace read in two passes, as the
+	// reports read it: this program again, analysing with BuildStream.
 	streamed := measure("calltree.BuildStream (2 cores)", n, nil, self, "-stream", tr)
 	var big, bigStreamed row
 	if *scale > 1 {
 		large := filepath.Join(dir, "hooks-large.trace")
-		synthesize(large, mids**scale)
+		synthesizeApart(large, mids**scale)
 		big = measure(fmt.Sprintf("report --view flat, %dx events", *scale), n*float64(*scale), nil, bin, "report", "-i", large, "--view", "flat", "-o", os.DevNull)
 		bigStreamed = measure(fmt.Sprintf("calltree.BuildStream, %dx events", *scale), n*float64(*scale), nil, self, "-stream", large)
 		os.Remove(large)
@@ -142,7 +157,9 @@ func main() {
 		fmt.Printf("%s  %s\n", verdict, fmt.Sprintf(format, args...))
 	}
 	rate := func(r row) float64 { return n / r.wall.Seconds() / 1e6 }
-	bar(rate(flat1) >= 20 && rate(tree1) >= 20, "flat and tree on one core: %.1fM and %.1fM events/s (bar: 20M)", rate(flat1), rate(tree1))
+	cpuRate := func(r row) float64 { return n / r.cpu.Seconds() / 1e6 }
+	bar(rate(flat1) >= 20 && rate(tree1) >= 20, "flat and tree on one core: %.1fM and %.1fM events/s (bar: 20M; per second of CPU %.1fM and %.1fM)",
+		rate(flat1), rate(tree1), cpuRate(flat1), cpuRate(tree1))
 	bar(flat.rss <= 512*1024, "peak RSS of flat: %d MB (bar: 512 MB)", flat.rss/1024)
 	bar(streamed.rss <= 512*1024, "peak RSS of BuildStream: %d MB (bar: 512 MB)", streamed.rss/1024)
 	if big.wall > 0 {
@@ -196,9 +213,9 @@ func sampleCount(flatJSON string) uint64 {
 }
 
 // run runs a command that must succeed, its output discarded, with env
-// added to the environment, and returns its wall time and peak RSS in
-// KiB.
-func run(env []string, argv ...string) (time.Duration, int64) {
+// added to the environment, and returns its wall time, CPU time (user
+// and system) and peak RSS in KiB.
+func run(env []string, argv ...string) (time.Duration, time.Duration, int64) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
@@ -207,11 +224,12 @@ func run(env []string, argv ...string) (time.Duration, int64) {
 		log.Fatalf("%v: %v", argv, err)
 	}
 	wall := time.Since(start)
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if ru == nil {
-		return wall, 0
+		return wall, cpu, 0
 	}
-	return wall, ru.Maxrss
+	return wall, cpu, ru.Maxrss
 }
 
 // buildStream analyses the trace at path as a report's instrumented

@@ -162,10 +162,8 @@ func completeness(res *record.Result) string {
 		return "no stacks"
 	}
 	msg := fmt.Sprintf("%.1f%% with complete stacks", 100*float64(res.Samples-min(short, res.Samples))/float64(res.Samples))
-	for r, n := range res.Truncated {
-		if n > 0 && r != int(trace.UnwindNone) {
-			msg += fmt.Sprintf(", %d %s", n, trace.UnwindReason(r))
-		}
+	for r, n := range trace.Truncations(&res.Truncated) {
+		msg += fmt.Sprintf(", %d %s", n, r)
 	}
 	return msg
 }

@@ -2,6 +2,7 @@ package calltree
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -12,6 +13,7 @@ type fnAcc struct {
 	min, max         float64
 	timed            bool // min and max are set
 	callers, callees map[Func]*Arc
+	sampleCallees    map[Func]*Arc // Function.SampleCallees
 }
 
 func (f *fnAcc) arc(m map[Func]*Arc, g Func) *Arc {
@@ -32,11 +34,16 @@ func functions(procs []Process) []Function {
 	get := func(f Func) *fnAcc {
 		a := accs[f]
 		if a == nil {
-			a = &fnAcc{callers: map[Func]*Arc{}, callees: map[Func]*Arc{}}
+			a = &fnAcc{callers: map[Func]*Arc{}, callees: map[Func]*Arc{}, sampleCallees: map[Func]*Arc{}}
 			accs[f] = a
 		}
 		return a
 	}
+	// path holds the functions from a thread's root to the node at hand;
+	// outer, for each function on it, the index of its outermost
+	// activation there.
+	var path []Func
+	outer := map[Func]int{}
 	var walk func(n *Node, caller Func, callerAcc *fnAcc, callerOutermost bool)
 	walk = func(n *Node, caller Func, callerAcc *fnAcc, callerOutermost bool) {
 		f := n.Func()
@@ -65,10 +72,33 @@ func functions(procs []Process) []Function {
 			if callerOutermost {
 				ce.Cum.Add(n.Cum)
 				ce.Base.Add(n.Base)
+				sc := callerAcc.arc(callerAcc.sampleCallees, f)
+				sc.Cum.Samples += n.Cum.Samples
+				sc.Cum.Period += n.Cum.Period
+				if f != caller {
+					sc.Base.Samples += n.Base.Samples
+					sc.Base.Period += n.Base.Period
+				}
 			}
+		}
+		if n.Recursion == 0 {
+			outer[f] = len(path)
+		}
+		path = append(path, f)
+		if i, ok := outer[f]; ok && n.Recursion > 0 {
+			// An inner activation: its samples end in f, which counts
+			// them as Self, not in the callee of f's outermost
+			// activation that led here (n itself, or an ancestor).
+			sc := a.arc(a.sampleCallees, path[i+1])
+			sc.Cum.Samples -= n.Base.Samples
+			sc.Cum.Period -= n.Base.Period
 		}
 		for i := range n.Children {
 			walk(&n.Children[i], f, a, n.Recursion == 0)
+		}
+		path = path[:len(path)-1]
+		if n.Recursion == 0 {
+			delete(outer, f)
 		}
 	}
 	for i := range procs {
@@ -91,6 +121,8 @@ func functions(procs []Process) []Function {
 			Callers: sortedArcs(a.callers),
 			Callees: sortedArcs(a.callees),
 		}
+		maps.DeleteFunc(a.sampleCallees, func(_ Func, arc *Arc) bool { return arc.Cum.Samples == 0 })
+		fn.SampleCallees = sortedArcs(a.sampleCallees)
 		if a.timed {
 			fn.MinSelfNS, fn.MaxSelfNS = a.min, a.max
 		}

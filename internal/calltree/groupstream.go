@@ -28,7 +28,7 @@ func GroupStreamSamples(s *model.Stream, f model.Filter, byGoroutine bool) (*Sam
 		return nil, err
 	}
 	defer rs.Close()
-	g := newGrouper(s.Profile, f, m, byGoroutine)
+	g := newGrouper(s.Profile, m, byGoroutine)
 	// The samples of the time at hand wait for its goroutine switches,
 	// which GroupSamples applies first, whatever their order in the file.
 	var batch []model.Sample

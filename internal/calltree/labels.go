@@ -3,7 +3,7 @@ package calltree
 // unlabelled reports whether a label filter leaves th out: a goroutine
 // that never carried the labels, a thread left with no event or sample.
 func (a *replay) unlabelled(th *thread) bool {
-	if len(a.o.Labels) == 0 {
+	if len(a.o.Filter.LabelMatcher()) == 0 {
 		return false
 	}
 	if !th.key.goroutine {
@@ -18,7 +18,7 @@ func (a *replay) unlabelled(th *thread) bool {
 		return true
 	}
 	for _, l := range a.labels.Changes(th.key.pid, th.key.goid) {
-		if a.o.Labels.Match(l.Pairs) {
+		if a.o.Filter.Labels(l.Pairs) {
 			return false
 		}
 	}

@@ -61,6 +61,7 @@ func (a *replay) runShards(shards int) {
 		w.os = map[threadKey]*osThread{}
 		w.goroutines = map[threadKey]*thread{}
 		w.recent = map[uint64]*incarnation{}
+		w.last, w.g = nil, nil // a groups the samples, in the merge's order
 		w.order, w.buf = nil, nil
 		s := &ss[k]
 		s.w, s.full, s.free = &w, make(chan []uint64, 2), make(chan []uint64, 3)
@@ -84,6 +85,9 @@ func (a *replay) runShards(shards int) {
 	}
 	n := uint32(shards)
 	merge(a.streams(), func(k, i int, key uint32) {
+		if a.g != nil {
+			a.group(k, i)
+		}
 		s := &ss[key%n]
 		s.buf = append(s.buf, uint64(k)<<56|uint64(i))
 		if len(s.buf) == batchRecords {

@@ -16,28 +16,20 @@ import (
 // and the golden fixtures, with every filter and option that changes the
 // replay.
 func TestShardsSameResult(t *testing.T) {
-	type input struct {
-		name string
-		p    *model.Profile
-	}
-	inputs := []input{{"InstrFixture", modeltest.InstrFixture()}, {"Fixture", modeltest.Fixture()}}
-	for seed := range uint64(200) {
-		inputs = append(inputs,
-			input{fmt.Sprintf("RandomHooks %d", seed), modeltest.RandomHooks(rand.New(rand.NewPCG(seed, 3)), seed%2 == 0)},
-			input{fmt.Sprintf("RandomSamples %d", seed), modeltest.RandomSamples(rand.New(rand.NewPCG(seed, 4)))})
-	}
-	opts := []Options{{}, {Raw: true}, {Root: "b"}, {ExcludeInterrupts: true}, {Thread: "t1"}, {PID: 10, HasPID: true}}
+	inputs := profileInputs(200, 3, modeltest.InstrFixture(), modeltest.Fixture())
+	opts := []Options{{}, {Raw: true}, {Root: "b"}, {ExcludeInterrupts: true}, {Filter: modeltest.Matcher(t, model.Filter{Thread: "t1"})},
+		{Filter: modeltest.Matcher(t, model.Filter{PID: 10, HasPID: true})}}
 	compared := 0
 	for _, in := range inputs {
 		for _, o := range opts {
 			o.Flow = true
-			one, err := analyse(in.p, o, true, 1)
+			one, err := analyse(in.p, o, true, 1, false)
 			if err != nil {
 				continue // e.g. a root that is not in this profile
 			}
 			want := one.result()
 			for _, shards := range []int{2, 3} {
-				a, err := analyse(in.p, o, true, shards)
+				a, err := analyse(in.p, o, true, shards, false)
 				if err != nil {
 					t.Fatalf("%s %+v: %d shards: %v", in.name, o, shards, err)
 				}
@@ -51,4 +43,26 @@ func TestShardsSameResult(t *testing.T) {
 	if compared < 1000 {
 		t.Errorf("only %d comparisons: the inputs lost their threads", compared)
 	}
+}
+
+// profileInput is a recording the equivalence tests analyse two ways.
+type profileInput struct {
+	name string
+	p    *model.Profile
+}
+
+// profileInputs returns fixtures (named by their place) and n random
+// instrumented and n random sampled recordings of several threads, the
+// first seeded with salt and the second with salt+1.
+func profileInputs(n, salt uint64, fixtures ...*model.Profile) []profileInput {
+	var inputs []profileInput
+	for i, p := range fixtures {
+		inputs = append(inputs, profileInput{fmt.Sprintf("fixture %d", i), p})
+	}
+	for seed := range n {
+		inputs = append(inputs,
+			profileInput{fmt.Sprintf("RandomHooks %d", seed), modeltest.RandomHooks(rand.New(rand.NewPCG(seed, salt)), seed%2 == 0)},
+			profileInput{fmt.Sprintf("RandomSamples %d", seed), modeltest.RandomSamples(rand.New(rand.NewPCG(seed, salt+1)))})
+	}
+	return inputs
 }

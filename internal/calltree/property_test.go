@@ -278,11 +278,12 @@ func checkFilter(t *testing.T, name string, p *model.Profile, r *calltree.Result
 	t.Helper()
 	for _, pr := range r.Processes {
 		for _, th := range pr.Threads {
-			for _, o := range []calltree.Options{
+			for _, f := range []model.Filter{
 				{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true},
 				{Thread: fmt.Sprint(th.TID)},
 				{Thread: th.Name},
 			} {
+				o := calltree.Options{Filter: modeltest.Matcher(t, f)}
 				one, err := calltree.Build(p, o)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
@@ -293,9 +294,9 @@ func checkFilter(t *testing.T, name string, p *model.Profile, r *calltree.Result
 						if oth.TID == th.TID && oth.Start == th.Start {
 							found = true
 							if !reflect.DeepEqual(oth, th) {
-								t.Errorf("%s: thread %d (start %d) alone (%+v) differs", name, th.TID, th.Start, o)
+								t.Errorf("%s: thread %d (start %d) alone (%+v) differs", name, th.TID, th.Start, f)
 							}
-						} else if o.Thread == th.Name && !slices.Contains(p.ThreadAt(oth.PID, oth.TID, oth.Start).Names, th.Name) {
+						} else if f.Thread == th.Name && !slices.Contains(p.ThreadAt(oth.PID, oth.TID, oth.Start).Names, th.Name) {
 							t.Errorf("%s: thread %s selects %s", name, th.Name, oth.Name)
 						}
 					}

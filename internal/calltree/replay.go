@@ -66,11 +66,24 @@ import (
 // dispatches_involuntary, interrupts, interrupt_ns and samples, and exact
 // calls.
 func Build(p *model.Profile, o Options) (*Result, error) {
-	a, err := analyse(p, o, o.Flow, shardsFor(p, o))
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o), false)
 	if err != nil {
 		return nil, err
 	}
 	return a.result(), nil
+}
+
+// BuildSamples is Build that also groups the samples which pass
+// o.Filter (o.Root aside), by goroutine when o.ByGoroutine, in the same
+// pass over the records: the Samples GroupMatched gives, which the
+// sampling views render beside the trees. BuildStreamSamples does the
+// same over a trace it reads in two passes.
+func BuildSamples(p *model.Profile, o Options) (*Result, *Samples, error) {
+	a, err := analyse(p, o, o.Flow, shardsFor(p, o), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a.result(), a.g.finish(), nil
 }
 
 // threadKey identifies what gets a tree: a thread incarnation (pid, tid,
@@ -92,10 +105,14 @@ type node struct {
 	rl               int
 	firstChild, next int32
 	children         int32 // how many
-	calls            uint64
-	base             Metrics
-	min, max         float64 // self wall per call, valid when closed > 0
-	closed           uint64
+	// lastKid is the child that child found or made last (0: none yet): a
+	// call repeats the same callee far more often than not, and this
+	// spares the lookup in kids.
+	lastKid  int32
+	calls    uint64
+	base     Metrics
+	min, max float64 // self wall per call, valid when closed > 0
+	closed   uint64
 }
 
 // frame is an open call on a shadow stack.
@@ -107,14 +124,22 @@ type frame struct {
 
 // pending accumulates what happens inside the open interval of a thread,
 // charged when the interval closes at the next event or at the end.
+// Its segments are the thread's offSegs. The zero pending is an interval
+// in which nothing happened but time passing.
 type pending struct {
-	off               uint64   // closed off-CPU time
-	segs              []uint64 // the closed off-CPU segments, as start, end pairs
+	off               uint64 // closed off-CPU time
 	adjWall, adjCPU   uint64
 	adjEnd            uint64 // end of the last pause
 	dispatches, invol uint64
 	irqs, irqNS       uint64
 	samples, period   uint64
+}
+
+// zero reports whether p is the zero pending: compared field by field,
+// since == on the struct calls memequal, which cost more than the rest
+// of an event's interval.
+func (p *pending) zero() bool {
+	return p.off|p.adjWall|p.adjCPU|p.adjEnd|p.dispatches|p.invol|p.irqs|p.irqNS|p.samples|p.period == 0
 }
 
 // thread is the state during the replay of what gets a tree: a thread
@@ -157,6 +182,9 @@ type thread struct {
 	off      bool // not running since offSince (switched out, or parked)
 	offSince uint64
 	pend     pending
+	// offSegs are the closed off-CPU segments of the open interval, as
+	// start, end pairs.
+	offSegs []uint64
 
 	// os is the thread it belongs to or, for a goroutine, the thread
 	// that ran it last; ran lists the tids of those that ran it. A
@@ -214,7 +242,11 @@ type replay struct {
 	// and the times it stays so: records come in time order.
 	// The key is pid<<32 | tid.
 	recent map[uint64]*incarnation
-	order  []*thread // in order of creation
+	// last is the incarnation of recent whose key is lastKey, that of
+	// the latest record: records of one thread come in runs.
+	last    *incarnation
+	lastKey uint64
+	order   []*thread // in order of creation
 
 	// rootLocs marks the locations in Options.Root's function, by id.
 	rootLocs []bool
@@ -222,6 +254,9 @@ type replay struct {
 	dropped     uint64
 	rootEntered bool
 	labels      model.GoLabels
+	// g, when not nil, groups the samples in the merge's order
+	// (BuildSamples).
+	g *grouper
 
 	// shard and shards select the threads this replay analyses when
 	// several share the work (shards > 1): see runShards.
@@ -259,12 +294,16 @@ func summarize(p *model.Profile) summary {
 }
 
 // analyse replays p as o selects, its threads split between shards
-// replays run in parallel (see shardsFor).
-func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
-	p = model.FilterLabels(p, o.Labels)
+// replays run in parallel (see shardsFor), and with group groups its
+// samples too (a.g).
+func analyse(p *model.Profile, o Options, flow bool, shards int, group bool) (*replay, error) {
+	p = model.FilterLabels(p, o.Filter.LabelMatcher())
 	a, err := newReplay(p, summarize(p), o, flow)
 	if err != nil {
 		return nil, err
+	}
+	if group {
+		a.g = newGrouper(p, o.Filter, o.ByGoroutine)
 	}
 	if o.Root != "" {
 		found := false
@@ -287,9 +326,6 @@ func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error
 func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, error) {
 	if o.ByGoroutine && sum.counts[model.RecordGoID] == 0 {
 		return nil, ErrNoGoroutines
-	}
-	if err := model.CheckThreadPattern(o.Thread); err != nil {
-		return nil, err
 	}
 	a := &replay{
 		p:          p,
@@ -389,7 +425,25 @@ func streamOf[R any](rs []R, key func(r *R) (t uint64, pid, tid uint32), do func
 // hands each to its thread or goroutine (the streams' do).
 func (a *replay) run() {
 	ss := a.streams()
-	merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+	if a.g == nil {
+		merge(ss, func(k, i int, _ uint32) { ss[k].do(i) })
+		return
+	}
+	merge(ss, func(k, i int, _ uint32) {
+		a.group(k, i)
+		ss[k].do(i)
+	})
+}
+
+// group hands record i of stream k (in recordOrder) to the grouper when
+// it is a goroutine switch or a sample.
+func (a *replay) group(k, i int) {
+	switch recordOrder[k] {
+	case model.RecordGoID:
+		a.g.goSwitch(&a.p.GoIDs[i])
+	case model.RecordSample:
+		a.g.sample(&a.p.Samples[i])
+	}
 }
 
 // streams returns the time-sorted record slices of a.p, each handled by
@@ -528,13 +582,16 @@ type incarnation struct {
 // record is a switch-in), or nil if o filters it out.
 func (a *replay) osThread(pid, tid uint32, t uint64, in bool) *osThread {
 	k := uint64(pid)<<32 | uint64(tid)
-	c := a.recent[k]
-	if c != nil && c.from <= t && t < c.until {
-		return c.os
+	c := a.last
+	if c == nil || a.lastKey != k {
+		if c = a.recent[k]; c == nil {
+			c = &incarnation{}
+			a.recent[k] = c
+		}
+		a.last, a.lastKey = c, k
 	}
-	if c == nil {
-		c = &incarnation{}
-		a.recent[k] = c
+	if c.from <= t && t < c.until {
+		return c.os
 	}
 	mt, from, until := a.p.ThreadSpan(pid, tid, t)
 	*c = incarnation{os: a.osThreadOf(pid, tid, mt, in), from: from, until: until}
@@ -550,7 +607,7 @@ func (a *replay) osThreadOf(pid, tid uint32, mt *model.Thread, in bool) *osThrea
 	}
 	os, ok := a.os[k]
 	if !ok {
-		if a.o.match(pid, tid, mt) && a.mine(pid, tid) {
+		if a.o.Filter.Thread(pid, tid, mt) && a.mine(pid, tid) {
 			os = &osThread{key: k, mt: mt, off: in, end: a.threadEnd(mt)}
 		}
 		a.os[k] = os
@@ -580,7 +637,9 @@ func (a *replay) threadEnd(mt *model.Thread) uint64 {
 func (a *replay) owner(os *osThread, t uint64) *thread {
 	th := os.cur
 	if th == nil {
-		th = a.own(os, t)
+		if th = os.own; th == nil {
+			th = a.own(os, t)
+		}
 	}
 	th.latest = max(th.latest, t)
 	return th
@@ -681,18 +740,32 @@ func (th *thread) current() int32 {
 // child returns the child of node parent for f, creating it with
 // recursion level rl (the occurrences of f from the root to parent).
 func (th *thread) child(parent int32, f FuncID, rl int) int32 {
-	k := uint64(parent)<<32 | uint64(f)
-	if c, ok := th.kids[k]; ok {
+	if c, ok := th.kid(parent, f); ok {
 		return c
 	}
-	c := int32(len(th.nodes))
 	pn := &th.nodes[parent]
+	k := uint64(parent)<<32 | uint64(f)
+	c := int32(len(th.nodes))
 	th.nodes = append(th.nodes, node{fn: f, level: pn.level + 1, rl: rl, firstChild: -1, next: pn.firstChild})
 	pn = &th.nodes[parent]
 	pn.firstChild = c
 	pn.children++
+	pn.lastKid = c
 	th.kids[k] = c
 	return c
+}
+
+// kid returns the child of node parent for f, if it has one.
+func (th *thread) kid(parent int32, f FuncID) (int32, bool) {
+	pn := &th.nodes[parent]
+	if c := pn.lastKid; c > 0 && th.nodes[c].fn == f {
+		return c, true
+	}
+	c, ok := th.kids[uint64(parent)<<32|uint64(f)]
+	if ok {
+		pn.lastKid = c
+	}
+	return c, ok
 }
 
 // count returns a pointer to the counter of index i in *cs, growing the
@@ -761,7 +834,7 @@ func (th *thread) resume(t uint64) {
 	if th.open {
 		if b, e := th.offSegment(t); e > b {
 			th.pend.off += e - b
-			th.pend.segs = append(th.pend.segs, b, e)
+			th.offSegs = append(th.offSegs, b, e)
 		}
 	}
 	th.off = false
@@ -804,8 +877,8 @@ func (a *replay) adjust(th *thread, r *model.Adjust) {
 			off += e - b
 		}
 	}
-	for i := 0; i < len(th.pend.segs); i += 2 {
-		overlap(th.pend.segs[i], th.pend.segs[i+1])
+	for i := 0; i < len(th.offSegs); i += 2 {
+		overlap(th.offSegs[i], th.offSegs[i+1])
 	}
 	if b, e := th.offSegment(we); e > b {
 		overlap(b, e)
@@ -823,27 +896,39 @@ func (a *replay) adjust(th *thread, r *model.Adjust) {
 func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
-	off := th.pend.off
-	if b, e := th.offSegment(t); e > b {
-		off += e - b
-	}
-	off = min(off, raw)
-	cpuRaw := raw - off
-	irq := min(th.pend.irqNS, raw)
-	var adjWall, adjCPU uint64
 	var ovh float64
-	if !a.o.Raw {
-		adjWall, adjCPU = th.pend.adjWall, th.pend.adjCPU
-		if kind >= 0 {
-			ovh = a.ovh[kind] + th.tail
+	if !a.o.Raw && kind >= 0 {
+		ovh = a.ovh[kind] + th.tail
+	}
+	var wall, cpu float64
+	var irq uint64
+	quiet := th.pend.zero() && !th.off
+	if quiet {
+		// Nothing happened in the interval but time passing on a CPU,
+		// as between most events: the sums below without their zero
+		// terms (the same float operations, so the same bits), at a
+		// third of their cost.
+		wall = max(0, float64(raw)-ovh)
+		cpu = wall
+	} else {
+		off := th.pend.off
+		if b, e := th.offSegment(t); e > b {
+			off += e - b
 		}
+		off = min(off, raw)
+		cpuRaw := raw - off
+		irq = min(th.pend.irqNS, raw)
+		var adjWall, adjCPU uint64
+		if !a.o.Raw {
+			adjWall, adjCPU = th.pend.adjWall, th.pend.adjCPU
+		}
+		if a.o.ExcludeInterrupts {
+			adjWall += irq
+			adjCPU += irq
+		}
+		wall = max(0, float64(raw-min(adjWall, raw))-ovh)
+		cpu = max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
 	}
-	if a.o.ExcludeInterrupts {
-		adjWall += irq
-		adjCPU += irq
-	}
-	wall := max(0, float64(raw-min(adjWall, raw))-ovh)
-	cpu := max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
 	// Charged field by field, in the order of Metrics.Add: this runs at
 	// every event.
 	b := &th.nodes[th.current()].base
@@ -876,7 +961,9 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 			d.Dispatches, d.Voluntary, d.Involuntary = th.pend.dispatches, th.pend.dispatches-th.pend.invol, th.pend.invol
 		}
 	}
-	th.pend = pending{segs: th.pend.segs[:0]}
+	if !quiet {
+		th.pend, th.offSegs = pending{}, th.offSegs[:0]
+	}
 	th.last = t
 }
 
@@ -906,7 +993,7 @@ func (a *replay) event(th *thread, e *model.Event) {
 		}
 		a.closeInterval(th, e.Time, kind, a.delta(&d))
 	} else {
-		th.pend = pending{segs: th.pend.segs[:0]}
+		th.pend, th.offSegs = pending{}, th.offSegs[:0]
 		th.last = max(e.Time, th.last)
 	}
 	if th.events == 0 {
@@ -1036,7 +1123,7 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 		n, depth, chain = th.current(), len(th.stack), fs[len(fs)-1:]
 	}
 	for i, f := range chain {
-		if c, ok := th.kids[uint64(n)<<32|uint64(f)]; ok {
+		if c, ok := th.kid(n, f); ok {
 			n = c
 			continue
 		}

@@ -33,14 +33,15 @@ type Options struct {
 	// switches and adjustments count only while at least one activation
 	// of Root is on its shadow stack. Empty means every event.
 	Root string
-	// PID and TID, when HasPID and HasTID are set, keep only that
-	// process and/or thread.
-	PID, TID       uint32
-	HasPID, HasTID bool
-	// Thread, when not empty, keeps only the thread incarnations it
-	// names (see model.MatchThread): a thread is often known by its name
-	// rather than by a tid that changes from run to run.
-	Thread string
+	// Filter keeps the records of the processes and threads it selects
+	// (model.Filter's PID, TID, Thread) and, with label patterns, only
+	// the records of goroutines that carry the labels it matches at the
+	// time (model.FilterLabels), and only the goroutines that ever
+	// carried them (ByGoroutine), or the threads left with a record:
+	// labels say which request or job a goroutine serves, and it serves
+	// others before and after. Nil keeps everything. The caller compiles
+	// its filter once, for every analysis and view of one report.
+	Filter *model.Matcher
 	// ByGoroutine analyses each goroutine of a Go target as a thread of
 	// its own: a goroutine moves between OS threads, so only a shadow
 	// stack per goroutine sees its calls return. A thread's records
@@ -48,13 +49,6 @@ type Options struct {
 	// from before its first switch stay the thread's. Build fails with
 	// ErrNoGoroutines when the recording has no goroutine switches.
 	ByGoroutine bool
-	// Labels, when not empty, keeps only the records of goroutines that
-	// carry the runtime/pprof labels it matches at the time
-	// (model.FilterLabels), and only the goroutines that ever carried them
-	// (ByGoroutine), or the threads left with a record: labels say which
-	// request or job a goroutine serves, and it serves others before and
-	// after.
-	Labels model.LabelMatcher
 	// ExcludeInterrupts removes the time of the interrupts handled while
 	// a thread ran (model.IRQ) from its wall and CPU time, as it removes
 	// the profiler's pauses: they land at random, so repeatable
@@ -65,12 +59,6 @@ type Options struct {
 	// with the metrics of the interval before it (a callflow), from the
 	// same replay that builds the trees.
 	Flow bool
-}
-
-// match reports whether the records of thread tid of process pid,
-// incarnation mt (nil when the trace lacks it), pass o's filters.
-func (o *Options) match(pid, tid uint32, mt *model.Thread) bool {
-	return (!o.HasPID || pid == o.PID) && (!o.HasTID || tid == o.TID) && (o.Thread == "" || model.MatchThread(o.Thread, tid, mt))
 }
 
 // Metrics are the values measured over a set of intervals and samples.
@@ -284,6 +272,15 @@ type Function struct {
 	// first, then calls, name and module; never null.
 	Callers []Arc `json:"callers"`
 	Callees []Arc `json:"callees"`
+	// SampleCallees are the callees as the arcflow of samples counts
+	// them, in Samples and Period only: under the function's outermost
+	// activations, a callee's Cum holds the samples of its calls that do
+	// not end in the function again (those are the function's Self), its
+	// Base those that end in the callee itself. So, recursion included,
+	// their Cum adds up to Total minus Self: a sample counts where its
+	// stack leaves the function's outermost activation for good. Only
+	// callees with samples, sorted as Callees; never null.
+	SampleCallees []Arc `json:"-"`
 }
 
 // Result is the analysis of an instrumented recording.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -53,18 +52,10 @@ func records(p *model.Profile) []model.Record {
 // sampled recordings and the golden fixtures, with the options that
 // change the replay.
 func TestRecordsSameResult(t *testing.T) {
-	type input struct {
-		name string
-		p    *model.Profile
-	}
-	inputs := []input{{"InstrFixture", modeltest.InstrFixture()}, {"GoFixture", modeltest.GoFixture()}, {"Fixture", modeltest.Fixture()}}
-	for seed := range uint64(200) {
-		inputs = append(inputs,
-			input{fmt.Sprintf("RandomHooks %d", seed), modeltest.RandomHooks(rand.New(rand.NewPCG(seed, 5)), seed%2 == 0)},
-			input{fmt.Sprintf("RandomSamples %d", seed), modeltest.RandomSamples(rand.New(rand.NewPCG(seed, 6)))})
-	}
-	opts := []Options{{}, {Raw: true}, {Root: "b"}, {Root: "compute"}, {ExcludeInterrupts: true}, {Thread: "t1"},
-		{TID: 11, HasTID: true}, {ByGoroutine: true}}
+	inputs := profileInputs(200, 5, modeltest.InstrFixture(), modeltest.GoFixture(), modeltest.Fixture())
+	opts := []Options{{}, {Raw: true}, {Root: "b"}, {Root: "compute"}, {ExcludeInterrupts: true},
+		{Filter: modeltest.Matcher(t, model.Filter{Thread: "t1"})}, {Filter: modeltest.Matcher(t, model.Filter{TID: 11, HasTID: true})},
+		{ByGoroutine: true}}
 	compared := 0
 	for _, in := range inputs {
 		for _, o := range opts {
@@ -134,7 +125,7 @@ func TestBuildStreamFile(t *testing.T) {
 	if s.Lateness == 0 {
 		t.Fatal("the trace is in time order: the test would not exercise the reorder window")
 	}
-	for _, o := range []Options{{}, {Flow: true}, {Root: "mid"}, {Thread: "8"}} {
+	for _, o := range []Options{{}, {Flow: true}, {Root: "mid"}, {Filter: modeltest.Matcher(t, model.Filter{Thread: "8"})}} {
 		want, err := Build(p, o)
 		if err != nil {
 			t.Fatal(err)
@@ -146,11 +137,11 @@ func TestBuildStreamFile(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v: BuildStream gives\n%+v\nBuild\n%+v", o, got, want)
 		}
-		if o.Thread == "" && want.Events != 40*2*50*4 {
+		if o.Filter == nil && want.Events != 40*2*50*4 {
 			t.Errorf("%+v: %d events analysed", o, want.Events)
 		}
 	}
-	if _, err := BuildStream(s, Options{Labels: model.LabelMatcher{"k": {"v"}}}); !errors.Is(err, model.ErrNotStreamable) {
+	if _, err := BuildStream(s, Options{Filter: modeltest.Matcher(t, model.Filter{Labels: []string{"k=v"}})}); !errors.Is(err, model.ErrNotStreamable) {
 		t.Errorf("a label filter: %v, want ErrNotStreamable", err)
 	}
 }

@@ -12,12 +12,7 @@ func BuildStreamEach(s *model.Stream, o Options, each func(*model.Record)) (*Res
 	if each == nil {
 		return BuildStreamSamples(s, o)
 	}
-	f := model.Filter{PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID, Thread: o.Thread}
-	m, err := f.Compile()
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(o.Labels) > 0 {
+	if len(o.Filter.LabelMatcher()) > 0 {
 		return nil, nil, ErrNeedsLoad
 	}
 	rs, err := s.Records()
@@ -32,7 +27,7 @@ func BuildStreamEach(s *model.Stream, o Options, each func(*model.Record)) (*Res
 		}
 		return err
 	}
-	g := newGrouper(s.Profile, f, m, o.ByGoroutine)
+	g := newGrouper(s.Profile, o.Filter, o.ByGoroutine)
 	a, err := replayRecords(s.Profile, summary{counts: s.Counts, first: s.First, last: s.Last}, next, o, g)
 	if err != nil {
 		return nil, nil, err

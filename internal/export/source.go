@@ -38,7 +38,7 @@ func loadedSource(p *model.Profile) source {
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
 			}
-			r, err := calltree.Build(p, treeOptions(p, f, m, len(p.GoIDs) > 0))
+			r, err := calltree.Build(p, treeOptions(p, m, len(p.GoIDs) > 0))
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
 			}
@@ -67,7 +67,7 @@ func streamSource(s *model.Stream) source {
 			if len(f.Labels) > 0 {
 				return nil, fmt.Errorf("export: %w", calltree.ErrNeedsLoad)
 			}
-			r, err := calltree.BuildStream(s, treeOptions(s.Profile, f, m, c[model.RecordGoID] > 0))
+			r, err := calltree.BuildStream(s, treeOptions(s.Profile, m, c[model.RecordGoID] > 0))
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
 			}
@@ -83,8 +83,8 @@ func streamSource(s *model.Stream) source {
 	}
 }
 
-// treeOptions are the analysis options of a source's tree.
-func treeOptions(p *model.Profile, f model.Filter, m *model.Matcher, byGoroutine bool) calltree.Options {
-	return calltree.Options{Root: p.Header.Root, PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
-		Thread: f.Thread, ByGoroutine: byGoroutine, Labels: m.LabelMatcher()}
+// treeOptions are the analysis options of a source's tree: m is its
+// compiled filter.
+func treeOptions(p *model.Profile, m *model.Matcher, byGoroutine bool) calltree.Options {
+	return calltree.Options{Root: p.Header.Root, Filter: m, ByGoroutine: byGoroutine}
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrBadLabel: a label pattern of Filter.Labels is not KEY=GLOB.
@@ -71,25 +72,39 @@ func (f Filter) String() string {
 	return strings.Join(parts, " ")
 }
 
-// Matcher applies a compiled Filter. It is not safe for concurrent use:
-// it caches the answer per thread incarnation.
+// Matcher applies a compiled Filter: a report compiles its Filter once
+// and every analysis and view of it asks the one Matcher. The nil
+// Matcher keeps everything. It is safe for concurrent use (the replays
+// of calltree's shards share it).
 type Matcher struct {
-	f       Filter
-	labels  LabelMatcher
-	threads map[*Thread]bool // Thread's answer per known incarnation
+	f      Filter
+	labels LabelMatcher
+	mu     sync.Mutex
+	// threads is Thread's answer per known incarnation, under mu.
+	threads map[*Thread]bool
 }
 
-// Filter returns the Filter m applies.
-func (m *Matcher) Filter() Filter { return m.f }
+// Filter returns the Filter m applies, the zero Filter for nil.
+func (m *Matcher) Filter() Filter {
+	if m == nil {
+		return Filter{}
+	}
+	return m.f
+}
 
 // Thread reports whether the records of thread tid of process pid,
 // incarnation t (nil when the trace does not know it), pass the
 // filter's process and thread selection. A glob is matched once per
 // incarnation, not once per record.
 func (m *Matcher) Thread(pid, tid uint32, t *Thread) bool {
+	if m == nil {
+		return true
+	}
 	if t == nil || m.f.Thread == "" {
 		return m.f.Match(pid, tid, t)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	ok, seen := m.threads[t]
 	if !seen {
 		ok = m.f.Match(pid, tid, t)
@@ -99,12 +114,17 @@ func (m *Matcher) Thread(pid, tid uint32, t *Thread) bool {
 }
 
 // LabelMatcher returns the filter's label patterns, nil when it has
-// none.
-func (m *Matcher) LabelMatcher() LabelMatcher { return m.labels }
+// none (and for the nil Matcher).
+func (m *Matcher) LabelMatcher() LabelMatcher {
+	if m == nil {
+		return nil
+	}
+	return m.labels
+}
 
 // Labels reports whether a goroutine carrying pairs passes the filter's
 // label patterns; true when there are none.
-func (m *Matcher) Labels(pairs []LabelPair) bool { return m.labels.Match(pairs) }
+func (m *Matcher) Labels(pairs []LabelPair) bool { return m.LabelMatcher().Match(pairs) }
 
 // MatchThread reports whether pattern names thread tid, incarnation mt
 // (nil when the trace does not know it): a decimal number names the

@@ -38,16 +38,16 @@ func Load(r io.Reader) (*Profile, error) {
 	return l.p, nil
 }
 
-// newLoader returns a loader of the trace tr reads. With keep nil it
-// keeps every record (Load); otherwise it keeps the tables and hands
-// each time-ordered record (Record) to keep instead (OpenStream's first
+// newLoader returns a loader of the trace tr reads. With tally nil it
+// keeps every record (Load); otherwise it keeps the tables and only
+// tallies the time-ordered records (Record) instead (OpenStream's first
 // pass).
-func newLoader(tr *trace.Reader, keep func(*Record)) *loader {
+func newLoader(tr *trace.Reader, tally *tally) *loader {
 	return &loader{
 		p:       &Profile{Header: tr.Header(), Locations: []Location{{}}, Stacks: []StackNode{{}}},
 		strings: map[uint32]string{0: ""},
 		current: map[[2]uint32]*Thread{},
-		keep:    keep,
+		tally:   tally,
 	}
 }
 
@@ -82,9 +82,12 @@ type loader struct {
 	strings map[uint32]string
 	current map[[2]uint32]*Thread // the latest incarnation of each pid, tid
 	threads []*Thread             // every incarnation
-	keep    func(*Record)         // nil: the records go to p's slices
+	tally   *tally                // nil: the records go to p's slices
 	records int                   // records read without damage
 	rec     Record
+	// last is the incarnation thread returned last: records of one
+	// thread come in runs, and this spares the map lookup.
+	last *Thread
 }
 
 // appendRecord appends r to p's slice of its kind.
@@ -105,15 +108,16 @@ func (p *Profile) appendRecord(r *Record) {
 	}
 }
 
-// record hands a time-ordered record, converted into l.rec, to keep or
-// appends it to p's slice of its kind.
-func (l *loader) record(rec trace.Record) {
-	r := &l.rec
-	convert(rec, r)
-	if l.keep != nil {
-		l.keep(r)
+// record tallies a time-ordered record of kind k at time t or, without
+// a tally, converts it into l.rec and appends it to p's slice of its
+// kind.
+func (l *loader) record(k RecordKind, t uint64, rec trace.Record) {
+	if l.tally != nil {
+		l.tally.add(k, t)
 		return
 	}
+	r := &l.rec
+	convert(rec, r)
 	l.p.appendRecord(r)
 }
 
@@ -133,6 +137,9 @@ func (l *loader) str(id uint32) (string, error) {
 // belongs to. A record after the thread's exit, the kernel having reused
 // the id, begins a new incarnation (its Fork record does so first).
 func (l *loader) thread(pid, tid uint32, now uint64) *Thread {
+	if t := l.last; t != nil && t.PID == pid && t.TID == tid && (t.End == 0 || now <= t.End) {
+		return t // l.current's, which only thread and Fork change
+	}
 	k := [2]uint32{pid, tid}
 	t := l.current[k]
 	if t == nil || (t.End != 0 && now > t.End) {
@@ -143,10 +150,16 @@ func (l *loader) thread(pid, tid uint32, now uint64) *Thread {
 		l.current[k] = t
 		l.threads = append(l.threads, t)
 	}
+	l.last = t
 	return t
 }
 
 func (l *loader) add(rec trace.Record) error {
+	if e, ok := rec.(*trace.Event); ok {
+		// Most records of an instrumented trace: one comparison rather
+		// than the type switch's search.
+		return l.event(e)
+	}
 	p := l.p
 	switch r := rec.(type) {
 	case *trace.String:
@@ -189,7 +202,7 @@ func (l *loader) add(rec trace.Record) error {
 			p.Truncated++
 			p.TruncatedBy[r.Reason()]++
 		}
-		l.record(r)
+		l.record(RecordSample, r.Time, r)
 		l.thread(r.PID, r.TID, r.Time)
 	case *trace.Comm:
 		name, err := l.str(r.Name)
@@ -214,6 +227,7 @@ func (l *loader) add(rec trace.Record) error {
 			t = &Thread{PID: r.PID, TID: r.TID}
 			l.current[[2]uint32{r.PID, r.TID}] = t
 			l.threads = append(l.threads, t)
+			l.last = t
 		}
 		if t.Start == 0 {
 			t.Start = r.Time
@@ -243,14 +257,14 @@ func (l *loader) add(rec trace.Record) error {
 		}
 	case *trace.Pause:
 		p.Pauses = append(p.Pauses, Pause{Time: r.Time, Duration: r.Duration, Dropped: r.Dropped})
-	case *trace.Event:
-		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
-			return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
-		}
-		l.record(r)
-		l.thread(r.PID, r.TID, r.Time)
-	case *trace.Switch, *trace.Adjust, *trace.IRQ, *trace.GoID:
-		l.record(r)
+	case *trace.Switch:
+		l.record(RecordSwitch, r.Time, r)
+	case *trace.Adjust:
+		l.record(RecordAdjust, r.Time, r)
+	case *trace.IRQ:
+		l.record(RecordIRQ, r.Time, r)
+	case *trace.GoID:
+		l.record(RecordGoID, r.Time, r)
 	case *trace.Probe:
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: probe for undefined location %d", errCorrupt, r.Function)
@@ -293,6 +307,16 @@ func (l *loader) add(rec trace.Record) error {
 		}
 		p.End = &End{Time: r.Time, ExitCode: int(r.ExitCode), Reason: reason, Detached: r.Detached}
 	}
+	return nil
+}
+
+// event adds a function entry or exit.
+func (l *loader) event(r *trace.Event) error {
+	if r.Function == 0 || int(r.Function) >= len(l.p.Locations) {
+		return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
+	}
+	l.record(RecordEvent, r.Time, r)
+	l.thread(r.PID, r.TID, r.Time)
 	return nil
 }
 

@@ -53,6 +53,27 @@ func (r *Record) Time() uint64 {
 	return 0
 }
 
+// Set makes r a copy of src: its Kind and the field that names, a sixth
+// of the whole Record (r's other fields are left stale, as Records.Next
+// leaves them). Readers that pass records on copy them this way.
+func (r *Record) Set(src *Record) {
+	r.Kind = src.Kind
+	switch src.Kind {
+	case RecordSample:
+		r.Sample = src.Sample
+	case RecordEvent:
+		r.Event = src.Event
+	case RecordSwitch:
+		r.Switch = src.Switch
+	case RecordAdjust:
+		r.Adjust = src.Adjust
+	case RecordIRQ:
+		r.IRQ = src.IRQ
+	case RecordGoID:
+		r.GoID = src.GoID
+	}
+}
+
 // convert fills r from rec, one of the trace's time-ordered records
 // (Sample, Event, Switch, Adjust, IRQ, GoID); other records leave r's
 // Kind zero.
@@ -136,24 +157,33 @@ func newStream(open func() (io.ReadCloser, error)) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stream{open: open}
-	var seen, n uint64
-	l := newLoader(tr, func(r *Record) {
-		t := r.Time()
-		if n == 0 || t < s.First {
-			s.First = t
-		}
-		n++
-		s.Counts[r.Kind]++
-		if t < seen {
-			s.Lateness = max(s.Lateness, seen-t)
-		}
-		seen = max(seen, t)
-	})
+	var c tally
+	l := newLoader(tr, &c)
 	l.read(tr)
 	l.finish()
-	s.Profile, s.records, s.Last = l.p, l.records, seen
+	s := &Stream{Profile: l.p, Counts: c.counts, First: c.first, Last: c.seen, Lateness: c.lateness,
+		open: open, records: l.records}
 	return s, nil
+}
+
+// tally sums up the time-ordered records of the first pass.
+type tally struct {
+	counts      [RecordGoID + 1]uint64
+	first, seen uint64 // the earliest and the latest time so far
+	lateness    uint64
+	any         bool
+}
+
+// add counts a record of kind k at time t.
+func (c *tally) add(k RecordKind, t uint64) {
+	if !c.any || t < c.first {
+		c.first, c.any = t, true
+	}
+	c.counts[k]++
+	if t < c.seen {
+		c.lateness = max(c.lateness, c.seen-t)
+	}
+	c.seen = max(c.seen, t)
 }
 
 // Records reads the file again and returns its time-ordered records
@@ -211,15 +241,18 @@ func (rs *Records) first() *queued {
 // after the last one, or the error of reading the file again (which
 // changed since the first pass if it differs).
 func (rs *Records) Next(r *Record) error {
+	if rs.lag == 0 {
+		return rs.nextInOrder(r)
+	}
 	for {
 		if f := rs.first(); f != nil && (rs.left == 0 || f.r.Time()+rs.lag <= rs.seen) {
 			// Nothing still to come can be earlier: a record comes at
 			// most lag after a later one, and ties go in file order.
 			if len(rs.q) > 0 && f == &rs.q[0] {
-				*r = rs.q.pop()
+				rs.q.pop(r)
 				return nil
 			}
-			*r = f.r
+			r.Set(&f.r)
 			rs.head++
 			if rs.head == len(rs.inOrder) {
 				rs.inOrder, rs.head = rs.inOrder[:0], 0
@@ -231,27 +264,59 @@ func (rs *Records) Next(r *Record) error {
 		if rs.left == 0 {
 			return io.EOF
 		}
-		rec, err := rs.tr.Scan()
+		rec, err := rs.scan()
 		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
 			return err
 		}
-		rs.left--
-		convert(rec, &rs.rec)
-		if rs.rec.Kind == 0 {
+		if convert(rec, &rs.rec); rs.rec.Kind == 0 {
 			continue
 		}
 		t := rs.rec.Time()
 		if n := len(rs.inOrder); n == rs.head || t >= rs.inOrder[n-1].r.Time() {
-			rs.inOrder = append(rs.inOrder, queued{r: rs.rec, seq: rs.seq})
+			if n < cap(rs.inOrder) {
+				rs.inOrder = rs.inOrder[:n+1]
+			} else {
+				rs.inOrder = append(rs.inOrder, queued{})
+			}
+			rs.inOrder[n].r.Set(&rs.rec)
+			rs.inOrder[n].seq = rs.seq
 		} else {
-			rs.q.push(queued{r: rs.rec, seq: rs.seq})
+			slot := rs.q.push()
+			slot.r.Set(&rs.rec)
+			slot.seq = rs.seq
+			rs.q.fix()
 		}
 		rs.seen = max(rs.seen, t)
 		rs.seq++
 	}
+}
+
+// nextInOrder is Next for a file that has its records in time order
+// (the first pass saw none come after a later one): no window to wait
+// in, each record goes out as it is read.
+func (rs *Records) nextInOrder(r *Record) error {
+	for rs.left > 0 {
+		rec, err := rs.scan()
+		if err != nil {
+			return err
+		}
+		if convert(rec, r); r.Kind != 0 {
+			return nil
+		}
+	}
+	return io.EOF
+}
+
+// scan reads the next record of the file, of which rs.left are still
+// to come: the file ends early if it has fewer now than the first pass
+// read.
+func (rs *Records) scan() (trace.Record, error) {
+	rec, err := rs.tr.Scan()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	rs.left--
+	return rec, err
 }
 
 // Close closes the file.
@@ -278,24 +343,30 @@ func (reorder) before(a, b *queued) bool {
 	return ta < tb || ta == tb && a.seq < b.seq
 }
 
-// push adds x.
-func (q *reorder) push(x queued) {
-	*q = append(*q, x)
-	h := *q
-	for i := len(h) - 1; i > 0; {
+// push appends a slot for a record, which the caller fills before
+// calling fix.
+func (q *reorder) push() *queued {
+	*q = append(*q, queued{})
+	return &(*q)[len(*q)-1]
+}
+
+// fix moves the record push appended (if any is out of place) up to its
+// place in the heap.
+func (q reorder) fix() {
+	for i := len(q) - 1; i > 0; {
 		parent := (i - 1) / 2
-		if !h.less(i, parent) {
+		if !q.less(i, parent) {
 			break
 		}
-		h[i], h[parent] = h[parent], h[i]
+		q[i], q[parent] = q[parent], q[i]
 		i = parent
 	}
 }
 
-// pop removes and returns the earliest record; q is not empty.
-func (q *reorder) pop() Record {
+// pop moves the earliest record into r; q is not empty.
+func (q *reorder) pop(r *Record) {
 	h := *q
-	top := h[0].r
+	r.Set(&h[0].r)
 	last := len(h) - 1
 	h[0] = h[last]
 	h = h[:last]
@@ -314,5 +385,4 @@ func (q *reorder) pop() Record {
 		i = least
 	}
 	*q = h
-	return top
 }

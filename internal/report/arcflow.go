@@ -47,22 +47,21 @@ type ArcflowReport struct {
 }
 
 // buildArcflow makes a stanza of each of calltree's functions (data.result):
-// its callers and callees are its arcs, with the samples of its
-// outermost activations.
+// its callers and callees are its arcs (Callers and SampleCallees), with
+// the samples of its outermost activations.
 func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 	res, err := d.result()
 	if err != nil {
 		return ArcflowReport{}, err
 	}
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
-	callees := sampledCallees(res)
 	for i := range res.Functions {
 		f := &res.Functions[i]
 		if hidden(f.Total.Samples, d.Total.Samples, o) {
 			continue
 		}
 		fn := calltree.Func{Name: f.Name, Module: f.Module}
-		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), sortedArcRows(callees[fn]))
+		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), arcRows(f.SampleCallees))
 	}
 	r.sort()
 	return r, nil
@@ -95,72 +94,6 @@ func arcRows(arcs []calltree.Arc) []ArcRow {
 		if a.Cum.Samples > 0 || a.Base.Samples > 0 {
 			rows = append(rows, ArcRow{Name: a.Name, Module: a.Module, Base: count(a.Base), Cum: count(a.Cum)})
 		}
-	}
-	sortArcRows(rows)
-	return rows
-}
-
-// sampledCallees returns the children rows of each function of res's
-// trees: under each outermost node of F (recursion 0), a child gets the
-// samples of its subtree that do not end in F (those stay F's base), in
-// base those that end in the child. So the children's cum adds up to
-// F's cum minus its base, recursion included: a sample is counted where
-// its stack leaves F's outermost activation for good.
-func sampledCallees(res *calltree.Result) map[calltree.Func]map[calltree.Func]*ArcRow {
-	rows := map[calltree.Func]map[calltree.Func]*ArcRow{}
-	var walk func(n *calltree.Node)
-	walk = func(n *calltree.Node) {
-		f := n.Func()
-		for i := range n.Children {
-			c := &n.Children[i]
-			if n.Level > 0 && n.Recursion == 0 {
-				m := rows[f]
-				if m == nil {
-					m = map[calltree.Func]*ArcRow{}
-					rows[f] = m
-				}
-				in := samplesIn(c, f)
-				if cum := (calltree.Count{Samples: c.Cum.Samples - in.Samples, Period: c.Cum.Period - in.Period}); cum.Samples > 0 {
-					g := c.Func()
-					row := m[g]
-					if row == nil {
-						row = &ArcRow{Name: g.Name, Module: g.Module}
-						m[g] = row
-					}
-					row.Cum.Add(cum)
-					if g != f {
-						row.Base.Add(count(c.Base))
-					}
-				}
-			}
-			walk(c)
-		}
-	}
-	for _, p := range res.Processes {
-		for i := range p.Threads {
-			walk(&p.Threads[i].Root)
-		}
-	}
-	return rows
-}
-
-// samplesIn is the base of the nodes of function f in n's subtree.
-func samplesIn(n *calltree.Node, f calltree.Func) calltree.Count {
-	var m calltree.Count
-	if n.Func() == f {
-		m = count(n.Base)
-	}
-	for i := range n.Children {
-		m.Add(samplesIn(&n.Children[i], f))
-	}
-	return m
-}
-
-// sortedArcRows returns the rows of m, sorted.
-func sortedArcRows(m map[calltree.Func]*ArcRow) []ArcRow {
-	rows := make([]ArcRow, 0, len(m))
-	for _, r := range m {
-		rows = append(rows, *r)
 	}
 	sortArcRows(rows)
 	return rows

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"trueprof/internal/calltree"
-	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
 )
 
@@ -16,7 +15,7 @@ func TestArcflowInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 500 {
 		p := modeltest.RandomSamples(r)
-		d := prepare(source{p: p}, model.Filter{}, false)
+		d := prepare(source{p: p}, false)
 		arc, err := buildArcflow(d, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +127,7 @@ func TestArcflowRecursion(t *testing.T) {
 		Add(1, 1, "main;f;f", 3).   // f recurses, f is the leaf
 		Add(1, 1, "main;g;f", 1).   // f under g
 		Profile()
-	arc, err := buildArcflow(prepare(source{p: p}, model.Filter{}, false), Options{})
+	arc, err := buildArcflow(prepare(source{p: p}, false), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

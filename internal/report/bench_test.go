@@ -43,7 +43,7 @@ func benchmarkPrepare(b *testing.B, byGoroutine bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if d := prepare(source{p: p}, model.Filter{}, byGoroutine); d.Total.Samples != n {
+		if d := prepare(source{p: p}, byGoroutine); d.Total.Samples != n {
 			b.Fatal(d.Total.Samples)
 		}
 	}

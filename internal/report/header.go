@@ -136,7 +136,12 @@ func pausedJSON(p *model.Profile) *PausedJSON {
 // NewHeader returns the header of the reports of p restricted by f, with
 // an empty View.
 func NewHeader(p *model.Profile, f model.Filter) Header {
-	return prepare(source{p: p}, f, false).header("")
+	m, err := f.Compile()
+	if err != nil {
+		// Bad patterns keep nothing, as calltree.GroupSamples's.
+		return (&data{p: p, Samples: calltree.GroupSamples(p, f, false), src: source{p: p}}).header("")
+	}
+	return prepare(source{p: p, m: m}, false).header("")
 }
 
 // header returns the header of sampling view view. For an instrumented
@@ -246,13 +251,11 @@ func writeHeaderText(w io.Writer, h Header) {
 // UnwindNone (traces without reasons) is left out.
 func truncatedBy(by [trace.NumUnwindReasons]uint64) map[string]uint64 {
 	var m map[string]uint64
-	for r, n := range by {
-		if n > 0 && r != int(trace.UnwindNone) {
-			if m == nil {
-				m = map[string]uint64{}
-			}
-			m[trace.UnwindReason(r).String()] = n
+	for r, n := range trace.Truncations(&by) {
+		if m == nil {
+			m = map[string]uint64{}
 		}
+		m[r.String()] = n
 	}
 	return m
 }

@@ -238,14 +238,9 @@ func analyseInstr(src source, o Options, mt metric) (*instrData, error) {
 		// A --root recording covers its root's subgraph: show that.
 		o.Root = p.Header.Root
 	}
-	m, err := o.Filter.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	opts := calltree.Options{Raw: o.Raw, Root: o.Root, PID: o.PID, TID: o.TID, HasPID: o.HasPID, HasTID: o.HasTID,
-		Thread: o.Thread, ByGoroutine: o.By == "goroutine", ExcludeInterrupts: o.ExcludeInterrupts, Labels: m.LabelMatcher(),
-		Flow: o.View == "callflow"}
-	r, d, err := src.analyse(opts, o.Filter)
+	opts := calltree.Options{Raw: o.Raw, Root: o.Root, Filter: src.m, ByGoroutine: o.By == "goroutine",
+		ExcludeInterrupts: o.ExcludeInterrupts, Flow: o.View == "callflow"}
+	r, d, err := src.analyse(opts)
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -261,7 +256,7 @@ func analyseInstr(src source, o Options, mt metric) (*instrData, error) {
 func InstrHeaderOf(p *model.Profile, r *calltree.Result) InstrHeader {
 	mt, _ := metricByName("wall")
 	o := Options{View: "flat", Root: p.Header.Root}
-	return newInstrData(p, o, calltree.Options{Root: o.Root}, mt, r, prepare(source{p: p}, o.Filter, false)).header
+	return newInstrData(p, o, calltree.Options{Root: o.Root}, mt, r, prepare(source{p: p}, false)).header
 }
 
 // newInstrData makes the header of r, analysed with opts, for o; d is

@@ -241,7 +241,7 @@ func TestSamplingViewsFromTree(t *testing.T) {
 		input{name: "label", p: goSamples(), o: Options{Filter: model.Filter{Labels: []string{"job=x"}}}},
 		input{name: "label by goroutine", p: goSamples(), o: Options{By: "goroutine", Filter: model.Filter{Labels: []string{"job=x"}}}})
 	for _, in := range inputs {
-		d := prepare(source{p: in.p}, in.o.Filter, in.o.By == "goroutine")
+		d := prepare(source{p: in.p, m: modeltest.Matcher(t, in.o.Filter)}, in.o.By == "goroutine")
 		for view, pair := range map[string][2]func() (any, error){
 			"tree":    {func() (any, error) { return buildTree(d, in.o) }, func() (any, error) { return stackTree(d, in.o), nil }},
 			"flat":    {func() (any, error) { return buildFlat(d, in.o) }, func() (any, error) { return stackFlat(d, in.o), nil }},
@@ -257,4 +257,14 @@ func TestSamplingViewsFromTree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sortedArcRows returns the rows of m, sorted.
+func sortedArcRows(m map[calltree.Func]*ArcRow) []ArcRow {
+	rows := make([]ArcRow, 0, len(m))
+	for _, r := range m {
+		rows = append(rows, *r)
+	}
+	sortArcRows(rows)
+	return rows
 }

@@ -96,13 +96,16 @@ type Options struct {
 type view struct {
 	text func(w io.Writer, d *data, o Options) error
 	json func(d *data, o Options) (any, error)
+	// trees: the view renders calltree's trees (data.result), which
+	// the samples are then grouped beside, in the same pass.
+	trees bool
 }
 
 var views = map[string]view{
 	"tprof":   {text: tprofText, json: func(d *data, o Options) (any, error) { return buildTprof(d, o), nil }},
-	"flat":    {text: flatText, json: func(d *data, o Options) (any, error) { return buildFlat(d, o) }},
-	"tree":    {text: treeText, json: func(d *data, o Options) (any, error) { return buildTree(d, o) }},
-	"arcflow": {text: arcflowText, json: func(d *data, o Options) (any, error) { return buildArcflow(d, o) }},
+	"flat":    {text: flatText, json: func(d *data, o Options) (any, error) { return buildFlat(d, o) }, trees: true},
+	"tree":    {text: treeText, json: func(d *data, o Options) (any, error) { return buildTree(d, o) }, trees: true},
+	"arcflow": {text: arcflowText, json: func(d *data, o Options) (any, error) { return buildArcflow(d, o) }, trees: true},
 	// callflow has no sampling form: it lists traced entries and exits.
 	"callflow": {},
 	// threads measures threads from their records, whatever the
@@ -153,14 +156,6 @@ func WriteStream(w io.Writer, s *model.Stream, o Options) error {
 	if s == nil {
 		return errors.New("report: nil stream")
 	}
-	if len(o.Labels) > 0 {
-		// Checked first, so that a caller falls back to Load without
-		// replaying the trace in vain.
-		if _, err := o.Filter.Compile(); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		return fmt.Errorf("report: %w", calltree.ErrNeedsLoad)
-	}
 	return write(w, source{p: s.Profile, s: s}, o)
 }
 
@@ -183,8 +178,15 @@ func write(w io.Writer, src source, o Options) error {
 	if o.By != "" && !slices.Contains(Groupings(), o.By) {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownGrouping, o.By, strings.Join(Groupings(), ", "))
 	}
-	if _, err := o.Filter.Compile(); err != nil {
+	m, err := o.Filter.Compile()
+	if err != nil {
 		return fmt.Errorf("report: %w", err)
+	}
+	src.m = m
+	if len(o.Labels) > 0 && src.s != nil {
+		// Before anything else, so that a caller falls back to Load
+		// without replaying the trace in vain.
+		return fmt.Errorf("report: %w", calltree.ErrNeedsLoad)
 	}
 	if len(o.Labels) > 0 && src.count(model.RecordGoID) == 0 {
 		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", calltree.ErrNoGoroutines)
@@ -219,14 +221,9 @@ func write(w io.Writer, src source, o Options) error {
 	if mt.name != "wall" {
 		return fmt.Errorf("report: metric %s %w: %s", mt.name, ErrNotInstrumented, what)
 	}
-	var d *data
-	if src.s == nil {
-		d = prepare(src, o.Filter, o.By == "goroutine")
-	} else {
-		var err error
-		if d, err = prepareStream(src, o.Filter, o.By == "goroutine"); err != nil {
-			return err
-		}
+	d, err := prepareSampling(src, o.By == "goroutine", v.trees)
+	if err != nil {
+		return err
 	}
 	bw := bufio.NewWriter(w)
 	if o.Format == "json" {

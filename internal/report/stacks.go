@@ -9,10 +9,12 @@ import (
 )
 
 // source is what a report reads: a loaded profile, or a trace read in
-// two passes (model.Stream), whose records are never all in memory.
+// two passes (model.Stream), whose records are never all in memory,
+// and the report's filter, compiled once for every analysis of it.
 type source struct {
 	p *model.Profile // the tables, and the records when s is nil
 	s *model.Stream  // nil for a loaded profile
+	m *model.Matcher // the report's filter; nil keeps everything
 }
 
 // count returns how many records of kind k the source holds.
@@ -33,23 +35,24 @@ func (src source) count(k model.RecordKind) int {
 // events.
 func (src source) instrumented() bool { return src.count(model.RecordEvent) > 0 }
 
-// analyse runs calltree with o over the source and groups the samples
-// that pass f (whatever o.Root) as o.ByGoroutine says: one pass over a
-// stream's records for both. A label filter, or a trace too far out of
-// order, cannot stream: the error then wraps model.ErrNotStreamable.
-func (src source) analyse(o calltree.Options, f model.Filter) (*calltree.Result, *data, error) {
+// analyse runs calltree with o (whose Filter is src.m) over the source
+// and groups the samples that pass the filter (whatever o.Root) as
+// o.ByGoroutine says: one pass over a stream's records for both. A
+// label filter, or a trace too far out of order, cannot stream: the
+// error then wraps model.ErrNotStreamable.
+func (src source) analyse(o calltree.Options) (*calltree.Result, *data, error) {
+	var r *calltree.Result
+	var s *calltree.Samples
+	var err error
 	if src.s == nil {
-		r, err := calltree.Build(src.p, o)
-		if err != nil {
-			return nil, nil, err
-		}
-		return r, prepare(src, f, o.ByGoroutine), nil
+		r, s, err = calltree.BuildSamples(src.p, o)
+	} else {
+		r, s, err = calltree.BuildStreamSamples(src.s, o)
 	}
-	r, s, err := calltree.BuildStreamSamples(src.s, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	return r, &data{p: src.p, Samples: s, src: src, res: r}, nil
+	return r, &data{p: s.Profile, Samples: s, src: src, res: r}, nil
 }
 
 // data is a profile prepared for the sampling views: the filtered
@@ -61,22 +64,21 @@ type data struct {
 	res *calltree.Result // the trees of the samples; see result
 }
 
-// prepare groups the samples of src that pass f by thread incarnation
-// or, byGoroutine, by goroutine (calltree.GroupSamples). A stream is
-// analysed at once, in the one pass that also builds the trees.
-func prepare(src source, f model.Filter, byGoroutine bool) *data {
-	s := calltree.GroupSamples(src.p, f, byGoroutine)
+// prepare groups the samples of src that pass its filter by thread
+// incarnation or, byGoroutine, by goroutine (calltree.GroupMatched).
+func prepare(src source, byGoroutine bool) *data {
+	s := calltree.GroupMatched(src.p, src.m, byGoroutine)
 	return &data{p: s.Profile, Samples: s, src: src}
 }
 
-// prepareStream is prepare for the sampling views of a stream, which
-// builds their trees in the same pass.
-func prepareStream(src source, f model.Filter, byGoroutine bool) (*data, error) {
-	m, err := f.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+// prepareSampling prepares the sampling views of src: with trees (the
+// view renders them) or for a stream, the trees are built in the pass
+// that groups the samples; else only the samples are grouped.
+func prepareSampling(src source, byGoroutine, trees bool) (*data, error) {
+	if src.s == nil && !trees {
+		return prepare(src, byGoroutine), nil
 	}
-	_, d, err := src.analyse(samplingOptions(f, m, byGoroutine), f)
+	_, d, err := src.analyse(samplingOptions(src, byGoroutine))
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
@@ -84,9 +86,8 @@ func prepareStream(src source, f model.Filter, byGoroutine bool) (*data, error) 
 }
 
 // samplingOptions are calltree's options for the sampling views.
-func samplingOptions(f model.Filter, m *model.Matcher, byGoroutine bool) calltree.Options {
-	return calltree.Options{PID: f.PID, TID: f.TID, HasPID: f.HasPID, HasTID: f.HasTID,
-		Thread: f.Thread, Labels: m.LabelMatcher(), ByGoroutine: byGoroutine}
+func samplingOptions(src source, byGoroutine bool) calltree.Options {
+	return calltree.Options{Filter: src.m, ByGoroutine: byGoroutine}
 }
 
 // result returns the analysis of the samples by calltree.Build, where a
@@ -97,11 +98,7 @@ func (d *data) result() (*calltree.Result, error) {
 	if d.res != nil {
 		return d.res, nil
 	}
-	m, err := d.Filter.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	res, err := calltree.Build(d.src.p, samplingOptions(d.Filter, m, d.ByGoroutine))
+	res, err := calltree.Build(d.src.p, samplingOptions(d.src, d.ByGoroutine))
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}

@@ -16,9 +16,11 @@ type chunkDecoder struct {
 	prevTime uint64
 	prev     Sample
 	hasPrev  bool
-	// prevEvent is the previous event, for thread elision.
-	prevEvent Event
-	hasEvent  bool
+	// eventPID and eventTID are the previous event's thread, for thread
+	// elision (only they: copying the whole event cost a third of the
+	// decoding).
+	eventPID, eventTID uint32
+	hasEvent           bool
 
 	// slab hands out Samples allocated in blocks, which halves the cost
 	// of reading samples. A caller keeping one *Sample keeps its block
@@ -198,6 +200,52 @@ func (d *chunkDecoder) next() (Record, error) {
 	return nil, nil
 }
 
+// scanEvent decodes, into the scratch event (Reader.Scan), the record at
+// d.off when it is the common event: of the previous event's thread,
+// its time delta and function one or two bytes each, nothing after
+// them. That is nearly every record of an instrumented trace, and this
+// path takes a third of the instructions of next's general one. It
+// returns nil, having consumed nothing, for any other record, and for a
+// malformed one, whose error the general path reports.
+func (d *chunkDecoder) scanEvent() *Event {
+	b := d.data[d.off:]
+	if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 || !d.hasEvent {
+		return nil
+	}
+	n := int(b[2])
+	body := b[3:]
+	if n > len(body) { // also a length of two bytes or more
+		return nil
+	}
+	body = body[:n]
+	dt, i, ok := shortUvarint(body, 0)
+	if !ok {
+		return nil
+	}
+	fn, i, ok := shortUvarint(body, i)
+	if !ok || i != n {
+		return nil
+	}
+	d.off += 3 + n
+	d.records++
+	d.prevTime += uint64(int64(dt>>1) ^ -int64(dt&1)) // zig-zag, as body.varint
+	e := &d.scratch.event
+	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventKind(b[1]&eventKindMask), uint32(fn)
+	return e
+}
+
+// shortUvarint decodes the uvarint of one or two bytes at b[i:] and
+// returns it with the index after it; ok is false for any other.
+func shortUvarint(b []byte, i int) (v uint64, next int, ok bool) {
+	if i < len(b) && b[i] < 0x80 {
+		return uint64(b[i]), i + 1, true
+	}
+	if i+1 < len(b) && b[i+1] < 0x80 {
+		return uint64(b[i]&0x7f) | uint64(b[i+1])<<7, i + 2, true
+	}
+	return 0, i, false
+}
+
 // decode decodes a record body. It returns nil for an unknown major code,
 // or for a known one with the wrong timed bit, which p.bad then reports.
 // Bytes after the known fields are ignored: later versions may append
@@ -319,21 +367,21 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		return e
 	case MajorEvent:
 		e := fresh(d, &d.scratch.event)
-		*e = Event{Time: t, Kind: EventKind(minor & eventKindMask)}
+		e.Time, e.Kind = t, EventKind(minor&eventKindMask)
 		if minor&eventSameThread != 0 {
 			if !d.hasEvent {
 				p.bad = true // elided thread with no previous event
 			}
-			e.PID, e.TID = d.prevEvent.PID, d.prevEvent.TID
+			e.PID, e.TID = d.eventPID, d.eventTID
 		} else {
 			e.PID = p.u32()
 			e.TID = p.u32()
+			d.eventPID, d.eventTID, d.hasEvent = e.PID, e.TID, true
 		}
 		e.Function = p.u32()
 		if e.Kind == 0 {
 			p.bad = true
 		}
-		d.prevEvent, d.hasEvent = *e, true
 		return e
 	case MajorSwitch:
 		s := fresh(d, &d.scratch.sw)

@@ -125,6 +125,11 @@ func (r *Reader) Next() (Record, error) {
 // loader and stream) reads a trace this way at no allocation per event:
 // BenchmarkScan.
 func (r *Reader) Scan() (Record, error) {
+	if r.err == nil {
+		if e := r.chunk.scanEvent(); e != nil {
+			return e, nil
+		}
+	}
 	r.shared = true
 	rec, err := r.Next()
 	r.shared = false

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"iter"
 	"strconv"
 	"time"
 )
@@ -292,6 +293,21 @@ func (r UnwindReason) String() string {
 		return unwindReasonNames[r]
 	}
 	return "reason-" + strconv.Itoa(int(r))
+}
+
+// Truncations yields the reasons of by, counts of truncated samples
+// indexed by UnwindReason, whose counts are not zero, in the order of the
+// reasons, with their counts; UnwindNone (traces without reasons) is
+// left out. Every summary of truncations names them this way: the
+// reports' header and record's summary.
+func Truncations(by *[NumUnwindReasons]uint64) iter.Seq2[UnwindReason, uint64] {
+	return func(yield func(UnwindReason, uint64) bool) {
+		for r, n := range by {
+			if n > 0 && r != int(UnwindNone) && !yield(UnwindReason(r), n) {
+				return
+			}
+		}
+	}
 }
 
 // ReasonFlags returns the flags of a truncated sample with reason

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -497,5 +499,25 @@ func TestSampleReason(t *testing.T) {
 	}
 	if UnwindStackShort.String() != "stack-short" || UnwindReason(9).String() != "reason-9" {
 		t.Errorf("names: %q, %q", UnwindStackShort, UnwindReason(9))
+	}
+}
+
+// TestTruncations: the reasons with counts, in order, without UnwindNone,
+// and a loop may stop early.
+func TestTruncations(t *testing.T) {
+	var by [NumUnwindReasons]uint64
+	by[UnwindNone], by[2], by[NumUnwindReasons-1] = 5, 2, 1
+	var got []string
+	for r, n := range Truncations(&by) {
+		got = append(got, fmt.Sprint(r, " ", n))
+	}
+	if want := []string{"no-cfi 2", "max-depth 1"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for r := range Truncations(&by) {
+		if r != 2 {
+			t.Errorf("first reason %v", r)
+		}
+		break
 	}
 }

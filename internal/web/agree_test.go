@@ -217,7 +217,7 @@ func TestBrowserAgreesWithReports(t *testing.T) {
 		instrumented := len(fx.p.Events) > 0
 		want := func(f model.Filter) map[string]fnStats {
 			if instrumented {
-				return instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})
+				return instrStats(t, fx.p, calltree.Options{Filter: modeltest.Matcher(t, model.Filter{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID})})
 			}
 			return samplingStats(t, fx.p, f)
 		}
@@ -353,7 +353,7 @@ func TestBrowserHTMLSelection(t *testing.T) {
 		var want map[string]fnStats
 		if instrumented {
 			f := fx.filter
-			want = instrStats(t, fx.p, calltree.Options{PID: f.PID, HasPID: f.HasPID, TID: f.TID, HasTID: f.HasTID, Thread: f.Thread})
+			want = instrStats(t, fx.p, calltree.Options{Filter: modeltest.Matcher(t, f)})
 		} else {
 			want = samplingStats(t, fx.p, fx.filter)
 		}

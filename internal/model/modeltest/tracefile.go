@@ -88,3 +88,14 @@ func OpenBoth(t testing.TB, path string) (*model.Profile, *model.Stream) {
 	}
 	return p, s
 }
+
+// Matcher compiles f, failing the test if its patterns are bad: the
+// filter tests hand calltree.Options.
+func Matcher(t testing.TB, f model.Filter) *model.Matcher {
+	t.Helper()
+	m, err := f.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
