@@ -13,10 +13,10 @@ import (
 )
 
 // Data is everything the page shows, computed once from a profile: the
-// call-stack trees of every thread incarnation in columnar form, from
-// which the page's script derives the functions table, callers and
-// callees, the call graph and the flame graph for any thread or process
-// selection, plus line-level samples and the timeline. One blob serves
+// call-stack trees of every thread incarnation in columnar form (the
+// flame graph), the engine's functions table with callers and callees
+// for each thread selection the page offers (the table, the detail, the
+// call graph), plus line-level samples and the timeline. One blob serves
 // both the server and the HTML file, so both show the same numbers.
 type Data struct {
 	Title string `json:"title"`
@@ -36,6 +36,11 @@ type Data struct {
 	Nodes     Nodes     `json:"nodes"`
 	Lines     Lines     `json:"lines"`
 	Timeline  Timeline  `json:"timeline"`
+	// Tables are the functions tables of the thread selections; Scopes
+	// names each selection ("all", "p:PID", "t:INDEX" in Threads, "sel"
+	// for Selection) with the index of its table.
+	Tables []FuncTable    `json:"tables"`
+	Scopes map[string]int `json:"scopes"`
 
 	// Sources and Disasm are filled for the HTML file only (the server
 	// answers /source and /disasm instead): file name to contents, and
@@ -57,6 +62,14 @@ type Data struct {
 	models []*model.Thread
 	// leaves are the samples per leaf location, for the disassembly.
 	leaves map[uint32]uint64
+	// trees are the analysed threads of Threads; metrics makes a node's
+	// metrics the columns of Metrics; funcIndex finds a function of
+	// Funcs by name and module; tableOf finds a table of Tables by its
+	// threads: what a selection's table is computed from.
+	trees     []*calltree.Thread
+	metrics   func(*calltree.Metrics) []float64
+	funcIndex map[[2]string]int
+	tableOf   map[string]int
 }
 
 // Selection is a set of threads chosen outside the page.
@@ -78,6 +91,7 @@ func (d *Data) Select(f model.Filter, label string) error {
 		return fmt.Errorf("%s: no thread of the trace matches", label)
 	}
 	d.Selection = s
+	d.scope("sel", s.Threads)
 	return nil
 }
 
@@ -104,6 +118,9 @@ type Funcs struct {
 	// on from its start: one without calls was never executed. Lazily
 	// placed probes (--root) prove nothing: the first calls came first.
 	Probed []bool `json:"probed"`
+	// Recursive marks functions with a node under a node of their own
+	// (calltree's Node.Recursion above 0) in any thread.
+	Recursive []bool `json:"recursive"`
 }
 
 // Process is a process of the trace.
@@ -254,7 +271,8 @@ func BuildStream(s *model.Stream, title string) (*Data, error) {
 // newData makes the page's data of res, the analysis of p, with the
 // header of the reports and the counts of rp, the pass over p's records.
 func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass) (*Data, error) {
-	b := &builder{p: p, d: &Data{Title: title}, funcs: map[[2]string]int{}, mods: map[string]int{},
+	funcs := map[[2]string]int{}
+	b := &builder{p: p, d: &Data{Title: title, funcIndex: funcs, tableOf: map[string]int{}}, funcs: funcs, mods: map[string]int{},
 		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
 	d := b.d
 	d.leaves = rp.leaves
@@ -266,6 +284,7 @@ func newData(p *model.Profile, title string, res *calltree.Result, header any, r
 	} else {
 		b.sampling(res, rp)
 	}
+	b.functionTables()
 	var err error
 	if d.Header, err = json.Marshal(header); err != nil {
 		return nil, err
@@ -291,6 +310,7 @@ func (b *builder) fn(name, module, file string, line int) int {
 		f.Line = append(f.Line, 0)
 		f.Decl = append(f.Decl, 0)
 		f.Probed = append(f.Probed, false)
+		f.Recursive = append(f.Recursive, false)
 	}
 	// The smallest line seen is the nearest to the function's start:
 	// samples land anywhere inside it, an entry probe on its first line.
@@ -405,6 +425,7 @@ func (b *builder) instrumented(res *calltree.Result, rp *recordPass) {
 // b.maxSelf. This is where a calltree node becomes a node of the page.
 func (b *builder) trees(res *calltree.Result, keep func(*calltree.Thread) bool, metrics func(*calltree.Metrics) []float64) {
 	d := b.d
+	d.metrics = metrics
 	d.Nodes.Base = make([][]float64, len(d.Metrics))
 	var emit func(n *calltree.Node, parent int, root bool)
 	emit = func(n *calltree.Node, parent int, root bool) {
@@ -412,6 +433,7 @@ func (b *builder) trees(res *calltree.Result, keep func(*calltree.Thread) bool, 
 		f := -1
 		if !root {
 			f = b.fn(n.Name, n.Module, "", 0)
+			d.Funcs.Recursive[f] = d.Funcs.Recursive[f] || n.Recursion > 0
 		}
 		nd := &d.Nodes
 		nd.Parent = append(nd.Parent, parent)
@@ -441,6 +463,7 @@ func (b *builder) trees(res *calltree.Result, keep func(*calltree.Thread) bool, 
 			}
 			d.Threads = append(d.Threads, t)
 			d.models = append(d.models, mt)
+			d.trees = append(d.trees, th)
 			emit(&th.Root, -1, true)
 		}
 	}

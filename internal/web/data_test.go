@@ -3,7 +3,9 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
+	"strconv"
 	"testing"
 
 	"trueprof/internal/calltree"
@@ -123,5 +125,57 @@ func TestBuildAggregated(t *testing.T) {
 					rep.Granularity, rep.NoInlines, h.Granularity, h.NoInlines, want, a.NoInlines)
 			}
 		})
+	}
+}
+
+// TestFunctionTablesShared: selections of the same threads share one
+// table, and every table is the engine's over its threads: a thread's
+// table has the calls of calltree.Build under that thread's filter.
+func TestFunctionTablesShared(t *testing.T) {
+	p := modeltest.InstrFixture()
+	d, err := Build(p, "tables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, k := range d.Scopes {
+		if k < 0 || k >= len(d.Tables) {
+			t.Fatalf("scope %s names table %d of %d", name, k, len(d.Tables))
+		}
+	}
+	// A process whose threads are all the page's shares the table of all.
+	for _, pr := range d.Processes {
+		if !slices.ContainsFunc(d.Threads, func(o Thread) bool { return o.PID != pr.PID }) && d.Scopes["p:"+strconv.Itoa(int(pr.PID))] != d.Scopes["all"] {
+			t.Errorf("pid %d has every thread but a table of its own", pr.PID)
+		}
+	}
+	one, err := Build(modeltest.NewHooks().Thread(1, 1, "prog").Run(1, 1, "0 +main 10 +b 20 -b 30 -main").Profile(), "one thread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Tables) != 1 || len(one.Scopes) != 3 {
+		t.Errorf("one thread: %d tables for scopes %v, want one for all, p:1 and t:0", len(one.Tables), one.Scopes)
+	}
+	for i, th := range d.Threads {
+		// The filter merges a reused tid's incarnations; the page keeps
+		// them apart. Compare the unique ones.
+		if slices.IndexFunc(d.Threads, func(o Thread) bool { return o != th && o.PID == th.PID && o.TID == th.TID }) >= 0 {
+			continue
+		}
+		res, err := calltree.Build(p, calltree.Options{Filter: modeltest.Matcher(t, model.Filter{PID: th.PID, HasPID: true, TID: th.TID, HasTID: true})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]uint64{}
+		for _, f := range res.Functions {
+			want[f.Name] = f.Calls
+		}
+		tab := d.Tables[d.Scopes["t:"+strconv.Itoa(i)]]
+		got := map[string]uint64{}
+		for r, f := range tab.Func {
+			got[d.Funcs.Name[f]] = tab.Calls[r]
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("thread %d: calls %v, want %v", th.TID, got, want)
+		}
 	}
 }

@@ -17,10 +17,12 @@
 //
 // Build computes the page's data once: every thread incarnation's call
 // tree in columnar form (calltree.Build's, of the calls of instrumented
-// recordings, of the samples' stacks otherwise), line-level samples and
-// the timeline. The page's script derives the tables and graphs from it for
-// any thread selection, with the rules of report's arcflow and instr's
-// functions, which the Chromium tests check.
+// recordings, of the samples' stacks otherwise), for every thread
+// selection the page offers (all threads, each process, each thread, the
+// command line's) the engine's functions table with callers and callees
+// (calltree.FunctionsOf), line-level samples and the timeline. The page
+// shows those numbers as they are (the Chromium tests check they are the
+// reports'); its script keeps only the indexes it navigates by.
 //
 // The server is read-only and loopback by default; it serves only the
 // trace it was given and the source files its locations name (see
