@@ -129,6 +129,11 @@ func Plan(path string, patterns []string) ([]Site, error) {
 // debug file is not looked for: probes need code and symbols only.
 func openX86(path string) (*symbolize.File, error) {
 	f, err := symbolize.OpenFileOptions(path, symbolize.Options{NoDebugFile: true})
+	var format *elf.FormatError
+	if errors.As(err, &format) {
+		// debug/elf's errors do not name the file.
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -474,3 +474,16 @@ func TestPlanModulePatterns(t *testing.T) {
 		t.Errorf("unterminated class in the module: err %v, want a pattern error", err)
 	}
 }
+
+// TestPlanNotELF: a file that is not ELF is an error naming it (debug/elf's
+// "bad magic number" does not).
+func TestPlanNotELF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Plan(path, []string{"main"})
+	if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Errorf("err %v, want one naming %s", err, path)
+	}
+}
