@@ -279,6 +279,9 @@ func reportCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if err := o.Filter.Check(s.Profile); err != nil {
+					return err
+				}
 				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
 					if format == "html" {
 						return web.WriteHTMLStream(w, s, htmlOptions(in, o.Filter))
@@ -292,6 +295,9 @@ func reportCmd() *cobra.Command {
 			}
 			p, err := loadProfile(in, log, agg)
 			if err != nil {
+				return err
+			}
+			if err := o.Filter.Check(p); err != nil {
 				return err
 			}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error {
@@ -368,6 +374,9 @@ alongside (go tool pprof -sample_index=calls); folded lines count the
 				if err != nil {
 					return err
 				}
+				if err := o.Check(s.Profile); err != nil {
+					return err
+				}
 				err = writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return writeStream(w, s) })
 				if !errors.Is(err, model.ErrNotStreamable) {
 					return err
@@ -376,6 +385,9 @@ alongside (go tool pprof -sample_index=calls); folded lines count the
 			}
 			p, err := loadProfile(in, log, agg)
 			if err != nil {
+				return err
+			}
+			if err := o.Check(p); err != nil {
 				return err
 			}
 			return writeOutput(cmd.OutOrStdout(), out, func(w io.Writer) error { return write(w, p) })

@@ -38,7 +38,7 @@ func Instrumented(path string) (bool, error) {
 		return false, nil
 	}
 	if !dynamic {
-		return false, fmt.Errorf("%s is statically linked with -finstrument-functions hooks: %w; record it with uprobes", path, ErrNotInterposable)
+		return false, fmt.Errorf("%s is statically linked with -finstrument-functions hooks: %w; record it with uprobes (--trace FUNC), or link it dynamically", path, ErrNotInterposable)
 	}
-	return false, fmt.Errorf("%s defines %s itself: %w; record it with uprobes", path, hookEnter, ErrNotInterposable)
+	return false, fmt.Errorf("%s defines %s itself: %w; record it with uprobes (--trace FUNC)", path, hookEnter, ErrNotInterposable)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,93 @@ func (f Filter) String() string {
 		parts = append(parts, fmt.Sprintf("label %q", l))
 	}
 	return strings.Join(parts, " ")
+}
+
+// ErrNoMatch is what Filter.Check's error is (errors.Is): the filter
+// keeps nothing of the trace.
+var ErrNoMatch = errors.New("the filter matches nothing")
+
+// noMatchError says what a filter matched nothing of; it is ErrNoMatch.
+type noMatchError struct{ msg string }
+
+func (e noMatchError) Error() string        { return e.msg }
+func (e noMatchError) Is(target error) bool { return target == ErrNoMatch }
+
+// Check returns an error that is ErrNoMatch when f keeps nothing of p:
+// no thread of p passes its process and thread selection (the error
+// lists p's threads), or no goroutine of a selected process ever carries
+// labels its label patterns match (the error lists the labels carried).
+// An empty report would look like an idle program. Every report, export
+// and the web page check their filter with it before writing; nil for
+// the zero Filter.
+func (f Filter) Check(p *Profile) error {
+	if f.HasPID || f.HasTID || f.Thread != "" {
+		kept := false
+		for _, t := range p.Threads {
+			if f.Match(t.PID, t.TID, t) {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			names := make([]string, len(p.Threads))
+			for i, t := range p.Threads {
+				names[i] = fmt.Sprintf("%s (pid %d tid %d)", t.Name, t.PID, t.TID)
+			}
+			return noMatchError{fmt.Sprintf("no thread of the trace matches %s; threads: %s", f.without(true), listSome(names))}
+		}
+	}
+	if len(f.Labels) == 0 {
+		return nil
+	}
+	labels, err := ParseLabels(f.Labels)
+	if err != nil {
+		return err
+	}
+	var carried []string
+	seen := map[string]bool{}
+	for i := range p.Labels {
+		l := &p.Labels[i]
+		if f.HasPID && l.PID != f.PID {
+			continue
+		}
+		if labels.Match(l.Pairs) {
+			return nil
+		}
+		for _, pair := range l.Pairs {
+			if kv := pair.Key + "=" + pair.Value; !seen[kv] {
+				seen[kv] = true
+				carried = append(carried, kv)
+			}
+		}
+	}
+	slices.Sort(carried)
+	return noMatchError{fmt.Sprintf("no goroutine of the trace carries %s; labels carried: %s", f.without(false), listSome(carried))}
+}
+
+// without describes f's thread selection (threads) or its label patterns
+// alone, as String does.
+func (f Filter) without(threads bool) string {
+	g := f
+	if threads {
+		g.Labels = nil
+	} else {
+		g.HasPID, g.HasTID, g.Thread = false, false, ""
+	}
+	return g.String()
+}
+
+// listSome joins the first items of list, saying how many more there are
+// (a trace may have thousands of threads), or says "none".
+func listSome(list []string) string {
+	const most = 20
+	if len(list) == 0 {
+		return "none"
+	}
+	if len(list) <= most {
+		return strings.Join(list, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(list[:most], ", "), len(list)-most)
 }
 
 // Matcher applies a compiled Filter: a report compiles its Filter once

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"path"
+	"strings"
 	"testing"
 )
 
@@ -124,5 +125,52 @@ func TestLabelMap(t *testing.T) {
 	m := LabelMap([]LabelPair{{"a", "1"}, {"b", "2"}, {"a", "3"}})
 	if len(m) != 2 || m["a"] != "1,3" || m["b"] != "2" {
 		t.Errorf("LabelMap = %v", m)
+	}
+}
+
+// TestFilterCheck: a filter that keeps nothing of the trace is an error
+// that lists what the trace has; one that keeps something is not.
+func TestFilterCheck(t *testing.T) {
+	p := &Profile{
+		Threads: []*Thread{{PID: 1, TID: 1, Name: "prog"}, {PID: 1, TID: 2, Name: "worker-1", Names: []string{"prog", "worker-1"}}},
+		Labels:  []Labels{{PID: 1, GoID: 5, Pairs: []LabelPair{{"tenant", "acme"}, {"job", "sync"}}}, {PID: 1, GoID: 6, Pairs: []LabelPair{{"tenant", "zeta"}}}},
+	}
+	for _, tc := range []struct {
+		name string
+		f    Filter
+		err  string // "" when the filter keeps something
+	}{
+		{"zero", Filter{}, ""},
+		{"thread", Filter{Thread: "worker-*"}, ""},
+		{"pid", Filter{PID: 1, HasPID: true}, ""},
+		{"tid", Filter{TID: 2, HasTID: true}, ""},
+		{"label", Filter{Labels: []string{"tenant=a*"}}, ""},
+		{"labels of two keys", Filter{Labels: []string{"tenant=acme", "job=sync"}}, ""},
+		{"thread nomatch", Filter{Thread: "nomatch*"}, `no thread of the trace matches thread "nomatch*"; threads: prog (pid 1 tid 1), worker-1 (pid 1 tid 2)`},
+		{"pid nomatch", Filter{PID: 42, HasPID: true}, `no thread of the trace matches pid 42; threads: prog`},
+		{"tid of another pid", Filter{PID: 1, HasPID: true, TID: 9, HasTID: true}, `matches pid 1 tid 9;`},
+		{"label nomatch", Filter{Labels: []string{"tenant=b*"}}, `no goroutine of the trace carries label "tenant=b*"; labels carried: job=sync, tenant=acme, tenant=zeta`},
+		{"labels never together", Filter{Labels: []string{"tenant=zeta", "job=sync"}}, `carries label "tenant=zeta" label "job=sync"`},
+		{"label of another pid", Filter{PID: 1, HasPID: true, Labels: []string{"tenant=acme"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.f.Check(p)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("Check = %v, want nil", err)
+			case tc.err != "" && (!errors.Is(err, ErrNoMatch) || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("Check = %v, want ErrNoMatch saying %q", err, tc.err)
+			}
+		})
+	}
+	if err := (Filter{Labels: []string{"k=v"}}).Check(&Profile{}); err == nil || !strings.HasSuffix(err.Error(), "labels carried: none") {
+		t.Errorf("a trace without labels: Check = %v", err)
+	}
+	many := &Profile{}
+	for i := range 25 {
+		many.Threads = append(many.Threads, &Thread{PID: 1, TID: uint32(i + 1), Name: "t"})
+	}
+	if err := (Filter{Thread: "x"}).Check(many); err == nil || !strings.HasSuffix(err.Error(), "and 5 more") {
+		t.Errorf("25 threads: Check = %v, want the first 20 and 5 more", err)
 	}
 }

@@ -1,7 +1,11 @@
 package record
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,23 +115,49 @@ func TestChooseMech(t *testing.T) {
 	const src = "int main(void) { return 0; }\n"
 	plain := testutil.BuildC(t, dir, "plain", src)
 	hooked := testutil.BuildC(t, dir, "hooked", src, "-finstrument-functions")
+	// A static executable with the hooks: glibc's no-op hooks are linked
+	// in, and no preloaded library can take their place.
+	static := testutil.BuildC(t, dir, "static", src, "-finstrument-functions", "-static")
+	script := filepath.Join(dir, "s.sh")
+	envScript := filepath.Join(dir, "s.env")
+	data := filepath.Join(dir, "data")
+	for path, text := range map[string]string{script: "#!/bin/sh -e\necho hi\n", envScript: "#!/usr/bin/env sh\necho hi\n", data: "not a program\n"} {
+		if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh, err := exec.LookPath("sh") // as env finds it
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name string
 		cfg  Config
 		want Mech
-		err  string
+		err  string // what the error says, "" for none
+		log  string // what the log says, "" for nothing
 	}{
-		{"plain", Config{Command: []string{plain}}, MechAuto, ""},
-		{"plain traced", Config{Command: []string{plain}, Trace: []string{"main"}}, MechUprobe, ""},
-		{"plain rooted", Config{Command: []string{plain}, Root: "main"}, MechUprobe, ""},
-		{"hooked", Config{Command: []string{hooked}}, MechHook, ""},
-		{"hooked traced", Config{Command: []string{hooked}, Trace: []string{"main"}}, MechHook, ""},
-		{"hooked, uprobes asked", Config{Command: []string{hooked}, Mech: MechUprobe, Trace: []string{"main"}}, MechUprobe, ""},
-		{"plain, hooks asked", Config{Command: []string{plain}, Mech: MechHook}, MechAuto, "not built with -finstrument-functions"},
-		{"attached", Config{PID: 1}, MechAuto, ""},
-		{"attached traced", Config{PID: 1, Trace: []string{"main"}}, MechUprobe, ""},
+		{"plain", Config{Command: []string{plain}}, MechAuto, "", ""},
+		{"plain traced", Config{Command: []string{plain}, Trace: []string{"main"}}, MechUprobe, "", ""},
+		{"plain rooted", Config{Command: []string{plain}, Root: "main"}, MechUprobe, "", ""},
+		{"hooked", Config{Command: []string{hooked}}, MechHook, "", ""},
+		{"hooked traced", Config{Command: []string{hooked}, Trace: []string{"main"}}, MechHook, "", ""},
+		{"hooked, uprobes asked", Config{Command: []string{hooked}, Mech: MechUprobe, Trace: []string{"main"}}, MechUprobe, "", ""},
+		{"plain, hooks asked", Config{Command: []string{plain}, Mech: MechHook}, MechAuto, "not built with -finstrument-functions", ""},
+		{"static hooks", Config{Command: []string{static}}, MechAuto, "", static + " is statically linked with -finstrument-functions hooks: hooks cannot be interposed by preloading; record it with uprobes (--trace FUNC), or link it dynamically; recording samples only\n"},
+		{"static hooks traced", Config{Command: []string{static}, Trace: []string{"main"}}, MechUprobe, "", ""},
+		{"static, hooks asked", Config{Command: []string{static}, Mech: MechHook}, MechAuto, "statically linked", ""},
+		{"script sampled", Config{Command: []string{script}}, MechAuto, "", ""},
+		{"script traced", Config{Command: []string{script}, Trace: []string{"main"}}, MechAuto, script + ": not an ELF executable: a script run by /bin/sh -e; --trace, --root and hooks probe the functions of ELF programs, so trace the interpreter's own functions (trueprof record --trace 'FUNC' -- /bin/sh -e " + script + "), or record the script without --trace to sample it", ""},
+		{"env script rooted", Config{Command: []string{envScript}, Root: "main"}, MechAuto, "a script run by " + sh + ";", ""},
+		{"script, uprobes asked", Config{Command: []string{script}, Mech: MechUprobe}, MechAuto, "a script run by /bin/sh", ""},
+		{"script, hooks asked", Config{Command: []string{script}, Mech: MechHook}, MechAuto, "a script run by /bin/sh", ""},
+		{"data traced", Config{Command: []string{data}, Trace: []string{"main"}}, MechAuto, data + ": not an ELF executable: --trace, --root and hooks probe ELF programs", ""},
+		{"attached", Config{PID: 1}, MechAuto, "", ""},
+		{"attached traced", Config{PID: 1, Trace: []string{"main"}}, MechUprobe, "", ""},
 	} {
-		got, err := chooseMech(tt.cfg)
+		var log bytes.Buffer
+		got, err := chooseMech(tt.cfg, &log)
 		switch {
 		case tt.err == "" && err != nil:
 			t.Errorf("%s: chooseMech = %v", tt.name, err)
@@ -135,6 +165,9 @@ func TestChooseMech(t *testing.T) {
 			t.Errorf("%s: chooseMech = %q, %v; want an error saying %q", tt.name, got, err, tt.err)
 		case err == nil && got != tt.want:
 			t.Errorf("%s: chooseMech = %q, want %q", tt.name, got, tt.want)
+		}
+		if tt.log == "" && log.Len() > 0 || !strings.Contains(log.String(), tt.log) {
+			t.Errorf("%s: log %q, want %q", tt.name, log.String(), tt.log)
 		}
 	}
 }

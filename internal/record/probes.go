@@ -1,8 +1,15 @@
 package record
 
 import (
+	"bytes"
+	"debug/elf"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
@@ -14,10 +21,14 @@ import (
 // hooks when the command was built with -finstrument-functions (unless
 // uprobes are asked for), uprobes when functions are named to trace or
 // uprobes asked for, and MechAuto, no probes, otherwise. An attached
-// process gets uprobes only: hooks are loaded at exec.
-func chooseMech(cfg Config) (Mech, error) {
+// process gets uprobes only: hooks are loaded at exec. Probing a command
+// that is not an ELF executable (a #! script) is an error that says what
+// to do (notELF); sampling it is not. Hooks that cannot be used (a static
+// executable) are said on log when the recording falls back to samples
+// only.
+func chooseMech(cfg Config, log io.Writer) (Mech, error) {
 	named := len(cfg.Trace) > 0 || cfg.Root != "" || cfg.Mech == MechUprobe
-	if len(cfg.Command) == 0 || cfg.Mech == MechUprobe {
+	if len(cfg.Command) == 0 {
 		if named {
 			return MechUprobe, nil
 		}
@@ -31,6 +42,15 @@ func chooseMech(cfg Config) (Mech, error) {
 		// Launching says what is wrong with the command.
 		return cfg.Mech, nil
 	}
+	if err := notELF(path); err != nil {
+		if named || cfg.Mech == MechHook {
+			return MechAuto, err
+		}
+		return MechAuto, nil // sampled: the kernel runs its interpreter
+	}
+	if cfg.Mech == MechUprobe {
+		return MechUprobe, nil
+	}
 	ok, err := hook.Instrumented(path)
 	switch {
 	case ok:
@@ -41,8 +61,73 @@ func chooseMech(cfg Config) (Mech, error) {
 		return MechAuto, fmt.Errorf("mechanism hook: %s was not built with -finstrument-functions", path)
 	case named:
 		return MechUprobe, nil
+	case errors.Is(err, hook.ErrNotInterposable):
+		fmt.Fprintf(log, "trueprof: %v; recording samples only\n", err)
 	}
 	return MechAuto, nil
+}
+
+// errNotELF is wrapped by the error of probing a command that is not an
+// ELF executable: a #! script, or any other file the kernel runs through
+// an interpreter.
+var errNotELF = errors.New("not an ELF executable")
+
+// notELF returns an error wrapping errNotELF when the file at path is not
+// an ELF file, naming the interpreter of a #! script and how to probe it,
+// and nil for an ELF file or one that cannot be read (launching says what
+// is wrong with it).
+func notELF(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if bytes.HasPrefix(head, []byte(elf.ELFMAG)) {
+		return nil
+	}
+	interp, ok := scriptInterpreter(head)
+	if !ok {
+		return fmt.Errorf("%s: %w: --trace, --root and hooks probe ELF programs; record it without them to sample it", path, errNotELF)
+	}
+	return fmt.Errorf("%s: %w: a script run by %s; --trace, --root and hooks probe the functions of ELF programs, so trace the interpreter's own functions (trueprof record --trace 'FUNC' -- %s %s), or record the script without --trace to sample it",
+		path, errNotELF, interp, interp, path)
+}
+
+// scriptInterpreter returns the interpreter a #! line names, with its
+// argument ("/usr/bin/env python3" names python3's path when it is found
+// on PATH, as env would find it).
+func scriptInterpreter(head []byte) (string, bool) {
+	line, ok := bytes.CutPrefix(head, []byte("#!"))
+	if !ok {
+		return "", false
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(string(line))
+	switch {
+	case len(fields) == 0:
+		return "", false
+	case filepath.Base(fields[0]) == "env" && len(fields) > 1 && !strings.HasPrefix(fields[1], "-"):
+		if p, err := exec.LookPath(fields[1]); err == nil {
+			return p, true
+		}
+		return fields[1], true
+	}
+	return strings.Join(fields, " "), true
+}
+
+// noteFork says once, when a process the target forks is seen, that
+// uprobes do not follow it: their kernel filter is the target's pid.
+func (s *session) noteFork() {
+	if s.mech != MechUprobe || s.notedFork {
+		return
+	}
+	s.notedFork = true
+	fmt.Fprintf(s.log, "trueprof: the target forked a process: uprobes probe the target's process only, so the calls of its children are not counted (samples are)\n")
 }
 
 // prepareProbes prepares mechanism mech (chooseMech) before the target

@@ -89,10 +89,11 @@ type session struct {
 	// unless uprobes are planned; uprobes is the same planner, for its
 	// start); region is the hooks' shared memory until their source owns
 	// it.
-	mech    Mech
-	planner planner
-	uprobes *uprobePlanner
-	region  *hook.Region
+	mech      Mech
+	notedFork bool // noteFork said that children are not probed
+	planner   planner
+	uprobes   *uprobePlanner
+	region    *hook.Region
 	// pauses finds the waits of the target's threads while probes are
 	// placed in it (pauses.go); nil without uprobes.
 	pauses   *pauseWatch
@@ -170,7 +171,7 @@ func newSession(cfg Config) (*session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mech, err := chooseMech(cfg)
+	mech, err := chooseMech(cfg, logOrStderr(cfg.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -944,6 +945,7 @@ func (s *session) process(r *perf.Record) error {
 	case perf.RecordFork:
 		if r.PID == r.TID && r.PID != r.PPID {
 			s.res.Fork(r.PID, r.PPID)
+			s.noteFork()
 		}
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})
 	case perf.RecordExit:

@@ -468,6 +468,10 @@ type ProbeInfo struct {
 	Mechanism string `json:"mechanism"` // "entry", "return", "ret-insn", "lazy" (--root), "hook"
 	// AfterNS is when the probe was placed, from the start of recording.
 	AfterNS uint64 `json:"after_ns"`
+	// Late says the probe was placed while its process ran, so calls
+	// before it were not seen: a lazy (--root) probe, one placed in a
+	// library mapped later (dlopen), or in an attached process.
+	Late bool `json:"late"`
 }
 
 var probeMechs = map[trace.ProbeMech]string{
@@ -475,7 +479,19 @@ var probeMechs = map[trace.ProbeMech]string{
 	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy",
 }
 
+// probeInfos describes p's probes. A probe is late when placed after its
+// process began to run: a launched command's first thread starts at its
+// exec, which waits for the initial probes however long placing them
+// takes on a loaded machine (20-73 ms was seen), and an attached process
+// ran before recording (Start 0). Lazy probes are placed after their
+// caller ran, late by nature.
 func probeInfos(p *model.Profile) []ProbeInfo {
+	began := map[uint32]uint64{}
+	for _, t := range p.Threads { // sorted by PID, TID, Start: the first incarnation
+		if _, seen := began[t.PID]; !seen && t.TID == t.PID {
+			began[t.PID] = t.Start
+		}
+	}
 	out := []ProbeInfo{}
 	for _, pr := range p.Probes {
 		loc := p.Locations[pr.Function]
@@ -484,26 +500,28 @@ func probeInfos(p *model.Profile) []ProbeInfo {
 		if pr.Time > p.Header.StartNS {
 			info.AfterNS = pr.Time - p.Header.StartNS
 		}
+		start, known := began[pr.PID]
+		info.Late = pr.Mech == trace.ProbeDynamic || known && pr.Time > start
 		out = append(out, info)
 	}
 	return out
 }
 
-// lateProbe is how long after the start a probe counts as placed while
-// the program ran (the recorder places the first ones at the start).
-const lateProbe = 20_000_000
-
-// writeProbes says how many functions were probed, and lists those probed
-// while the program ran: their early calls were not seen.
+// writeProbes says how many functions were probed and lists the probes
+// placed late (ProbeInfo.Late), whose early calls were not seen.
 func writeProbes(w io.Writer, probes []ProbeInfo) {
 	if len(probes) == 0 {
 		return
 	}
 	var late []ProbeInfo
 	for _, pr := range probes {
-		if pr.AfterNS > lateProbe {
+		if pr.Late {
 			late = append(late, pr)
 		}
+	}
+	if len(late) == 0 {
+		fmt.Fprintf(w, "Probes:     %d functions, all placed before the program ran\n", len(probes))
+		return
 	}
 	fmt.Fprintf(w, "Probes:     %d functions, %d placed while the program ran (calls before that were not seen)\n", len(probes), len(late))
 	const show = 20

@@ -631,22 +631,34 @@ func TestInstrTextDurations(t *testing.T) {
 	}
 }
 
-// TestInstrProbesListed: probes placed while the program ran (--root's
-// callees) are listed with when, since their early calls were not seen.
+// TestInstrProbesListed: probes placed while their process ran are
+// listed with when, since their early calls were not seen: --root's
+// callees, a library's mapped later, an attached process's. A launched
+// command's initial probes are placed before its exec, however long that
+// took (73 ms on a loaded machine), and are not late.
 func TestInstrProbesListed(t *testing.T) {
 	p := modeltest.InstrFixture()
 	fn := p.Events[0].Function
+	for _, th := range p.Threads {
+		if th.PID == 1 && th.TID == 1 {
+			th.Start = p.Header.StartNS + 80_000_000 // the exec, after placing
+		}
+	}
 	p.Probes = []model.Probe{
-		{Time: p.Header.StartNS, Function: fn, Mech: trace.ProbeEntry},
-		{Time: p.Header.StartNS + 150_000_000, Function: fn, Mech: trace.ProbeDynamic},
+		{PID: 1, Time: p.Header.StartNS + 73_000_000, Function: fn, Mech: trace.ProbeEntry},
+		{PID: 1, Time: p.Header.StartNS + 73_000_000, Function: fn, Mech: trace.ProbeReturn},
+		{PID: 1, Time: p.Header.StartNS + 150_000_000, Function: fn, Mech: trace.ProbeDynamic},
+		{PID: 1, Time: p.Header.StartNS + 200_000_000, Function: fn, Mech: trace.ProbeEntry}, // dlopen
+		{PID: 3, Time: p.Header.StartNS + 5_000_000, Function: fn, Mech: trace.ProbeReturn},  // attached
 	}
-	var buf bytes.Buffer
-	if err := report.Write(&buf, p, report.Options{View: "tree", Format: "text"}); err != nil {
-		t.Fatal(err)
+	out := writeText(t, p, report.Options{View: "tree"})
+	if !strings.Contains(out, "Probes:     5 functions, 3 placed while the program ran") || strings.Contains(out, "+73ms") ||
+		!strings.Contains(out, "+150ms") || !strings.Contains(out, "[lazy]") || !strings.Contains(out, "+200ms") || !strings.Contains(out, "+5ms") {
+		t.Errorf("probes not listed as placed late, or the launched command's listed:\n%s", out)
 	}
-	out := buf.String()
-	if !strings.Contains(out, "Probes:     2 functions, 1 placed while the program ran") || !strings.Contains(out, "+150ms") || !strings.Contains(out, "[lazy]") {
-		t.Errorf("probes not listed:\n%s", out)
+	p.Probes = p.Probes[:2]
+	if out := writeText(t, p, report.Options{View: "tree"}); !strings.Contains(out, "Probes:     2 functions, all placed before the program ran\n") {
+		t.Errorf("a launched command's probes:\n%s", out)
 	}
 }
 

@@ -66,8 +66,11 @@ func (e *SkipError) Error() string {
 
 // Plan finds the probe sites for the functions of the ELF file at path
 // matching any pattern. A pattern is a glob (*, ?, [...]) on the demangled
-// name, optionally prefixed by "module:" where module is the file's base
-// name; a pattern for another module is ignored. A C++ pattern without a
+// name, optionally prefixed by "module:" where module is a glob on the
+// file's names (moduleNames: its base name, its real file's base name and
+// its soname, so "libz.so.1:", "libz.so.1.2.13:", "libz*:" and "*:" all
+// name zlib, however it was linked or loaded); a pattern for another
+// module is ignored. A C++ pattern without a
 // parameter list matches every overload. Sites are sorted by Start, one per
 // address, named by the first alias a pattern matches (preferred aliases
 // first, as symbolize.File.Functions orders them).
@@ -84,7 +87,8 @@ func Plan(path string, patterns []string) ([]Site, error) {
 		return nil, err
 	}
 	defer f.Close()
-	match, err := compilePatterns(filepath.Base(path), patterns)
+	modules := moduleNames(path)
+	match, err := compilePatterns(modules, patterns)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +98,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 		return nil, fmt.Errorf("%s: %w; rebuild it without -s or strip, or probe an unstripped copy", path, ErrStripped)
 	}
 	if match == nil {
-		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, filepath.Base(path))
+		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, strings.Join(modules, " or "))
 	}
 	var sites []Site
 	skip := &SkipError{Path: path}
@@ -125,6 +129,11 @@ func Plan(path string, patterns []string) ([]Site, error) {
 // debug file is not looked for: probes need code and symbols only.
 func openX86(path string) (*symbolize.File, error) {
 	f, err := symbolize.OpenFileOptions(path, symbolize.Options{NoDebugFile: true})
+	var format *elf.FormatError
+	if errors.As(err, &format) {
+		// debug/elf's errors do not name the file.
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +206,40 @@ func unwindsThrough(f *symbolize.File) bool {
 	return false
 }
 
-// compilePatterns returns a matcher for the patterns that apply to module,
-// or nil if none does.
-func compilePatterns(module string, patterns []string) (func(string) bool, error) {
+// moduleNames returns the names a pattern's module part may give the file
+// at path: its base name (a DT_NEEDED library is found under the name the
+// program asked for, libz.so.1), its real file's base name (what the
+// kernel maps after dlopen, libz.so.1.2.13) and its DT_SONAME, without
+// repeats. A name that cannot be read is left out.
+func moduleNames(path string) []string {
+	names := []string{filepath.Base(path)}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		names = append(names, filepath.Base(real))
+	}
+	if f, err := elf.Open(path); err == nil {
+		if sonames, err := f.DynString(elf.DT_SONAME); err == nil {
+			names = append(names, sonames...)
+		}
+		f.Close()
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// compilePatterns returns a matcher for the patterns that apply to a
+// module known by any of modules, or nil if none does.
+func compilePatterns(modules []string, patterns []string) (func(string) bool, error) {
 	var res []*regexp.Regexp
 	for _, p := range patterns {
 		mod, glob := splitModule(p)
-		if mod != "" && mod != module {
-			continue
+		if mod != "" {
+			modRe, err := globRegexp(mod)
+			if err != nil {
+				return nil, fmt.Errorf("pattern %q: module: %w", p, err)
+			}
+			if !slices.ContainsFunc(modules, modRe.MatchString) {
+				continue
+			}
 		}
 		re, err := globRegexp(glob)
 		if err != nil {

@@ -427,3 +427,63 @@ func TestChooseEntryReturnProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanModulePatterns names a library by each of its names: the one it
+// is linked by (a symlink named as its soname), its real file's, its
+// soname, and globs; the same patterns apply when the real file is
+// planned, as after dlopen, where the kernel names the mapping by it.
+func TestPlanModulePatterns(t *testing.T) {
+	dir := t.TempDir()
+	real := testutil.BuildC(t, dir, "libplanmod.so.1.0.0", "int work(int n) { return n + 1; }\nint other(int n) { return n - 1; }\n",
+		"-shared", "-fPIC", "-Wl,-soname,libplanmod.so.1")
+	linked := filepath.Join(dir, "libplanmod.so.1")
+	if err := os.Symlink(filepath.Base(real), linked); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"libplanmod.so.1:work", []string{"work"}},
+		{"libplanmod.so.1.0.0:work", []string{"work"}},
+		{"libplanmod*:work", []string{"work"}},
+		{"*:work", []string{"work"}},
+		{"lib[p]lanmod.so.?:o*", []string{"other"}},
+		{"libplanmod.so:work", nil},
+		{"libother*:work", nil},
+	} {
+		for _, path := range []string{linked, real} {
+			t.Run(tt.pattern+" "+filepath.Base(path), func(t *testing.T) {
+				sites, err := Plan(path, []string{tt.pattern})
+				if tt.want == nil {
+					if !errors.Is(err, ErrNoMatch) {
+						t.Fatalf("err %v, want ErrNoMatch", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := names(sites); !slices.Equal(got, tt.want) {
+					t.Errorf("functions %q, want %q", got, tt.want)
+				}
+			})
+		}
+	}
+	if _, err := Plan(real, []string{"libplan[mod:work"}); err == nil || errors.Is(err, ErrNoMatch) {
+		t.Errorf("unterminated class in the module: err %v, want a pattern error", err)
+	}
+}
+
+// TestPlanNotELF: a file that is not ELF is an error naming it (debug/elf's
+// "bad magic number" does not).
+func TestPlanNotELF(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Plan(path, []string{"main"})
+	if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Errorf("err %v, want one naming %s", err, path)
+	}
+}
