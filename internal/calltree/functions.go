@@ -9,8 +9,9 @@ import (
 type fnAcc struct {
 	calls            uint64
 	self, total      Metrics
-	min, max         float64
-	timed            bool // min and max are set
+	min, max         float64 // self wall per call
+	minCPU, maxCPU   float64 // self CPU per call
+	timed            bool    // min and max are set
 	callers, callees map[Func]*Arc
 }
 
@@ -56,12 +57,11 @@ func functions(procs []Process) []Function {
 		a.calls += n.Calls
 		a.self.Add(n.Base)
 		if n.Calls > 0 {
-			if !a.timed || n.MinSelfNS < a.min {
-				a.min = n.MinSelfNS
+			if !a.timed {
+				a.min, a.max, a.minCPU, a.maxCPU = n.MinSelfNS, n.MaxSelfNS, n.MinSelfCPUNS, n.MaxSelfCPUNS
 			}
-			if !a.timed || n.MaxSelfNS > a.max {
-				a.max = n.MaxSelfNS
-			}
+			a.min, a.max = min(a.min, n.MinSelfNS), max(a.max, n.MaxSelfNS)
+			a.minCPU, a.maxCPU = min(a.minCPU, n.MinSelfCPUNS), max(a.maxCPU, n.MaxSelfCPUNS)
 			a.timed = true
 		}
 		cr := a.arc(a.callers, caller)
@@ -123,6 +123,7 @@ func functions(procs []Process) []Function {
 		}
 		if a.timed {
 			fn.MinSelfNS, fn.MaxSelfNS = a.min, a.max
+			fn.MinSelfCPUNS, fn.MaxSelfCPUNS = a.minCPU, a.maxCPU
 		}
 		out = append(out, fn)
 	}

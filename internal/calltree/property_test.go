@@ -123,6 +123,9 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *calltree.Result, 
 				if n.MinSelfNS < 0 || n.MinSelfNS > n.MaxSelfNS || n.MaxSelfNS > n.Base.WallNS+1e-6 {
 					t.Errorf("%s: node %s: self per call min %v max %v base %v", name, n.Name, n.MinSelfNS, n.MaxSelfNS, n.Base.WallNS)
 				}
+				if n.MinSelfCPUNS < 0 || n.MinSelfCPUNS > n.MaxSelfCPUNS || n.MaxSelfCPUNS > n.Base.CPUNS+1e-6 {
+					t.Errorf("%s: node %s: self CPU per call min %v max %v base %v", name, n.Name, n.MinSelfCPUNS, n.MaxSelfCPUNS, n.Base.CPUNS)
+				}
 			})
 			ptotal.Add(th.Root.Cum)
 			events += th.Events

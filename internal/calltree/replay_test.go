@@ -840,3 +840,16 @@ func TestSiteCosts(t *testing.T) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe", m.Base.WallNS)
 	}
 }
+
+// TestSelfCPUPerCall: the per-call extremes are kept for CPU time too
+// (the field test's MIN/CALL under --metric cpu was wall time): a call
+// off its CPU half its time has 40 ns of wall, 20 of CPU.
+func TestSelfCPUPerCall(t *testing.T) {
+	p := modeltest.NewHooks().Thread(1, 1, "app").
+		Run(1, 1, "0 +f 10 out 30 in 40 -f 50 +f 55 -f").Profile()
+	r := build(t, p, calltree.Options{})
+	f := function(t, r, "f")
+	if f.MinSelfNS != 5 || f.MaxSelfNS != 40 || f.MinSelfCPUNS != 5 || f.MaxSelfCPUNS != 20 {
+		t.Errorf("f per call: wall %v..%v, cpu %v..%v; want 5..40, 5..20", f.MinSelfNS, f.MaxSelfNS, f.MinSelfCPUNS, f.MaxSelfCPUNS)
+	}
+}

@@ -159,6 +159,10 @@ type Node struct {
 	// (calibrated) of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time
+	// (calibrated; zero when the recording has no context switches).
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// Children are sorted by cum wall time, largest first, then by cum
 	// samples, name and module. Never null.
 	Children []Node `json:"children"`
@@ -279,6 +283,10 @@ type Function struct {
 	// time (calibrated) of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time
+	// (calibrated; zero when the recording has no context switches).
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// Callers are the functions that called it (Root for a thread's
 	// outermost calls): a caller's Calls and Base are those of the calls
 	// it made, its Cum the total of the function's outermost activations
