@@ -2,7 +2,6 @@ package calltree
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 )
 
@@ -10,10 +9,10 @@ import (
 type fnAcc struct {
 	calls            uint64
 	self, total      Metrics
-	min, max         float64
-	timed            bool // min and max are set
+	min, max         float64 // self wall per call
+	minCPU, maxCPU   float64 // self CPU per call
+	timed            bool    // min and max are set
 	callers, callees map[Func]*Arc
-	sampleCallees    map[Func]*Arc // Function.SampleCallees
 }
 
 func (f *fnAcc) arc(m map[Func]*Arc, g Func) *Arc {
@@ -29,12 +28,19 @@ func (f *fnAcc) arc(m map[Func]*Arc, g Func) *Arc {
 // accumulator, with exact arcs):
 // self is the sum of the function's nodes' base, total the sum of the cum
 // of its outermost nodes (recursion 0), whose subtrees do not overlap.
+// The arcs follow the arcflow rule of samples, applied to every slice of
+// time: a slice whose stack is f1..fk, with F outermost at position i,
+// counts in the cum of F's caller f(i-1), in the base of the leaf's caller
+// f(k-1) when fk = F, and otherwise in the cum of F's callee f(i+1). So
+// the callers' calls, base and cum add up to F's calls, self and total,
+// and the callees' cum to total minus self, recursion (direct or through
+// other functions) included.
 func functions(procs []Process) []Function {
 	accs := map[Func]*fnAcc{}
 	get := func(f Func) *fnAcc {
 		a := accs[f]
 		if a == nil {
-			a = &fnAcc{callers: map[Func]*Arc{}, callees: map[Func]*Arc{}, sampleCallees: map[Func]*Arc{}}
+			a = &fnAcc{callers: map[Func]*Arc{}, callees: map[Func]*Arc{}}
 			accs[f] = a
 		}
 		return a
@@ -51,12 +57,11 @@ func functions(procs []Process) []Function {
 		a.calls += n.Calls
 		a.self.Add(n.Base)
 		if n.Calls > 0 {
-			if !a.timed || n.MinSelfNS < a.min {
-				a.min = n.MinSelfNS
+			if !a.timed {
+				a.min, a.max, a.minCPU, a.maxCPU = n.MinSelfNS, n.MaxSelfNS, n.MinSelfCPUNS, n.MaxSelfCPUNS
 			}
-			if !a.timed || n.MaxSelfNS > a.max {
-				a.max = n.MaxSelfNS
-			}
+			a.min, a.max = min(a.min, n.MinSelfNS), max(a.max, n.MaxSelfNS)
+			a.minCPU, a.maxCPU = min(a.minCPU, n.MinSelfCPUNS), max(a.maxCPU, n.MaxSelfCPUNS)
 			a.timed = true
 		}
 		cr := a.arc(a.callers, caller)
@@ -71,13 +76,8 @@ func functions(procs []Process) []Function {
 			ce.Calls += n.Calls
 			if callerOutermost {
 				ce.Cum.Add(n.Cum)
-				ce.Base.Add(n.Base)
-				sc := callerAcc.arc(callerAcc.sampleCallees, f)
-				sc.Cum.Samples += n.Cum.Samples
-				sc.Cum.Period += n.Cum.Period
 				if f != caller {
-					sc.Base.Samples += n.Base.Samples
-					sc.Base.Period += n.Base.Period
+					ce.Base.Add(n.Base)
 				}
 			}
 		}
@@ -86,12 +86,12 @@ func functions(procs []Process) []Function {
 		}
 		path = append(path, f)
 		if i, ok := outer[f]; ok && n.Recursion > 0 {
-			// An inner activation: its samples end in f, which counts
-			// them as Self, not in the callee of f's outermost
-			// activation that led here (n itself, or an ancestor).
-			sc := a.arc(a.sampleCallees, path[i+1])
-			sc.Cum.Samples -= n.Base.Samples
-			sc.Cum.Period -= n.Base.Period
+			// An inner activation: its self time is f's Self, not time
+			// spent in the callee of f's outermost activation that led
+			// here (n itself, or an ancestor), so the callees' Cum adds
+			// up to Total minus Self, recursion included.
+			ce := a.arc(a.callees, path[i+1])
+			ce.Cum.sub(n.Base)
 		}
 		for i := range n.Children {
 			walk(&n.Children[i], f, a, n.Recursion == 0)
@@ -121,10 +121,9 @@ func functions(procs []Process) []Function {
 			Callers: sortedArcs(a.callers),
 			Callees: sortedArcs(a.callees),
 		}
-		maps.DeleteFunc(a.sampleCallees, func(_ Func, arc *Arc) bool { return arc.Cum.Samples == 0 })
-		fn.SampleCallees = sortedArcs(a.sampleCallees)
 		if a.timed {
 			fn.MinSelfNS, fn.MaxSelfNS = a.min, a.max
+			fn.MinSelfCPUNS, fn.MaxSelfCPUNS = a.minCPU, a.maxCPU
 		}
 		out = append(out, fn)
 	}

@@ -123,6 +123,9 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *calltree.Result, 
 				if n.MinSelfNS < 0 || n.MinSelfNS > n.MaxSelfNS || n.MaxSelfNS > n.Base.WallNS+1e-6 {
 					t.Errorf("%s: node %s: self per call min %v max %v base %v", name, n.Name, n.MinSelfNS, n.MaxSelfNS, n.Base.WallNS)
 				}
+				if n.MinSelfCPUNS < 0 || n.MinSelfCPUNS > n.MaxSelfCPUNS || n.MaxSelfCPUNS > n.Base.CPUNS+1e-6 {
+					t.Errorf("%s: node %s: self CPU per call min %v max %v base %v", name, n.Name, n.MinSelfCPUNS, n.MaxSelfCPUNS, n.Base.CPUNS)
+				}
 			})
 			ptotal.Add(th.Root.Cum)
 			events += th.Events
@@ -157,14 +160,13 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *calltree.Result, 
 
 // checkFunctions: callers' calls add up to the function's calls, their
 // base to its self and their cum to its total; the callees' cum to its
-// total minus the base of its outermost nodes; the functions' self and
+// total minus its self, recursion included; the functions' self and
 // the threads' root base add up to the total.
 func checkFunctions(t *testing.T, name string, r *calltree.Result) {
 	t.Helper()
 	type acc struct {
 		calls, callees uint64
 		self, total    calltree.Metrics
-		outerBase      calltree.Metrics
 	}
 	want := map[calltree.Func]*acc{}
 	var sum calltree.Metrics
@@ -186,7 +188,6 @@ func checkFunctions(t *testing.T, name string, r *calltree.Result) {
 				a.self.Add(n.Base)
 				if n.Recursion == 0 {
 					a.total.Add(n.Cum)
-					a.outerBase.Add(n.Base)
 				}
 			})
 		}
@@ -215,12 +216,12 @@ func checkFunctions(t *testing.T, name string, r *calltree.Result) {
 			ceeCalls += a.Calls
 			ceeCum.Add(a.Cum)
 		}
-		ceeCum.Add(w.outerBase)
+		ceeCum.Add(f.Self) // recursion included: inner activations' self is no callee's
 		if calls != f.Calls || !sameMetrics(base, f.Self) || !sameMetrics(cum, f.Total) {
 			t.Errorf("%s: %s: callers add to calls %d base %+v cum %+v; function %d %+v %+v", name, f.Name, calls, base, cum, f.Calls, f.Self, f.Total)
 		}
 		if ceeCalls != w.callees || !sameMetrics(ceeCum, f.Total) {
-			t.Errorf("%s: %s: callees add to calls %d cum+outer base %+v; want %d %+v", name, f.Name, ceeCalls, ceeCum, w.callees, f.Total)
+			t.Errorf("%s: %s: callees add to calls %d cum+self %+v; want %d %+v", name, f.Name, ceeCalls, ceeCum, w.callees, f.Total)
 		}
 		if f.Calls > 0 && (f.MinSelfNS > f.MaxSelfNS || f.MaxSelfNS > f.Self.WallNS+1e-6) {
 			t.Errorf("%s: %s: min %v max %v self %v", name, f.Name, f.MinSelfNS, f.MaxSelfNS, f.Self.WallNS)

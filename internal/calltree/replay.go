@@ -112,14 +112,17 @@ type node struct {
 	calls    uint64
 	base     Metrics
 	min, max float64 // self wall per call, valid when closed > 0
-	closed   uint64
+	// minCPU and maxCPU are the self CPU time per call, likewise.
+	minCPU, maxCPU float64
+	closed         uint64
 }
 
 // frame is an open call on a shadow stack.
 type frame struct {
-	node int32
-	loc  uint32  // the entry's location, which its exit must match
-	self float64 // calibrated wall time charged to this call so far
+	node    int32
+	loc     uint32  // the entry's location, which its exit must match
+	self    float64 // calibrated wall time charged to this call so far
+	selfCPU float64 // and CPU time
 }
 
 // pending accumulates what happens inside the open interval of a thread,
@@ -945,6 +948,9 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	b.InterruptNS += irq
 	if n := len(th.stack); n > 0 {
 		th.stack[n-1].self += wall
+		if a.cpu {
+			th.stack[n-1].selfCPU += cpu
+		}
 	}
 	if d != nil {
 		*d = Metrics{
@@ -1066,12 +1072,11 @@ func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 	n := &th.nodes[fr.node]
 	th.onLoc[fr.loc]--
 	th.onFunc[n.fn]--
-	if n.closed == 0 || fr.self < n.min {
-		n.min = fr.self
+	if n.closed == 0 {
+		n.min, n.max, n.minCPU, n.maxCPU = fr.self, fr.self, fr.selfCPU, fr.selfCPU
 	}
-	if n.closed == 0 || fr.self > n.max {
-		n.max = fr.self
-	}
+	n.min, n.max = min(n.min, fr.self), max(n.max, fr.self)
+	n.minCPU, n.maxCPU = min(n.minCPU, fr.selfCPU), max(n.maxCPU, fr.selfCPU)
 	n.closed++
 	a.line(th, t, kind, fr.node, d)
 }
@@ -1309,6 +1314,7 @@ func (a *replay) tree(th *thread, i int32) Node {
 	}
 	if nd.closed > 0 {
 		n.MinSelfNS, n.MaxSelfNS = nd.min, nd.max
+		n.MinSelfCPUNS, n.MaxSelfCPUNS = nd.minCPU, nd.maxCPU
 	}
 	for c := nd.firstChild; c >= 0; c = th.nodes[c].next {
 		n.Children = append(n.Children, a.tree(th, c))

@@ -159,8 +159,40 @@ func TestRecursion(t *testing.T) {
 	if c := arc(t, f.Callers, "f"); c.Calls != 2 || c.Base.WallNSRaw != 20 || c.Cum.WallNSRaw != 0 {
 		t.Errorf("caller f: %+v", c)
 	}
-	if c := arc(t, f.Callees, "f"); c.Calls != 2 || c.Base.WallNSRaw != 15 || c.Cum.WallNSRaw != 20 {
+	// The inner calls' time is all f's self: no callee's, so the
+	// callees' cum adds up to total minus self.
+	if c := arc(t, f.Callees, "f"); c.Calls != 2 || c.Base.WallNSRaw != 0 || c.Cum.WallNSRaw != 0 {
 		t.Errorf("callee f: %+v", c)
+	}
+}
+
+// TestMutualRecursion: a calls b calls a calls b. The callees' cum adds
+// up to total minus self for both (the lua field test's ccall was 0.83 ms
+// off): a's callee b holds b's time under a's outermost call, without
+// the inner a's self.
+func TestMutualRecursion(t *testing.T) {
+	p := modeltest.NewHooks().Thread(1, 1, "app").
+		Run(1, 1, "0 +a 10 +b 20 +a 30 +b 35 -b 40 -a 50 -b 60 -a").Profile()
+	r := build(t, p, calltree.Options{})
+	a, b := function(t, r, "a"), function(t, r, "b")
+	if a.Self.WallNSRaw != 35 || a.Total.WallNSRaw != 60 || b.Self.WallNSRaw != 25 || b.Total.WallNSRaw != 40 {
+		t.Fatalf("a self %d total %d, b self %d total %d", a.Self.WallNSRaw, a.Total.WallNSRaw, b.Self.WallNSRaw, b.Total.WallNSRaw)
+	}
+	for _, tt := range []struct {
+		arcs             []calltree.Arc
+		what, name       string
+		calls, base, cum uint64
+	}{
+		{a.Callers, "a's caller", "<root>", 1, 20, 60},
+		{a.Callers, "a's caller", "b", 1, 15, 0},
+		{a.Callees, "a's callee", "b", 2, 20, 25}, // the inner b's 5 are under the inner a
+		{b.Callers, "b's caller", "a", 2, 25, 40},
+		{b.Callees, "b's callee", "a", 1, 15, 15},
+	} {
+		if c := arc(t, tt.arcs, tt.name); c.Calls != tt.calls || c.Base.WallNSRaw != tt.base || c.Cum.WallNSRaw != tt.cum {
+			t.Errorf("%s %s: calls %d base %d cum %d, want %d %d %d", tt.what, tt.name, c.Calls, c.Base.WallNSRaw, c.Cum.WallNSRaw,
+				tt.calls, tt.base, tt.cum)
+		}
 	}
 }
 
@@ -806,5 +838,18 @@ func TestSiteCosts(t *testing.T) {
 	}
 	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe", m.Base.WallNS)
+	}
+}
+
+// TestSelfCPUPerCall: the per-call extremes are kept for CPU time too
+// (the field test's MIN/CALL under --metric cpu was wall time): a call
+// off its CPU half its time has 40 ns of wall, 20 of CPU.
+func TestSelfCPUPerCall(t *testing.T) {
+	p := modeltest.NewHooks().Thread(1, 1, "app").
+		Run(1, 1, "0 +f 10 out 30 in 40 -f 50 +f 55 -f").Profile()
+	r := build(t, p, calltree.Options{})
+	f := function(t, r, "f")
+	if f.MinSelfNS != 5 || f.MaxSelfNS != 40 || f.MinSelfCPUNS != 5 || f.MaxSelfCPUNS != 20 {
+		t.Errorf("f per call: wall %v..%v, cpu %v..%v; want 5..40, 5..20", f.MinSelfNS, f.MaxSelfNS, f.MinSelfCPUNS, f.MaxSelfCPUNS)
 	}
 }

@@ -117,6 +117,21 @@ func (m *Metrics) Add(n Metrics) {
 	m.Period += n.Period
 }
 
+// sub subtracts n from m, field by field; n must be part of m.
+func (m *Metrics) sub(n Metrics) {
+	m.WallNS -= n.WallNS
+	m.WallNSRaw -= n.WallNSRaw
+	m.DeltaNS -= n.DeltaNS
+	m.CPUNS -= n.CPUNS
+	m.Dispatches -= n.Dispatches
+	m.Voluntary -= n.Voluntary
+	m.Involuntary -= n.Involuntary
+	m.Interrupts -= n.Interrupts
+	m.InterruptNS -= n.InterruptNS
+	m.Samples -= n.Samples
+	m.Period -= n.Period
+}
+
 // Node is a node of a thread's call-stack tree: one distinct path of
 // calls from the thread's root.
 type Node struct {
@@ -144,6 +159,10 @@ type Node struct {
 	// (calibrated) of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time
+	// (calibrated; zero when the recording has no context switches).
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// Children are sorted by cum wall time, largest first, then by cum
 	// samples, name and module. Never null.
 	Children []Node `json:"children"`
@@ -264,23 +283,25 @@ type Function struct {
 	// time (calibrated) of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time
+	// (calibrated; zero when the recording has no context switches).
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// Callers are the functions that called it (Root for a thread's
-	// outermost calls); a caller's Cum is the exact time of the calls it
-	// made, not an average share. Callees are the functions it called,
-	// from its outermost activations for Cum and Base, from every
-	// activation for Calls. Both are sorted by cum wall time, largest
+	// outermost calls): a caller's Calls and Base are those of the calls
+	// it made, its Cum the total of the function's outermost activations
+	// it called (a recursive caller has Base, no Cum: the time of the
+	// calls it made is in the outermost call's caller's Cum), so they add
+	// up to Calls, Self and Total. Callees are the functions it called:
+	// Calls from every activation; Cum the time, under the function's
+	// outermost activations, of the calls to the callee that was not
+	// spent in the function again (that is its Self), Base the callee's
+	// self in those calls. So the callees' Cum adds up to Total minus
+	// Self, recursion included, as the arcflow of samples counts
+	// (report's arcflow). Both are sorted by cum wall time, largest
 	// first, then calls, name and module; never null.
 	Callers []Arc `json:"callers"`
 	Callees []Arc `json:"callees"`
-	// SampleCallees are the callees as the arcflow of samples counts
-	// them, in Samples and Period only: under the function's outermost
-	// activations, a callee's Cum holds the samples of its calls that do
-	// not end in the function again (those are the function's Self), its
-	// Base those that end in the callee itself. So, recursion included,
-	// their Cum adds up to Total minus Self: a sample counts where its
-	// stack leaves the function's outermost activation for good. Only
-	// callees with samples, sorted as Callees; never null.
-	SampleCallees []Arc `json:"-"`
 }
 
 // Result is the analysis of an instrumented recording.

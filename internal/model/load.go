@@ -63,7 +63,15 @@ func (l *loader) read(tr *trace.Reader) {
 			l.p.Err = err
 			break
 		}
+		l.damaged = tr.Damaged()
 		if err := l.add(rec); err != nil {
+			if l.damaged {
+				// Its definition was lost in the damage: keep the rest.
+				l.p.Inconsistent++
+				l.dropped = append(l.dropped, l.records)
+				l.records++
+				continue
+			}
 			// A well-formed record that refers to something never defined:
 			// the chunk holding it is corrupt.
 			l.p.Err = &trace.FormatError{Offset: tr.Offset(), Err: fmt.Errorf("%w: %w", trace.ErrCorrupt, err)}
@@ -84,6 +92,13 @@ type loader struct {
 	threads []*Thread             // every incarnation
 	tally   *tally                // nil: the records go to p's slices
 	records int                   // records read without damage
+	// damaged is set once the reader has skipped damage; dropped are
+	// the indexes, among the records read, of those dropped then as
+	// inconsistent; padded the stack nodes that stand for lost ones
+	// (their location is set by finish).
+	damaged bool
+	dropped []int
+	padded  []int
 	rec     Record
 	// last is the incarnation thread returned last: records of one
 	// thread come in runs, and this spares the map lookup.
@@ -125,8 +140,40 @@ func (l *loader) record(k RecordKind, t uint64, rec trace.Record) {
 // file never defined; the writer never produces them.
 var errCorrupt = errors.New("inconsistent record")
 
+// maxPadding bounds the definitions lost in damage that the loader
+// stands placeholders for at once: an id further on is not believed.
+const maxPadding = 1 << 20
+
+// pad makes room for the definition of id in a table of n entries after
+// damage, by adding placeholders through add: whether id may be defined
+// (or referred to) now.
+func (l *loader) pad(id uint32, n int, add func()) bool {
+	if !l.damaged || int(id) <= n || int(id)-n > maxPadding {
+		return int(id) == n
+	}
+	for range int(id) - n {
+		add()
+	}
+	return true
+}
+
+// padLocation adds a placeholder location.
+func (l *loader) padLocation() {
+	l.p.Locations = append(l.p.Locations, Location{Module: DamagedName, Frames: []Frame{{Function: DamagedName}}})
+}
+
+// padStack adds a placeholder stack node, a root one whose location
+// finish sets.
+func (l *loader) padStack() {
+	l.padded = append(l.padded, len(l.p.Stacks))
+	l.p.Stacks = append(l.p.Stacks, StackNode{})
+}
+
 func (l *loader) str(id uint32) (string, error) {
 	s, ok := l.strings[id]
+	if !ok && l.damaged {
+		return DamagedName, nil
+	}
 	if !ok {
 		return "", fmt.Errorf("%w: undefined string id %d", errCorrupt, id)
 	}
@@ -165,7 +212,7 @@ func (l *loader) add(rec trace.Record) error {
 	case *trace.String:
 		l.strings[r.ID] = r.Text
 	case *trace.Location:
-		if int(r.ID) != len(p.Locations) {
+		if !l.pad(r.ID, len(p.Locations), l.padLocation) {
 			return fmt.Errorf("%w: location id %d out of sequence (want %d)", errCorrupt, r.ID, len(p.Locations))
 		}
 		mod, err := l.str(r.Module)
@@ -190,12 +237,12 @@ func (l *loader) add(rec trace.Record) error {
 		}
 		loc.Frames = frames
 	case *trace.StackNode:
-		if int(r.ID) != len(p.Stacks) || r.Parent >= r.ID || r.Location == 0 || int(r.Location) >= len(p.Locations) {
+		if !l.pad(r.ID, len(p.Stacks), l.padStack) || r.Parent >= r.ID || r.Location == 0 || int(r.Location) >= len(p.Locations) {
 			return fmt.Errorf("%w: stack node %d (parent %d, location %d)", errCorrupt, r.ID, r.Parent, r.Location)
 		}
 		p.Stacks = append(p.Stacks, StackNode{Parent: r.Parent, Location: r.Location})
 	case *trace.Sample:
-		if int(r.Stack) >= len(p.Stacks) {
+		if int(r.Stack) >= len(p.Stacks) && !l.pad(r.Stack+1, len(p.Stacks), l.padStack) {
 			return fmt.Errorf("%w: sample refers to undefined stack %d", errCorrupt, r.Stack)
 		}
 		if r.Flags&trace.SampleTruncated != 0 {
@@ -312,7 +359,7 @@ func (l *loader) add(rec trace.Record) error {
 
 // event adds a function entry or exit.
 func (l *loader) event(r *trace.Event) error {
-	if r.Function == 0 || int(r.Function) >= len(l.p.Locations) {
+	if r.Function == 0 || int(r.Function) >= len(l.p.Locations) && !l.pad(r.Function+1, len(l.p.Locations), l.padLocation) {
 		return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
 	}
 	l.record(RecordEvent, r.Time, r)
@@ -354,6 +401,14 @@ func AddressName(module string, offset uint64) string {
 // of time order, so samples are sorted by time too.
 func (l *loader) finish() {
 	p := l.p
+	if len(l.padded) > 0 {
+		// The stack nodes lost in damage are one frame, a placeholder.
+		loc := uint32(len(p.Locations))
+		l.padLocation()
+		for _, i := range l.padded {
+			p.Stacks[i].Location = loc
+		}
+	}
 	sort.SliceStable(p.Samples, func(i, j int) bool { return p.Samples[i].Time < p.Samples[j].Time })
 	sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].Time < p.Events[j].Time })
 	sort.SliceStable(p.Switches, func(i, j int) bool { return p.Switches[i].Time < p.Switches[j].Time })

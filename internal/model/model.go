@@ -63,8 +63,20 @@ type Profile struct {
 	End *End
 	// Err is the error that ended reading early (a truncated or corrupt
 	// file); everything before it is loaded. Nil for a complete trace.
+	// A *trace.DamageError says the reader skipped damaged chunks and
+	// loaded the intact ones after them too.
 	Err error
+	// Inconsistent counts the records after skipped damage that referred
+	// to a location or stack node the damage lost beyond any later one:
+	// they are dropped. Definitions lost in the damage are replaced by
+	// placeholders (DamagedName), so the records after them that refer
+	// to them are kept.
+	Inconsistent uint64
 }
+
+// DamagedName names the strings, and the function of the locations, that
+// were lost in a damaged chunk of the trace.
+const DamagedName = "[lost in damaged trace]"
 
 // LostCounts counts lost records by cause.
 type LostCounts struct {

@@ -136,7 +136,8 @@ type Stream struct {
 	Lateness uint64
 
 	open    func() (io.ReadCloser, error)
-	records int // records before the end or the damage Profile.Err says
+	records int   // records before the end or the damage Profile.Err says
+	dropped []int // the indexes of the records the first pass dropped (Profile.Inconsistent)
 }
 
 // OpenStream reads the tables of the trace file at path (the first pass;
@@ -162,7 +163,7 @@ func newStream(open func() (io.ReadCloser, error)) (*Stream, error) {
 	l.read(tr)
 	l.finish()
 	s := &Stream{Profile: l.p, Counts: c.counts, First: c.first, Last: c.seen, Lateness: c.lateness,
-		open: open, records: l.records}
+		open: open, records: l.records, dropped: l.dropped}
 	return s, nil
 }
 
@@ -204,7 +205,7 @@ func (s *Stream) Records() (*Records, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Records{f: f, tr: tr, left: s.records, lag: s.Lateness}, nil
+	return &Records{f: f, tr: tr, left: s.records, drop: s.dropped, lag: s.Lateness}, nil
 }
 
 // Records iterates over the time-ordered records of a trace (see
@@ -213,6 +214,8 @@ type Records struct {
 	f    io.Closer
 	tr   *trace.Reader
 	left int    // records of the file still to read
+	read int    // records of the file read
+	drop []int  // the indexes of the records to drop, as the first pass did
 	lag  uint64 // the reorder window
 	seen uint64 // the latest time read
 	seq  uint64 // records queued so far
@@ -309,13 +312,20 @@ func (rs *Records) nextInOrder(r *Record) error {
 
 // scan reads the next record of the file, of which rs.left are still
 // to come: the file ends early if it has fewer now than the first pass
-// read.
+// read. A record the first pass dropped is nil.
 func (rs *Records) scan() (trace.Record, error) {
 	rec, err := rs.tr.Scan()
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
 	rs.left--
+	rs.read++
+	if err == nil && len(rs.drop) > 0 && rs.drop[0] == rs.read-1 {
+		// Dropped by the first pass: nil converts to no record, which
+		// the callers skip.
+		rs.drop = rs.drop[1:]
+		return nil, nil
+	}
 	return rec, err
 }
 

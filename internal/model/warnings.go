@@ -12,7 +12,16 @@ import (
 // and throttling. Nil when it lacks nothing.
 func (p *Profile) Warnings() []string {
 	var w []string
-	if fe, ok := errors.AsType[*trace.FormatError](p.Err); ok {
+	if de, ok := errors.AsType[*trace.DamageError](p.Err); ok {
+		w = append(w, fmt.Sprintf("trace damaged at byte offset %d: skipped %d damaged chunk(s), %d bytes, and read every intact chunk after them (%v)",
+			de.First.Offset, de.Chunks, de.Bytes, de.First.Err))
+		if de.End != nil {
+			w = append(w, fmt.Sprintf("then the trace ended early: %v", de.End))
+		}
+		if p.Inconsistent > 0 {
+			w = append(w, fmt.Sprintf("%d records referred to definitions lost in the damage and were DROPPED; names lost in it show as %s", p.Inconsistent, DamagedName))
+		}
+	} else if fe, ok := errors.AsType[*trace.FormatError](p.Err); ok {
 		w = append(w, fmt.Sprintf("trace damaged at byte offset %d: showing everything before it (%v)", fe.Offset, fe.Err))
 	} else if p.Err != nil && !errors.Is(p.Err, ErrNoEnd) {
 		w = append(w, fmt.Sprintf("trace damaged: showing everything before the error (%v)", p.Err))

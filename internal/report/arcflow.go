@@ -47,7 +47,7 @@ type ArcflowReport struct {
 }
 
 // buildArcflow makes a stanza of each of calltree's functions (data.result):
-// its callers and callees are its arcs (Callers and SampleCallees), with
+// its callers and callees are its arcs (Callers and Callees), with
 // the samples of its outermost activations.
 func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 	res, err := d.result()
@@ -61,7 +61,7 @@ func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 			continue
 		}
 		fn := calltree.Func{Name: f.Name, Module: f.Module}
-		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), arcRows(f.SampleCallees))
+		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), arcRows(f.Callees))
 	}
 	r.sort()
 	return r, nil

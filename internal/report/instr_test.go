@@ -547,8 +547,10 @@ func TestInstrTprof(t *testing.T) {
 }
 
 // TestInstrArcflow checks the stanza relationships that hold for exact
-// calls and times on random recordings: the callers' calls, base and cum
-// add up to the function's calls, self and total, and flat agrees.
+// calls and times on random recordings (recursive, directly and through
+// other functions): the callers' calls, base and cum add up to the
+// function's calls, self and total, the callees' cum to its total minus
+// its self, and flat agrees.
 func TestInstrArcflow(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for iter := range 300 {
@@ -581,6 +583,19 @@ func TestInstrArcflow(t *testing.T) {
 			if calls != s.Calls || !near(base, s.Base.WallNS) || !near(cum, s.Cum.WallNS) || raw != s.Cum.WallNSRaw {
 				t.Errorf("%s: parents' calls %d base %v cum %v raw %d, self %d %v %v %d", where, calls, base, cum, raw,
 					s.Calls, s.Base.WallNS, s.Cum.WallNS, s.Cum.WallNSRaw)
+			}
+			// The fourth relationship: the children's cum is the
+			// function's cum minus its base, recursion included.
+			var ccum, cbase float64
+			var craw uint64
+			for _, row := range s.Children {
+				ccum += row.Cum.WallNS
+				craw += row.Cum.WallNSRaw
+				cbase += row.Base.WallNS
+			}
+			if !near(ccum, s.Cum.WallNS-s.Base.WallNS) || craw != s.Cum.WallNSRaw-s.Base.WallNSRaw || cbase > ccum+1e-6 {
+				t.Errorf("%s: children's cum %v raw %d base %v, self cum %v - base %v (raw %d - %d)", where, ccum, craw, cbase,
+					s.Cum.WallNS, s.Base.WallNS, s.Cum.WallNSRaw, s.Base.WallNSRaw)
 			}
 			if s.Cum.WallNS > 0 && (share < 99.9 || share > 100.1) {
 				t.Errorf("%s: parents' shares add up to %v%%", where, share)

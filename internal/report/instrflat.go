@@ -31,6 +31,10 @@ type InstrFlatFunction struct {
 	// time of one call.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time
+	// (zero without context switches: header's cpu_measured).
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// BelowResolution marks a function whose calibrated self time per
 	// call is shorter than the calibration's resolution: its calls are
 	// exact, its times estimates. SampledSelfNS is then its self time by
@@ -77,6 +81,7 @@ func buildInstrFlat(in *instrData) InstrFlatReport {
 			SelfPercent:  percentF(mt.of(&f.Self), in.total),
 			TotalPercent: percentF(mt.of(&f.Total), in.total),
 			MinSelfNS:    f.MinSelfNS, MaxSelfNS: f.MaxSelfNS,
+			MinSelfCPUNS: f.MinSelfCPUNS, MaxSelfCPUNS: f.MaxSelfCPUNS,
 			BelowResolution: belowResolution(in.header.Calibration, f.Calls, f.Self.WallNS),
 		}
 		if row.BelowResolution {
@@ -91,7 +96,13 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 	rep := buildInstrFlat(in)
 	text := func(w io.Writer) {
 		mt := in.mt
-		fmt.Fprintf(w, "SELF and TOTAL are %s; MIN/CALL and MAX/CALL are the self wall time of one call.\n", metricTitle(mt))
+		// Per-call extremes are kept for the two times; for dispatches
+		// they stay wall time, and the legend says so.
+		perCall := "wall time"
+		if mt.name == "cpu" {
+			perCall = "CPU time"
+		}
+		fmt.Fprintf(w, "SELF and TOTAL are %s; MIN/CALL and MAX/CALL are the self %s of one call.\n", metricTitle(mt), perCall)
 		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.Sampled }) {
 			fmt.Fprintln(w, sampledLegend)
 		}
@@ -102,6 +113,9 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 		fmt.Fprintf(w, "%8s %10s %7s %10s %7s %10s %10s  %s\n", "CALLS", "SELF", "SELF%", "TOTAL", "TOTAL%", "MIN/CALL", "MAX/CALL", "FUNCTION (MODULE)")
 		for _, f := range rep.Functions {
 			calls, lo, hi := fmt.Sprint(f.Calls), formatNS(f.MinSelfNS), formatNS(f.MaxSelfNS)
+			if mt.name == "cpu" {
+				lo, hi = formatNS(f.MinSelfCPUNS), formatNS(f.MaxSelfCPUNS)
+			}
 			if f.Sampled {
 				calls, lo, hi = "-", "-", "-"
 			}

@@ -37,6 +37,9 @@ type InstrTreeNode struct {
 	// time of one call; zero when Calls is zero.
 	MinSelfNS float64 `json:"min_self_ns"`
 	MaxSelfNS float64 `json:"max_self_ns"`
+	// MinSelfCPUNS and MaxSelfCPUNS are the same for the self CPU time.
+	MinSelfCPUNS float64 `json:"min_self_cpu_ns"`
+	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// BelowResolution marks a node whose calibrated base time per call
 	// is shorter than the calibration's resolution: its calls are exact,
 	// its times estimates. SampledBaseNS is then its base time by
@@ -132,6 +135,7 @@ func instrTreeNode(n *calltree.Node, in *instrData) (InstrTreeNode, bool) {
 		Calls: n.Calls, Callees: n.Callees, Base: n.Base, Cum: n.Cum,
 		CumPercent: percentF(mt.of(&n.Cum), in.total),
 		MinSelfNS:  n.MinSelfNS, MaxSelfNS: n.MaxSelfNS,
+		MinSelfCPUNS: n.MinSelfCPUNS, MaxSelfCPUNS: n.MaxSelfCPUNS,
 		Children: make([]InstrTreeNode, 0, len(n.Children)),
 	}
 	if n.Level > 0 && belowResolution(in.header.Calibration, n.Calls, n.Base.WallNS) {

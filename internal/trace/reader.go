@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,42 @@ type Reader struct {
 	stored []byte // payload as read from the file, reused
 	raw    []byte // decompressed payload, reused
 	err    error  // sticky
+
+	damage DamageError // the damaged chunks skipped so far
+}
+
+// DamageError is the error Next returns at the end of a trace in which it
+// skipped damaged chunks: every intact chunk before and after them has
+// been returned. First is the first damage (its chunk's offset and
+// cause, wrapping ErrChecksum or ErrCorrupt), so errors.Is and errors.As
+// see it; End is the error that ended the file after it (a truncated last
+// chunk), nil at a clean end.
+type DamageError struct {
+	First  *FormatError
+	Chunks int   // damaged chunks skipped: a damaged run with no chunk header left in it counts as one
+	Bytes  int64 // file bytes skipped
+	End    error
+}
+
+// Error says where the damage began and how much was skipped.
+func (e *DamageError) Error() string {
+	s := fmt.Sprintf("%v; skipped %d damaged chunk(s), %d bytes, and read on", e.First, e.Chunks, e.Bytes)
+	if e.End != nil {
+		s += "; then " + e.End.Error()
+	}
+	return s
+}
+
+// Unwrap returns First and End.
+func (e *DamageError) Unwrap() []error { return []error{e.First, e.End} }
+
+// chunkDamage is a damaged chunk readChunk found: rescan holds the bytes
+// it read after the chunk's first one when the chunk header cannot be
+// trusted (the next chunk may begin in them); nil when the header was
+// intact and the whole chunk has been read past.
+type chunkDamage struct {
+	*FormatError
+	rescan []byte
 }
 
 // NewReader reads and checks the file header of r. Errors about the file
@@ -79,6 +116,10 @@ func NewReader(r io.Reader) (*Reader, error) {
 	return rd, nil
 }
 
+// Damaged tells whether Next has skipped a damaged chunk: records after
+// it may refer to strings, locations or stack nodes that were in it.
+func (r *Reader) Damaged() bool { return r.damage.First != nil }
+
 // Header returns the file header.
 func (r *Reader) Header() Header { return r.header }
 
@@ -99,20 +140,104 @@ func (r *Reader) Next() (Record, error) {
 	for {
 		r.chunk.shared = r.shared
 		rec, err := r.chunk.next()
-		if err != nil {
-			r.err = &FormatError{r.chunkOff, err}
-			return nil, r.err
-		}
-		if rec != nil {
+		if err == nil && rec != nil {
 			return rec, nil
 		}
-		if r.chunk.records != r.want {
-			r.err = &FormatError{r.chunkOff, fmt.Errorf("%w: chunk holds %d records, header says %d", ErrCorrupt, r.chunk.records, r.want)}
-			return nil, r.err
+		if err == nil && r.chunk.records != r.want {
+			err = fmt.Errorf("%w: chunk holds %d records, header says %d", ErrCorrupt, r.chunk.records, r.want)
 		}
-		if err := r.readChunk(); err != nil {
+		if err != nil {
+			// The payload passed its checksum: the next chunk starts
+			// where this one's header says it ends.
+			r.skipped(&FormatError{r.chunkOff, err}, r.off-r.chunkOff)
+		}
+		if err := r.nextChunk(); err != nil {
 			r.err = err
 			return nil, err
+		}
+	}
+}
+
+// skipped counts a damaged chunk of n bytes at fe.Offset.
+func (r *Reader) skipped(fe *FormatError, n int64) {
+	if r.damage.First == nil {
+		r.damage.First = fe
+	}
+	r.damage.Chunks++
+	r.damage.Bytes += n
+	r.chunk.reset(nil)
+	r.want = 0
+}
+
+// nextChunk reads the next intact chunk, skipping damaged ones: a chunk
+// whose header is intact is skipped whole, otherwise the reader looks for
+// the next chunk header (magic and CRC) after the damaged one's first
+// byte. At the end of the file it returns io.EOF, or the *DamageError
+// that sums up what it skipped.
+func (r *Reader) nextChunk() error {
+	for {
+		err := r.readChunk()
+		var d *chunkDamage
+		if !errors.As(err, &d) {
+			if err != nil && r.damage.First != nil {
+				d := r.damage
+				if err != io.EOF {
+					d.End = err
+				}
+				return &d
+			}
+			return err
+		}
+		if d.rescan == nil {
+			r.skipped(d.FormatError, r.off-d.Offset)
+			continue
+		}
+		next, err := r.resync(d.Offset+1, d.rescan)
+		r.skipped(d.FormatError, next-d.Offset)
+		if err != nil {
+			d := r.damage
+			if err != io.EOF {
+				d.End = err
+			}
+			return &d
+		}
+	}
+}
+
+// resync finds the next chunk header at or after file offset off, buf
+// holding the bytes from off already read, and makes it the next thing
+// read. It returns the header's offset, or the end of the file and
+// io.EOF (or the read error) when there is none.
+func (r *Reader) resync(off int64, buf []byte) (int64, error) {
+	buf = bytes.Clone(buf)
+	more := make([]byte, 64<<10)
+	for {
+		i := bytes.Index(buf, []byte(chunkMagic))
+		switch {
+		case i < 0:
+			keep := min(len(buf), len(chunkMagic)-1) // a magic cut at the end of buf
+			off += int64(len(buf) - keep)
+			buf = append(buf[:0], buf[len(buf)-keep:]...)
+		case len(buf)-i < chunkHeaderSize:
+			off += int64(i)
+			buf = append(buf[:0], buf[i:]...)
+		case crc32.Checksum(buf[i:i+24], castagnoli) == binary.LittleEndian.Uint32(buf[i+24:]):
+			off += int64(i)
+			r.r = io.MultiReader(bytes.NewReader(buf[i:]), r.r)
+			r.off = off
+			return off, nil
+		default:
+			off += int64(i + 1)
+			buf = append(buf[:0], buf[i+1:]...)
+			continue
+		}
+		n, err := r.r.Read(more)
+		buf = append(buf, more[:n]...)
+		if err != nil && n == 0 {
+			if err == io.EOF {
+				return off + int64(len(buf)), io.EOF
+			}
+			return off + int64(len(buf)), r.readError(off, err)
 		}
 	}
 }
@@ -140,7 +265,9 @@ func (r *Reader) Scan() (Record, error) {
 // returned by Next.
 func (r *Reader) Offset() int64 { return r.chunkOff }
 
-// readChunk reads, checks and decompresses the next chunk.
+// readChunk reads, checks and decompresses the next chunk. A damaged
+// chunk is a *chunkDamage; the end of the file io.EOF, a truncated chunk
+// or a read error a *FormatError.
 func (r *Reader) readChunk() error {
 	off := r.off
 	r.chunkOff = off
@@ -155,10 +282,10 @@ func (r *Reader) readChunk() error {
 		return r.readError(off, err)
 	}
 	if string(h[:4]) != chunkMagic {
-		return &FormatError{off, fmt.Errorf("%w: bad chunk magic %q", ErrCorrupt, h[:4])}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: bad chunk magic %q", ErrCorrupt, h[:4])}, h[1:]}
 	}
 	if crc32.Checksum(h[:24], castagnoli) != binary.LittleEndian.Uint32(h[24:]) {
-		return &FormatError{off, fmt.Errorf("%w: chunk header", ErrChecksum)}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: chunk header", ErrChecksum)}, h[1:]}
 	}
 	codec := h[4]
 	storedLen := binary.LittleEndian.Uint32(h[8:])
@@ -167,14 +294,14 @@ func (r *Reader) readChunk() error {
 	sum := binary.LittleEndian.Uint32(h[20:])
 	switch {
 	case codec != codecStored && codec != codecZstd:
-		return &FormatError{off, fmt.Errorf("%w: unknown chunk codec %d", ErrCorrupt, codec)}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: unknown chunk codec %d", ErrCorrupt, codec)}, h[1:]}
 	case rawLen > MaxChunkSize || storedLen > maxStoredSize:
-		return &FormatError{off, fmt.Errorf("%w: chunk sizes %d/%d exceed the limit", ErrCorrupt, storedLen, rawLen)}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: chunk sizes %d/%d exceed the limit", ErrCorrupt, storedLen, rawLen)}, h[1:]}
 	case codec == codecStored && storedLen != rawLen:
-		return &FormatError{off, fmt.Errorf("%w: stored chunk of %d bytes claims %d", ErrCorrupt, storedLen, rawLen)}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: stored chunk of %d bytes claims %d", ErrCorrupt, storedLen, rawLen)}, h[1:]}
 	case uint64(count)*3 > uint64(rawLen):
 		// Every record takes at least three bytes.
-		return &FormatError{off, fmt.Errorf("%w: %d records cannot fit %d bytes", ErrCorrupt, count, rawLen)}
+		return &chunkDamage{&FormatError{off, fmt.Errorf("%w: %d records cannot fit %d bytes", ErrCorrupt, count, rawLen)}, h[1:]}
 	}
 	r.stored, err = readN(r.r, r.stored[:0], int(storedLen))
 	if err != nil {
@@ -182,7 +309,7 @@ func (r *Reader) readChunk() error {
 	}
 	r.off = off + chunkHeaderSize + int64(storedLen)
 	if crc32.Checksum(r.stored, castagnoli) != sum {
-		return &FormatError{off, fmt.Errorf("%w: chunk payload", ErrChecksum)}
+		return &chunkDamage{FormatError: &FormatError{off, fmt.Errorf("%w: chunk payload", ErrChecksum)}}
 	}
 	data := r.stored
 	if codec == codecZstd {
@@ -196,11 +323,11 @@ func (r *Reader) readChunk() error {
 		}
 		data, err = dec.DecodeAll(r.stored, r.raw[:0:rawLen])
 		if err != nil {
-			return &FormatError{off, fmt.Errorf("%w: decompressing: %v", ErrCorrupt, err)}
+			return &chunkDamage{FormatError: &FormatError{off, fmt.Errorf("%w: decompressing: %v", ErrCorrupt, err)}}
 		}
 	}
 	if len(data) != int(rawLen) {
-		return &FormatError{off, fmt.Errorf("%w: chunk decompressed to %d bytes, header says %d", ErrCorrupt, len(data), rawLen)}
+		return &chunkDamage{FormatError: &FormatError{off, fmt.Errorf("%w: chunk decompressed to %d bytes, header says %d", ErrCorrupt, len(data), rawLen)}}
 	}
 	r.chunk.reset(data)
 	r.want = count
