@@ -24,9 +24,8 @@ type FuncTable struct {
 	// RootTotal is the selection's total per metric: the sum of its
 	// threads' root cum.
 	RootTotal []float64 `json:"root_total"`
-	// Callers are calltree.Function.Callers; Callees its Callees for an
-	// instrumented profile, its SampleCallees (as report's arcflow) for
-	// a sampling one. An arc with neither calls nor any measured value
+	// Callers and Callees are calltree.Function's, as report's arcflow
+	// shows them. An arc with neither calls nor any measured value
 	// (a sampled call back into a recursion) is kept: the call graph
 	// draws it in a node's all state; the detail leaves it out.
 	Callers Arcs `json:"callers"`
@@ -110,15 +109,13 @@ func (d *Data) table(threads []int) FuncTable {
 		t.Func = append(t.Func, d.funcIndex[[2]string{f.Name, f.Module}])
 		appendMetrics(t.Self, d.metrics(&f.Self))
 		appendMetrics(t.Total, d.metrics(&f.Total))
-		callees := f.SampleCallees
 		if instrumented {
 			t.Calls = append(t.Calls, f.Calls)
 			t.Min = append(t.Min, f.MinSelfNS)
 			t.Max = append(t.Max, f.MaxSelfNS)
-			callees = f.Callees
 		}
 		d.appendArcs(&t.Callers, f.Callers, instrumented)
-		d.appendArcs(&t.Callees, callees, instrumented)
+		d.appendArcs(&t.Callees, f.Callees, instrumented)
 	}
 	return t
 }
