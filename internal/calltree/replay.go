@@ -252,6 +252,10 @@ func summarize(p *model.Profile) summary {
 // analyse replays p as o selects, its threads split between shards
 // replays run in parallel (see shardsFor).
 func analyse(p *model.Profile, o Options, flow bool, shards int) (*replay, error) {
+	if p.Aggregated() {
+		o.Flow = o.Flow || flow
+		return fromTree(p, o)
+	}
 	p = model.FilterLabels(p, o.Labels)
 	a, err := newReplay(p, summarize(p), o, flow)
 	if err != nil {

@@ -281,6 +281,8 @@ func (l *loader) add(rec trace.Record) error {
 			t.Counters = map[trace.CounterKind]uint64{}
 		}
 		t.Counters[r.Kind] = r.Value
+	case *trace.TreeThread, *trace.TreeNode, *trace.TreeMark:
+		return l.addTree(rec)
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {

@@ -51,6 +51,10 @@ type Options struct {
 	// ZstdLevel is the compression level; 0 means zstd.SpeedDefault,
 	// which compresses samples about 3× at well over 100 MB/s.
 	ZstdLevel zstd.EncoderLevel
+	// Observe, when not nil, is handed every record Write accepts, after
+	// it is encoded (an aggregating recorder builds its tables from
+	// them). It must not keep the record, which callers reuse.
+	Observe func(Record)
 }
 
 // Stats counts what a Writer did.
@@ -245,6 +249,9 @@ func (w *Writer) Write(r Record) error {
 	}
 	if err := w.main.add(r); err != nil {
 		return err
+	}
+	if w.opt.Observe != nil {
+		w.opt.Observe(r)
 	}
 	w.count(isSample)
 	if len(w.main.raw) >= w.opt.ChunkSize {
