@@ -76,6 +76,9 @@ func recordCmd() *cobra.Command {
 		patterns               []string
 		mech, root             string
 		noGoroutines           bool
+		aggregate              bool
+		snapshot               time.Duration
+		treeMemory             string
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -121,6 +124,12 @@ samples (and always all module and thread records); continuous has no limit.`,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
 				Trace: patterns, Mech: mech, Root: root, NoGoroutines: noGoroutines, RingPages: pages,
 				CallGraph: graph, StackBytes: stackSize,
+				Aggregate: aggregate, Snapshot: snapshot,
+			}
+			if treeMemory != "" {
+				if cfg.TreeMemory, err = parseSize(treeMemory); err != nil {
+					return fmt.Errorf("--tree-memory: %w", err)
+				}
 			}
 			if mech != "" && mech != "hook" && mech != "uprobe" {
 				return fmt.Errorf("--mech %q: want hook or uprobe", mech)
@@ -163,6 +172,9 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringArrayVar(&patterns, "trace", nil, "instrument functions matching this glob (\"name\" or \"module:name\"; repeatable)")
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
+	f.BoolVar(&aggregate, "aggregate", false, "fold the events into call trees while recording and write their snapshots instead of every event: hours of tracing in megabytes (callflow and timeline then have no events to show)")
+	f.DurationVar(&snapshot, "snapshot", 0, "with --aggregate: the interval between tree snapshots; a killed recorder loses at most one (default 1s)")
+	f.StringVar(&treeMemory, "tree-memory", "", "with --aggregate: bound the trees' memory (K, M, G suffixes); past it the smallest subtrees are folded into (pruned) nodes, every total exact")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
 	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")

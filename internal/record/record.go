@@ -82,6 +82,13 @@ type Config struct {
 	// goroutine each thread runs (trace.GoID), at about a microsecond
 	// of the target's time per goroutine switch.
 	NoGoroutines bool
+	// Aggregate folds the events into call trees while recording and
+	// writes their snapshots, every Snapshot (DefaultSnapshot when 0),
+	// instead of the events (aggregate.go); TreeMemory bounds the trees'
+	// memory in bytes (0: unbounded).
+	Aggregate  bool
+	Snapshot   time.Duration
+	TreeMemory int64
 	// started is called once the events count (tests).
 	started func()
 }
@@ -157,6 +164,7 @@ type session struct {
 	ctl       controlState
 	out       *os.File
 	targetPID int
+	agg       *aggregator // record --aggregate's trees; nil without
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -252,6 +260,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := checkCallGraph(&cfg, unlimited); err != nil {
 		return nil, err
 	}
+	if err := checkAggregate(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.RingPages == 0 {
 		cpus, err := perf.OnlineCPUs()
 		if err != nil {
@@ -337,7 +348,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	}
-	s.w, err = trace.NewWriter(f, hdr, trace.Options{Mode: cfg.Mode, SizeLimit: cfg.SizeLimit})
+	wopt, err := s.writerOptions(hdr)
+	if err != nil {
+		return fail(err)
+	}
+	s.w, err = trace.NewWriter(f, hdr, wopt)
 	if err != nil {
 		return fail(err)
 	}
@@ -745,6 +760,9 @@ func (s *session) loop(ctx context.Context, tgt *target, pid int) (string, error
 				return "", err
 			}
 		}
+		if err := s.tick(); err != nil {
+			return "", err
+		}
 		if time.Since(lastFlush) >= time.Second {
 			// A recorder killed with SIGKILL loses at most the last second.
 			if err := s.w.Flush(); err != nil {
@@ -942,7 +960,11 @@ func (s *session) finish() error {
 	if len(s.cfg.Command) > 0 {
 		code = int32(s.result.ExitCode)
 	}
-	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
+	end := perf.Now()
+	if err := s.finishTrees(end); err != nil {
+		return err
+	}
+	if err := s.w.Write(&trace.End{Time: end, ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
 		return err
 	}
 	return s.w.Close()

@@ -1,0 +1,105 @@
+package record
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"trueprof/internal/calltree"
+	"trueprof/internal/testutil"
+)
+
+// pathTotals flattens r's trees: calls and cum wall time by thread name
+// and call path (a tid differs from run to run).
+func pathTotals(r *calltree.Result) map[string][2]float64 {
+	out := map[string][2]float64{}
+	var walk func(path string, n *calltree.Node)
+	walk = func(path string, n *calltree.Node) {
+		path += "/" + n.Name
+		v := out[path]
+		out[path] = [2]float64{v[0] + float64(n.Calls), v[1] + n.Cum.WallNS}
+		for i := range n.Children {
+			walk(path, &n.Children[i])
+		}
+	}
+	for _, pr := range r.Processes {
+		for _, th := range pr.Threads {
+			for i := range th.Root.Children {
+				walk(pr.Name+":"+th.Name, &th.Root.Children[i])
+			}
+		}
+	}
+	return out
+}
+
+// TestAggregateMatchesEvents records the calls program with and without
+// --aggregate: the aggregated trace holds no event but snapshots, and
+// its trees have the calls of the trace of every event exactly, node by
+// node, and wall times within the noise of two runs.
+func TestAggregateMatchesEvents(t *testing.T) {
+	const mids = 300_000
+	bin := testutil.BuildC(t, t.TempDir(), "calls", testutil.CallsC, "-O1", "-fno-inline", "-finstrument-functions")
+	argv := []string{bin, strconv.Itoa(mids)}
+	full, fp := recordCmd(t, Config{Command: argv, Mech: "hook", NoSampling: true})
+	agg, ap := recordCmd(t, Config{Command: argv, Mech: "hook", NoSampling: true, Aggregate: true, Snapshot: 20 * time.Millisecond})
+	if full.Events != 6*mids+2 || agg.Events != 6*mids+2 {
+		t.Fatalf("events %d and %d, want %d", full.Events, agg.Events, 6*mids+2)
+	}
+	if len(ap.Events) != 0 || ap.Tree == nil || !ap.Aggregated() {
+		t.Fatalf("aggregated trace: %d events, tree %v", len(ap.Events), ap.Tree)
+	}
+	want, err := calltree.Build(fp, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := calltree.Build(ap, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Calls != 3*mids+1 || got.Calls != want.Calls || got.Events != want.Events {
+		t.Errorf("calls %d, events %d; the full trace's %d, %d", got.Calls, got.Events, want.Calls, want.Events)
+	}
+	g, w := pathTotals(got), pathTotals(want)
+	if len(g) != len(w) {
+		t.Errorf("%d call paths, the full trace's %d:\n%v\n%v", len(g), len(w), g, w)
+	}
+	for path, wv := range w {
+		gv := g[path]
+		if gv[0] != wv[0] {
+			t.Errorf("%s: %v calls, the full trace's %v", path, gv[0], wv[0])
+		}
+		// Two runs of the same program: the same time but for the
+		// machine's noise (a factor of 2 on a shared machine).
+		if wv[1] > 1e6 && (gv[1] < wv[1]/2 || gv[1] > wv[1]*2) {
+			t.Errorf("%s: %.0f ns, the full trace's %.0f ns", path, gv[1], wv[1])
+		}
+	}
+	t.Logf("aggregated: %d snapshots, %d bytes; every event: %d bytes", ap.Tree.Snapshots, agg.Bytes, full.Bytes)
+	if ap.Tree.Snapshots < 2 {
+		t.Errorf("%d snapshots in a recording of several 20 ms intervals", ap.Tree.Snapshots)
+	}
+	if agg.Bytes*10 > full.Bytes {
+		t.Errorf("aggregated trace of %d bytes, every event's %d", agg.Bytes, full.Bytes)
+	}
+}
+
+// TestAggregateConfig: what --aggregate cannot honour is refused before
+// anything runs.
+func TestAggregateConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Snapshot: time.Second},
+		{TreeMemory: 1 << 20},
+		{Aggregate: true, Mode: "wrap"},
+		{Aggregate: true, Snapshot: -time.Second},
+		{Aggregate: true, Snapshot: time.Millisecond},
+		{Aggregate: true, TreeMemory: -1},
+	} {
+		if err := checkAggregate(&cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+	cfg := Config{Aggregate: true}
+	if err := checkAggregate(&cfg); err != nil || cfg.Snapshot != DefaultSnapshot {
+		t.Errorf("defaults: %v, snapshot %v", err, cfg.Snapshot)
+	}
+}
