@@ -51,21 +51,32 @@ type Live struct {
 	last    uint64 // the latest record's time
 	started bool   // a record came
 
-	trees    map[*thread]*liveTree
-	slots    uint32
-	switches bool // a context switch was seen
-	irqs     bool // an interrupt was seen
+	trees map[*thread]*liveTree
+	slots uint32
+	// maxBytes bounds the trees (Bound); pruned is the "(pruned)"
+	// function once a node was folded (-1 before), prunedNodes and
+	// prunedNS count the nodes folded and the cum wall time they held.
+	maxBytes    int64
+	pruned      FuncID
+	prunedNodes uint64
+	prunedNS    float64
+	switches    bool // a context switch was seen
+	irqs        bool // an interrupt was seen
 }
 
 // treeFunc names a function as a trace's TreeNode does.
 type treeFunc struct{ loc, frame uint32 }
 
-// liveTree is what the snapshots wrote of a thread's tree.
+// liveTree is what the snapshots wrote of a thread's tree. Node ids in
+// the trace are the replay's indexes until a prune renumbers these:
+// id maps them, and next is the id of the next node created.
 type liveTree struct {
 	slot   uint32
 	info   trace.TreeThread // the last written
 	prev   []nodeTotals     // by node, the totals last written
 	parent []int32          // by node
+	id     []uint32         // by node
+	next   uint32
 }
 
 // nodeTotals are the fields of a node its records give deltas of.
@@ -95,7 +106,7 @@ func NewLive(p *model.Profile, o Options, switches bool) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Live{a: a, p: p, ids: map[Func]FuncID{}, trees: map[*thread]*liveTree{}}
+	l := &Live{a: a, p: p, ids: map[Func]FuncID{}, trees: map[*thread]*liveTree{}, pruned: -1}
 	for id, f := range a.t.funcs {
 		l.ids[f] = FuncID(id)
 	}
@@ -201,7 +212,7 @@ func (l *Live) Snapshot(now uint64, w TreeWriter) error {
 		nodes += uint64(len(th.nodes))
 	}
 	return w.Write(&trace.TreeMark{Time: now, Kind: trace.TreeSnapshot, Dropped: l.a.dropped,
-		Switches: l.switches, Interrupts: l.irqs, Nodes: nodes})
+		Switches: l.switches, Interrupts: l.irqs, Nodes: nodes, Pruned: l.prunedNodes, PrunedNS: l.prunedNS})
 }
 
 // snapshotThread writes the changes of th's tree.
@@ -209,7 +220,7 @@ func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
 	lt := l.trees[th]
 	if lt == nil {
 		l.slots++
-		lt = &liveTree{slot: l.slots, parent: []int32{-1}}
+		lt = &liveTree{slot: l.slots, parent: []int32{-1}, id: []uint32{0}, next: 1}
 		l.trees[th] = lt
 	}
 	name := th.name
@@ -243,6 +254,8 @@ func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
 	old := len(lt.parent)
 	for len(lt.parent) < len(th.nodes) {
 		lt.parent = append(lt.parent, -1)
+		lt.id = append(lt.id, lt.next)
+		lt.next++
 	}
 	for i := range th.nodes {
 		for c := th.nodes[i].firstChild; c >= int32(old); c = th.nodes[c].next {
@@ -261,10 +274,10 @@ func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
 		} else {
 			lt.prev = append(lt.prev, nodeTotals{})
 		}
-		rec.ID, rec.Parent, rec.Recursion = uint32(i), 0, uint32(n.rl)
+		rec.ID, rec.Parent, rec.Recursion = lt.id[i], 0, uint32(n.rl)
 		rec.Location, rec.Frame = 0, 0
 		if i > 0 {
-			rec.Parent = uint32(lt.parent[i])
+			rec.Parent = lt.id[lt.parent[i]]
 			if f := n.fn; f >= 0 && int(f) < len(l.where) {
 				rec.Location, rec.Frame = l.where[f].loc, l.where[f].frame
 			}
@@ -317,7 +330,8 @@ func (l *Live) Reset(now uint64, w TreeWriter) error {
 		}
 	}
 	l.a.dropped = 0
-	return w.Write(&trace.TreeMark{Time: now, Kind: trace.TreeReset, Switches: l.switches, Interrupts: l.irqs})
+	l.prunedNodes, l.prunedNS = 0, 0
+	return w.Write(&trace.TreeMark{Time: now, Kind: trace.TreeReset, Switches: l.switches, Interrupts: l.irqs, Nodes: uint64(l.Nodes())})
 }
 
 // Finish ends the analysis as Build does at the end of a trace: the
@@ -341,6 +355,9 @@ func (l *Live) Finish(end, detached uint64, w TreeWriter) error {
 		}
 	}
 	a.sweep()
+	if err := l.Prune(end, w); err != nil {
+		return err
+	}
 	return l.Snapshot(end, w)
 }
 

@@ -20,6 +20,12 @@ import (
 // tree records), the trace, and its size after each snapshot but the
 // last (the trace flushed there).
 func liveTrace(t *testing.T, p *model.Profile, every int, r *rand.Rand) (*model.Profile, []byte, []int) {
+	return liveTraceBound(t, p, every, r, 0)
+}
+
+// liveTraceBound is liveTrace with the trees bounded to bound bytes (0: none),
+// pruned as the recorder prunes them: after any record.
+func liveTraceBound(t *testing.T, p *model.Profile, every int, r *rand.Rand, bound int64) (*model.Profile, []byte, []int) {
 	t.Helper()
 	tables := *p
 	tables.Samples, tables.Events, tables.Switches, tables.Adjusts, tables.IRQs, tables.GoIDs = nil, nil, nil, nil, nil, nil
@@ -41,9 +47,13 @@ func liveTrace(t *testing.T, p *model.Profile, every int, r *rand.Rand) (*model.
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Bound(bound)
 	var cuts []int
 	for i, rec := range records(p) {
 		l.Record(&rec)
+		if err := l.Prune(rec.Time(), w); err != nil {
+			t.Fatal(err)
+		}
 		if (every > 0 && i%every == every-1) || (every == 0 && r.IntN(5) == 0) {
 			if err := l.Snapshot(rec.Time(), w); err != nil {
 				t.Fatal(err)
@@ -211,4 +221,71 @@ func TestAggregatedRefuses(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrAggregated", o, err)
 		}
 	}
+}
+
+// TestLivePrune bounds the trees of random hook recordings to a few
+// nodes: the smallest subtrees are folded into (pruned) nodes, the trace
+// says how many, and every total stays exact: each thread's time, and
+// the calls its root made (a (pruned) node has the calls of the roots of
+// the subtrees folded into it, not of the calls inside them).
+func TestLivePrune(t *testing.T) {
+	pruned := 0
+	for seed := range uint64(100) {
+		p := modeltest.RandomHooks(rand.New(rand.NewPCG(seed, 5)), seed%2 == 0)
+		want, err := Build(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const maxNodes = 12
+		q, _, _ := liveTraceBound(t, p, 0, rand.New(rand.NewPCG(seed, 9)), maxNodes*nodeBytes)
+		got, err := Build(q, Options{})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if got.Calls > want.Calls || got.Events != want.Events || !sameMetrics(got.Total, want.Total) || len(got.Processes) != len(want.Processes) {
+			t.Fatalf("seed %d: calls %d, events %d, total %+v; every event's %d, %d, %+v",
+				seed, got.Calls, got.Events, got.Total, want.Calls, want.Events, want.Total)
+		}
+		for i := range got.Processes {
+			for k := range got.Processes[i].Threads {
+				g, w := &got.Processes[i].Threads[k], &want.Processes[i].Threads[k]
+				if !sameMetrics(g.Root.Cum, w.Root.Cum) || g.Root.Callees != w.Root.Callees || g.Events != w.Events {
+					t.Fatalf("seed %d thread %d: root %+v\nwant %+v", seed, g.TID, g.Root.Cum, w.Root.Cum)
+				}
+			}
+		}
+		if q.Tree.Pruned > 0 {
+			pruned++
+			if !hasPruned(got) {
+				t.Errorf("seed %d: %d nodes pruned, no (pruned) node in the trees", seed, q.Tree.Pruned)
+			}
+		}
+	}
+	if pruned < 20 {
+		t.Errorf("only %d recordings pruned", pruned)
+	}
+}
+
+// hasPruned reports whether a tree of r has a (pruned) node.
+func hasPruned(r *Result) bool {
+	var walk func(n *Node) bool
+	walk = func(n *Node) bool {
+		if n.Name == prunedFunc.Name {
+			return true
+		}
+		for i := range n.Children {
+			if walk(&n.Children[i]) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, pr := range r.Processes {
+		for i := range pr.Threads {
+			if walk(&pr.Threads[i].Root) {
+				return true
+			}
+		}
+	}
+	return false
 }

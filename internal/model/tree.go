@@ -102,8 +102,11 @@ func (l *loader) addTree(rec trace.Record) error {
 				return fmt.Errorf("%w: pruned tree node %d into %d", errCorrupt, r.ID, r.Parent)
 			}
 			n, into := &th.Nodes[r.ID], &th.Nodes[r.Parent]
-			into.Calls += n.Calls
-			into.Closed += n.Closed
+			if n.Parent == into.Parent {
+				// A folded subtree's root: its calls are the (pruned)
+				// node's, whose parent called it.
+				into.Calls += n.Calls
+			}
 			addTreeMetrics(&into.Base, &n.Base)
 			*n = TreeNode{Parent: n.Parent, Location: n.Location, Frame: n.Frame, Recursion: n.Recursion, Gone: true}
 			return nil

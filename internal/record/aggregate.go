@@ -55,7 +55,8 @@ type aggregator struct {
 	// recording at the next snapshot: the recorder wrote something it
 	// never defined.
 	err    error
-	resets int // trueprof ctl reset's
+	resets int    // trueprof ctl reset's
+	events uint64 // folded so far
 }
 
 // writerOptions returns the trace writer's options for the recording of
@@ -73,6 +74,7 @@ func (s *session) writerOptions(h *trace.Header) (trace.Options, error) {
 	if err != nil {
 		return opt, err
 	}
+	live.Bound(s.cfg.TreeMemory)
 	ag.live = live
 	opt.Observe = ag.observe
 	s.agg = ag
@@ -95,11 +97,21 @@ func (ag *aggregator) observe(r trace.Record) {
 	}
 }
 
-// event folds a function entry or exit into the trees instead of
-// writing it.
-func (ag *aggregator) event(e *trace.Event) {
+// aggregateEvent folds a function entry or exit into the trees instead
+// of writing it, and prunes the trees when they outgrow --tree-memory
+// (looked at every pruneCheck events: new nodes come with events).
+func (s *session) aggregateEvent(e *trace.Event) error {
+	ag := s.agg
 	ag.observe(e)
+	if ag.events++; ag.events%pruneCheck == 0 && ag.live.Over() {
+		return ag.live.Prune(e.Time, s.w)
+	}
+	return nil
 }
+
+// pruneCheck is how many events pass between two looks at the trees'
+// size: at most half as many nodes, some 40 KB, are created meanwhile.
+const pruneCheck = 256
 
 // tick writes a snapshot when one is due, and flushes it to the file so
 // that a recorder killed later loses at most the interval since.
@@ -125,7 +137,10 @@ func (s *session) snapshotTrees(now uint64) error {
 	if ag.err != nil {
 		return ag.err
 	}
-	return ag.live.Snapshot(now, s.w)
+	if err := ag.live.Snapshot(now, s.w); err != nil {
+		return err
+	}
+	return ag.live.Prune(now, s.w) // samples grow the trees too
 }
 
 // resetTrees starts the aggregates over at time now (trueprof ctl

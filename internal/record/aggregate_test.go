@@ -1,6 +1,7 @@
 package record
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -101,5 +102,45 @@ func TestAggregateConfig(t *testing.T) {
 	cfg := Config{Aggregate: true}
 	if err := checkAggregate(&cfg); err != nil || cfg.Snapshot != DefaultSnapshot {
 		t.Errorf("defaults: %v, snapshot %v", err, cfg.Snapshot)
+	}
+}
+
+// TestAggregateTreeMemory records main calling 1,000 functions once each
+// with the trees bounded to 16 KiB: most of main's children are folded
+// into a (pruned) node, the trace says how many, and main still made
+// exactly 1,000 calls.
+func TestAggregateTreeMemory(t *testing.T) {
+	const n = 1000
+	bin := testutil.BuildC(t, t.TempDir(), "many", testutil.ManyFunctionsC(n), "-O1", "-fno-inline", "-finstrument-functions")
+	_, p := recordCmd(t, Config{Command: []string{bin}, Mech: "hook", NoSampling: true, Aggregate: true, TreeMemory: 16 << 10})
+	if p.Tree == nil || p.Tree.Pruned == 0 || p.Tree.Nodes*4 > n {
+		t.Fatalf("tree of %d nodes, %d pruned (nil %v): want nodes pruned, under a quarter of %d left", p.Tree.Nodes, p.Tree.Pruned, p.Tree == nil, n)
+	}
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var main *calltree.Node
+	var walk func(nd *calltree.Node)
+	walk = func(nd *calltree.Node) {
+		if nd.Name == "main" {
+			main = nd
+		}
+		for i := range nd.Children {
+			walk(&nd.Children[i])
+		}
+	}
+	for _, pr := range r.Processes {
+		for i := range pr.Threads {
+			walk(&pr.Threads[i].Root)
+		}
+	}
+	if main == nil || main.Calls != 1 || main.Callees != n {
+		t.Fatalf("main %+v: want 1 call making %d", main, n)
+	}
+	pruned := main.Children[slices.IndexFunc(main.Children, func(c calltree.Node) bool { return c.Name == "(pruned)" })]
+	t.Logf("%d nodes left, %d pruned holding %.0f ns; (pruned) under main: %d calls, %.0f ns", p.Tree.Nodes, p.Tree.Pruned, p.Tree.PrunedNS, pruned.Calls, pruned.Cum.WallNS)
+	if pruned.Calls+uint64(len(main.Children)-1) != n {
+		t.Errorf("(pruned) has %d calls beside %d children", pruned.Calls, len(main.Children)-1)
 	}
 }

@@ -105,9 +105,8 @@ func (s *session) processEvent(e *instrEvent) error {
 	// allocated ones would keep the collector and the page allocator busy.
 	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
 	if s.agg != nil {
-		s.agg.event(&s.eventRec) // folded into the trees, not written
 		s.result.Events++
-		return nil
+		return s.aggregateEvent(&s.eventRec) // folded into the trees, not written
 	}
 	switch err := s.w.Write(&s.eventRec); {
 	case errors.Is(err, trace.ErrSizeLimit):

@@ -67,9 +67,11 @@ type TreeNode struct {
 	Base                 TreeMetrics
 	MinSelfNS, MaxSelfNS float64
 	// Pruned says the node was folded, with its subtree, into node
-	// Parent (its parent's "(pruned)" child) to bound the recorder's
-	// memory: a reader adds what it accumulated for the node to Parent
-	// and forgets it. The other fields are zero.
+	// Parent (the "(pruned)" child of the subtree root's parent) to bound
+	// the recorder's memory: a reader adds what it accumulated for the
+	// node (its base metrics; its calls too when it is the subtree's
+	// root, a child of Parent's parent) to Parent and forgets it. The
+	// other fields are zero.
 	Pruned bool
 }
 
