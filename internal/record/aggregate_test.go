@@ -144,3 +144,36 @@ func TestAggregateTreeMemory(t *testing.T) {
 		t.Errorf("(pruned) has %d calls beside %d children", pruned.Calls, len(main.Children)-1)
 	}
 }
+
+// TestAggregateDenseLoad records the dense load at full size, 10,000,000
+// mid calls (60,000,002 events), aggregated: the trees count every call
+// exactly, the trace stays under 1 MB, and the recorder's heap under 150
+// MB (bench/aggregate measures its whole resident set from outside).
+func TestAggregateDenseLoad(t *testing.T) {
+	const mids = 10_000_000
+	bin := testutil.BuildC(t, t.TempDir(), "calls", testutil.CallsC, "-O1", "-fno-inline", "-finstrument-functions")
+	stop := make(chan struct{})
+	peak := make(chan uint64)
+	go func() { peak <- peakHeap(stop) }()
+	res, p := recordCmd(t, Config{Command: []string{bin, strconv.Itoa(mids)}, Mech: "hook", NoSampling: true, Aggregate: true})
+	close(stop)
+	heap := <-peak
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, f := range r.Functions {
+		calls[f.Name] = f.Calls
+	}
+	t.Logf("%d events, calls %v, %d dropped, trace %d bytes, recorder heap at most %d MiB", r.Events, calls, r.Dropped, res.Bytes, heap>>20)
+	if r.Events != 6*mids+2 || calls["main"] != 1 || calls["mid"] != mids || calls["leaf"] != 2*mids || r.Dropped != 0 {
+		t.Errorf("events %d, calls %v, dropped %d: want %d, 1, %d, %d, 0", r.Events, calls, r.Dropped, 6*mids+2, mids, 2*mids)
+	}
+	if res.Bytes >= 1<<20 {
+		t.Errorf("aggregated trace of %d bytes: want under 1 MiB", res.Bytes)
+	}
+	if heap > 150<<20 {
+		t.Errorf("recorder heap reached %d MiB: want at most 150 MiB", heap>>20)
+	}
+}
