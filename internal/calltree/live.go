@@ -410,6 +410,7 @@ func fromTree(p *model.Profile, o Options) (*replay, error) {
 		return nil, err
 	}
 	a.dropped = tr.Dropped
+	a.rootEntered = sum.counts[model.RecordEvent] > 0 // inside Root only
 	pruned := FuncID(-1)
 	for i := range tr.Threads {
 		st := &tr.Threads[i]

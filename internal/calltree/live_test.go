@@ -23,6 +23,14 @@ func liveTrace(t *testing.T, p *model.Profile, every int, r *rand.Rand) (*model.
 	return liveTraceBound(t, p, every, r, 0)
 }
 
+// liveTraceRoot is liveTrace of a --root recording of function root.
+func liveTraceRoot(t *testing.T, p *model.Profile, root string, r *rand.Rand) *model.Profile {
+	rp := *p
+	rp.Header.Root = root
+	q, _, _ := liveTraceBound(t, &rp, 0, r, 0)
+	return q
+}
+
 // liveTraceBound is liveTrace with the trees bounded to bound bytes (0: none),
 // pruned as the recorder prunes them: after any record.
 func liveTraceBound(t *testing.T, p *model.Profile, every int, r *rand.Rand, bound int64) (*model.Profile, []byte, []int) {
@@ -43,7 +51,7 @@ func liveTraceBound(t *testing.T, p *model.Profile, every int, r *rand.Rand, bou
 			t.Fatal(err)
 		}
 	}
-	l, err := NewLive(&tables, Options{}, len(p.Switches) > 0)
+	l, err := NewLive(&tables, Options{Root: p.Header.Root}, len(p.Switches) > 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +186,18 @@ func TestLiveSameResult(t *testing.T) {
 			if d := diffResults(got, want); d != "" {
 				t.Fatalf("%s, %d snapshots: %s", in.name, len(cuts)+1, d)
 			}
+		}
+		// A --root recording: the trees of the root's subgraph.
+		wantRoot, err := Build(in.p, Options{Root: "b"})
+		if err != nil {
+			continue // b never ran
+		}
+		got, err := Build(liveTraceRoot(t, in.p, "b", r), Options{Root: "b"})
+		if err != nil {
+			t.Fatalf("%s root b: %v", in.name, err)
+		}
+		if d := diffResults(got, wantRoot); d != "" {
+			t.Fatalf("%s, root b: %s", in.name, d)
 		}
 	}
 }
