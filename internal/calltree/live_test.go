@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -308,4 +309,56 @@ func hasPruned(r *Result) bool {
 		}
 	}
 	return false
+}
+
+// BenchmarkLive feeds a hook trace of 1.2M events (modeltest.WriteCalls)
+// through model.Tables and a Live analysis record by record, as the
+// recorder does with --aggregate, with a snapshot every 100,000 records:
+// the recorder's cost per event of aggregating (events/s).
+func BenchmarkLive(b *testing.B) {
+	var buf bytes.Buffer
+	if err := modeltest.WriteCalls(&buf, 200_000); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := trace.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs []trace.Record
+	for {
+		r, err := tr.Next()
+		if err != nil {
+			break
+		}
+		recs = append(recs, r)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var l *Live
+		tables := model.NewTables(tr.Header(), func(r *model.Record) { l.Record(r) })
+		l, err = NewLive(tables.Profile(), Options{}, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := trace.NewWriter(io.Discard, &trace.Header{}, trace.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, r := range recs {
+			if changed, err := tables.Add(r); err != nil {
+				b.Fatal(err)
+			} else if changed {
+				l.ThreadsChanged()
+			}
+			if i%100_000 == 0 {
+				if err := l.Snapshot(0, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := l.Finish(0, 0, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
