@@ -85,6 +85,10 @@ type loader struct {
 	keep    func(*Record)         // nil: the records go to p's slices
 	records int                   // records read without damage
 	rec     Record
+	// last is current[lastKey], the thread of the latest lookup, which
+	// the next record most often shares.
+	last    *Thread
+	lastKey [2]uint32
 }
 
 // appendRecord appends r to p's slice of its kind.
@@ -134,7 +138,11 @@ func (l *loader) str(id uint32) (string, error) {
 // the id, begins a new incarnation (its Fork record does so first).
 func (l *loader) thread(pid, tid uint32, now uint64) *Thread {
 	k := [2]uint32{pid, tid}
+	if t := l.last; t != nil && l.lastKey == k && (t.End == 0 || now <= t.End) {
+		return t // the thread of the previous record: most records
+	}
 	t := l.current[k]
+	defer func() { l.last, l.lastKey = l.current[k], k }()
 	if t == nil || (t.End != 0 && now > t.End) {
 		t = &Thread{PID: pid, TID: tid}
 		if len(l.threads) > 0 && l.current[k] != nil {
@@ -213,6 +221,7 @@ func (l *loader) add(rec trace.Record) error {
 			// The id's previous thread exited at this very time.
 			t = &Thread{PID: r.PID, TID: r.TID}
 			l.current[[2]uint32{r.PID, r.TID}] = t
+			l.last = nil
 			l.threads = append(l.threads, t)
 		}
 		if t.Start == 0 {
