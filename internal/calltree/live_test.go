@@ -20,7 +20,7 @@ import (
 // gets: p's tables with the trees the snapshots hold (model.Load of the
 // tree records), the trace, and its size after each snapshot but the
 // last (the trace flushed there).
-func liveTrace(t *testing.T, p *model.Profile, every int, r *rand.Rand) (*model.Profile, []byte, []int) {
+func liveTrace(t testing.TB, p *model.Profile, every int, r *rand.Rand) (*model.Profile, []byte, []int) {
 	return liveTraceBound(t, p, every, r, 0)
 }
 
@@ -34,7 +34,7 @@ func liveTraceRoot(t *testing.T, p *model.Profile, root string, r *rand.Rand) *m
 
 // liveTraceBound is liveTrace with the trees bounded to bound bytes (0: none),
 // pruned as the recorder prunes them: after any record.
-func liveTraceBound(t *testing.T, p *model.Profile, every int, r *rand.Rand, bound int64) (*model.Profile, []byte, []int) {
+func liveTraceBound(t testing.TB, p *model.Profile, every int, r *rand.Rand, bound int64) (*model.Profile, []byte, []int) {
 	t.Helper()
 	tables := *p
 	tables.Samples, tables.Events, tables.Switches, tables.Adjusts, tables.IRQs, tables.GoIDs = nil, nil, nil, nil, nil, nil
@@ -361,4 +361,39 @@ func BenchmarkLive(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// FuzzBuildAggregated reads arbitrary bytes as a trace and renders its
+// trees, seeded with aggregated traces of the fixtures (pruned and not):
+// a damaged tree record is an error or a smaller tree, never a panic,
+// and every node's cum holds its base.
+func FuzzBuildAggregated(f *testing.F) {
+	for i, p := range []*model.Profile{modeltest.InstrFixture(), modeltest.RandomHooks(rand.New(rand.NewPCG(3, 5)), true)} {
+		_, data, _ := liveTraceBound(f, p, 2, nil, int64(i)*8*nodeBytes)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := model.Load(bytes.NewReader(data))
+		if err != nil || !p.Aggregated() {
+			return
+		}
+		r, err := Build(p, Options{})
+		if err != nil {
+			return
+		}
+		var walk func(n *Node)
+		walk = func(n *Node) {
+			if n.Cum.WallNSRaw < n.Base.WallNSRaw || n.Cum.Samples < n.Base.Samples {
+				t.Fatalf("node %s: cum %+v below base %+v", n.Name, n.Cum, n.Base)
+			}
+			for i := range n.Children {
+				walk(&n.Children[i])
+			}
+		}
+		for _, pr := range r.Processes {
+			for i := range pr.Threads {
+				walk(&pr.Threads[i].Root)
+			}
+		}
+	})
 }
