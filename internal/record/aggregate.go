@@ -28,6 +28,8 @@ func checkAggregate(cfg *Config) error {
 		return nil
 	}
 	switch {
+	case !cfg.Instrumented():
+		return errors.New("--aggregate folds function entries and exits into call trees: it needs probes (--trace, --root, or a -finstrument-functions build); a sampling recording is small already")
 	case cfg.Mode == trace.ModeWrap:
 		return errors.New("--aggregate cannot be used with --mode wrap: the trees' snapshots build on each other, and wrap mode discards old chunks")
 	case cfg.Snapshot < 0:

@@ -109,16 +109,17 @@ func TestAggregateConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Snapshot: time.Second},
 		{TreeMemory: 1 << 20},
-		{Aggregate: true, Mode: "wrap"},
-		{Aggregate: true, Snapshot: -time.Second},
-		{Aggregate: true, Snapshot: time.Millisecond},
-		{Aggregate: true, TreeMemory: -1},
+		{Aggregate: true},
+		{Aggregate: true, Mech: "hook", Mode: "wrap"},
+		{Aggregate: true, Mech: "hook", Snapshot: -time.Second},
+		{Aggregate: true, Mech: "hook", Snapshot: time.Millisecond},
+		{Aggregate: true, Mech: "hook", TreeMemory: -1},
 	} {
 		if err := checkAggregate(&cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
-	cfg := Config{Aggregate: true}
+	cfg := Config{Aggregate: true, Mech: "hook"}
 	if err := checkAggregate(&cfg); err != nil || cfg.Snapshot != DefaultSnapshot {
 		t.Errorf("defaults: %v, snapshot %v", err, cfg.Snapshot)
 	}
