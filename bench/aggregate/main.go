@@ -80,7 +80,9 @@ wait:
 	for {
 		select {
 		case err := <-done:
-			if err != nil {
+			// record exits with the target's status: SIGTERM's when -d
+			// stopped it.
+			if ee, ok := err.(*exec.ExitError); err != nil && !(ok && *duration > 0 && ee.ExitCode() == 128+int(syscall.SIGTERM)) {
 				log.Fatalf("record: %v", err)
 			}
 			break wait
@@ -127,8 +129,13 @@ wait:
 		check(calls["leaf"] == 2*calls["mid"] || calls["leaf"]+1 == 2*calls["mid"] || calls["leaf"]+2 == 2*calls["mid"],
 			"leaf twice mid (the calls open at the end aside)")
 	}
-	check(st.Size() < maxTraceBytes, "trace under %d bytes", maxTraceBytes)
-	check(peak <= maxPeakBytes, "recorder peak RSS at most %d MB", maxPeakBytes>>20)
+	if *duration == 0 {
+		// The bars are those of 60M events; a long run's trace grows
+		// with its context switches, and its peak with the recorder's
+		// event backlog at the end (docs/aggregate.md).
+		check(st.Size() < maxTraceBytes, "trace under %d bytes", maxTraceBytes)
+		check(peak <= maxPeakBytes, "recorder peak RSS at most %d MB", maxPeakBytes>>20)
+	}
 	if q := len(rss) / 4; q >= 1 {
 		first, last := mean(rss[:q]), mean(rss[len(rss)-q:])
 		check(last <= first*1.1+8<<20, "RSS flat: last quarter %.1f MB, first quarter %.1f MB", last/1e6, first/1e6)
