@@ -51,9 +51,10 @@ type Options struct {
 	// ZstdLevel is the compression level; 0 means zstd.SpeedDefault,
 	// which compresses samples about 3× at well over 100 MB/s.
 	ZstdLevel zstd.EncoderLevel
-	// Observe, when not nil, is handed every record Write accepts, after
-	// it is encoded (an aggregating recorder builds its tables from
-	// them). It must not keep the record, which callers reuse.
+	// Observe, when not nil, is handed every record Write accepts into
+	// the main chunk, after it is encoded (an aggregating recorder builds
+	// its tables from them); in wrap mode the samples and events it holds
+	// back are not. It must not keep the record, which callers reuse.
 	Observe func(Record)
 }
 
