@@ -20,7 +20,7 @@ func ctlCmd() *cobra.Command {
 	var session string
 	c := &cobra.Command{
 		Use:   "ctl",
-		Short: "Control running recordings: list, status, snapshot, pause, resume, stop",
+		Short: "Control running recordings: list, status, snapshot, pause, resume, reset, stop",
 		Long: `Control a running trueprof record of this user through its control socket
 (docs/control.md). With one recording running --session is not needed.`,
 	}
@@ -101,6 +101,7 @@ func ctlCmd() *cobra.Command {
 		{control.CmdPause, "Stop recording samples and events until resume (the pause is recorded)", "paused"},
 		{control.CmdResume, "Record samples and events again after a pause", "resumed"},
 		{control.CmdStop, "End the recording as Ctrl-C would: a launched target is stopped, an attached one runs on", "stopping"},
+		{control.CmdReset, "Start an aggregated recording's call trees over (record --aggregate): the trace keeps them up to the reset", "reset"},
 	} {
 		c.AddCommand(&cobra.Command{
 			Use:   sc.cmd,
@@ -155,6 +156,9 @@ func writeStatus(w io.Writer, st *control.Status) {
 		fmt.Fprintln(w, ")")
 	}
 	fmt.Fprintf(w, "Lost:       %d\n", st.Lost)
+	if st.Aggregated {
+		fmt.Fprintf(w, "Trees:      %d nodes (aggregated), %d resets\n", st.TreeNodes, st.Resets)
+	}
 	state := "recording"
 	if st.Paused {
 		state = "PAUSED"

@@ -74,6 +74,9 @@ func recordCmd() *cobra.Command {
 		mech, root             string
 		noGoroutines           bool
 		noCalibrate, stored    bool
+		aggregate              bool
+		snapshot               time.Duration
+		treeMemory             string
 	)
 	c := &cobra.Command{
 		Use:   "record [flags] -- CMD ARGS... | record -p PID [-d DURATION]",
@@ -109,8 +112,14 @@ samples (and always all module and thread records); continuous has no limit.`,
 				Command: args, PID: pid, Duration: duration, Log: cmd.ErrOrStderr(),
 				Trace: patterns, Mech: record.Mech(mech), Root: root, NoGoroutines: noGoroutines, RingPages: pages,
 				CallGraph: graph, StackBytes: stackSize,
+				Aggregate: aggregate, Snapshot: snapshot,
 				// Probes alone unless sampling was asked for too.
 				ProbesAlone: !cmd.Flags().Changed("freq") && !cmd.Flags().Changed("count") && !cmd.Flags().Changed("event"),
+			}
+			if treeMemory != "" {
+				if cfg.TreeMemory, err = parseSize(treeMemory); err != nil {
+					return fmt.Errorf("--tree-memory: %w", err)
+				}
 			}
 			if !noCalibrate {
 				// Hooks calibrate in the run unless told to use the
@@ -145,6 +154,9 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.BoolVar(&noCalibrate, "no-calibrate", false, "instrumented recordings: no calibration (reports show raw times, probe cost included)")
 	f.BoolVar(&stored, "stored-calibration", false, "hooks: use this machine's stored calibration (trueprof calibrate) instead of calibrating in the run")
 	c.MarkFlagsMutuallyExclusive("no-calibrate", "stored-calibration")
+	f.BoolVar(&aggregate, "aggregate", false, "fold the events into call trees while recording and write their snapshots instead of every event: hours of tracing in megabytes (callflow and timeline then have no events to show)")
+	f.DurationVar(&snapshot, "snapshot", 0, "with --aggregate: the interval between tree snapshots; a killed recorder loses at most one (default 1s)")
+	f.StringVar(&treeMemory, "tree-memory", "", "with --aggregate: bound the trees' memory (K, M, G suffixes); past it the smallest subtrees are folded into (pruned) nodes, every total exact")
 	f.BoolVar(&noGoroutines, "no-goroutines", false, "Go targets: do not record goroutine switches (about 1 µs each)")
 	f.StringVar(&callGraph, "call-graph", "auto", "how user stacks are unwound: auto (CFI, frame pointers where code has no CFI), dwarf (CFI only), fp (frame pointers); dwarf,SIZE and auto,SIZE set the stack bytes copied per sample (default 65528, the kernel's largest; 8192 without CAP_PERFMON or CAP_IPC_LOCK)")
 	f.StringVarP(&mmapPages, "mmap-pages", "m", "", "ring size per CPU, as perf -m: data pages, or a size with a B, K, M or G suffix; rounded up to a power of two pages (default: sized to the sampling rate)")

@@ -300,6 +300,10 @@ func summarize(p *model.Profile) summary {
 // replays run in parallel (see shardsFor), and with group groups its
 // samples too (a.g).
 func analyse(p *model.Profile, o Options, flow bool, shards int, group bool) (*replay, error) {
+	if p.Aggregated() {
+		o.Flow = o.Flow || flow
+		return fromTree(p, o)
+	}
 	p = model.FilterLabels(p, o.Filter.LabelMatcher())
 	a, err := newReplay(p, summarize(p), o, flow)
 	if err != nil {

@@ -138,6 +138,9 @@ func readAhead(next func(*model.Record) error) (func(*model.Record) error, func(
 // any order of kinds) of the recording whose tables p holds and whose
 // records sum summarizes, and sweeps its threads at the end.
 func replayRecords(p *model.Profile, sum summary, next func(*model.Record) error, o Options, g *grouper) (*replay, error) {
+	if p.Aggregated() {
+		return replayTree(p, next, o, g)
+	}
 	a, err := newReplay(p, sum, o, o.Flow)
 	if err != nil {
 		return nil, err

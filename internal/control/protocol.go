@@ -16,6 +16,7 @@ const (
 	CmdResume   = "resume"   // write them again
 	CmdSnapshot = "snapshot" // a complete trace so far, into the descriptor sent along
 	CmdStop     = "stop"     // end the recording, as SIGINT to the recorder does
+	CmdReset    = "reset"    // an aggregated recording's trees start over (record --aggregate)
 )
 
 // MaxMessage bounds a request or an answer, newline included: a packet
@@ -65,6 +66,12 @@ type Status struct {
 	Pauses    int           `json:"pauses"`
 	PausedNS  time.Duration `json:"paused_ns"`
 	ElapsedNS time.Duration `json:"elapsed_ns"` // since recording began
+	// Aggregated says the recording folds its events into call trees
+	// (record --aggregate); TreeNodes is then their number of nodes and
+	// Resets how many times they started over (reset).
+	Aggregated bool   `json:"aggregated,omitempty"`
+	TreeNodes  uint64 `json:"tree_nodes,omitempty"`
+	Resets     int    `json:"resets,omitempty"`
 }
 
 // DecodeRequest reads one request packet: a JSON object with a known
@@ -84,7 +91,7 @@ func DecodeRequest(b []byte) (Request, error) {
 		return Request{}, fmt.Errorf("%w: more than one JSON value", ErrBadRequest)
 	}
 	switch r.Cmd {
-	case CmdStatus, CmdPause, CmdResume, CmdSnapshot, CmdStop:
+	case CmdStatus, CmdPause, CmdResume, CmdSnapshot, CmdStop, CmdReset:
 		return r, nil
 	}
 	return Request{}, fmt.Errorf("%w: unknown command %q", ErrBadRequest, r.Cmd)

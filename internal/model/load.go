@@ -90,7 +90,8 @@ type loader struct {
 	strings map[uint32]string
 	current map[[2]uint32]*Thread // the latest incarnation of each pid, tid
 	threads []*Thread             // every incarnation
-	tally   *tally                // nil: the records go to p's slices
+	tally   *tally                // nil: the records go to p's slices (or keep)
+	keep    func(*Record)         // Tables' receiver of the records
 	records int                   // records read without damage
 	// damaged is set once the reader has skipped damage; dropped are
 	// the indexes, among the records read, of those dropped then as
@@ -124,8 +125,8 @@ func (p *Profile) appendRecord(r *Record) {
 }
 
 // record tallies a time-ordered record of kind k at time t or, without
-// a tally, converts it into l.rec and appends it to p's slice of its
-// kind.
+// a tally, converts it into l.rec and hands it to keep or else appends
+// it to p's slice of its kind.
 func (l *loader) record(k RecordKind, t uint64, rec trace.Record) {
 	if l.tally != nil {
 		l.tally.add(k, t)
@@ -133,6 +134,10 @@ func (l *loader) record(k RecordKind, t uint64, rec trace.Record) {
 	}
 	r := &l.rec
 	convert(rec, r)
+	if l.keep != nil {
+		l.keep(r)
+		return
+	}
 	l.p.appendRecord(r)
 }
 
@@ -347,6 +352,8 @@ func (l *loader) add(rec trace.Record) error {
 		// replaces the header's (the recorder writes one only when it
 		// measured in the run).
 		p.Header.Calibration = r.Calibration
+	case *trace.TreeThread, *trace.TreeNode, *trace.TreeMark:
+		return l.addTree(rec)
 	case *trace.End:
 		reason, err := l.str(r.Reason)
 		if err != nil {

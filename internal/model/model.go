@@ -59,6 +59,10 @@ type Profile struct {
 	// the zero value, as recorded.
 	Aggregation Aggregation
 
+	// Tree holds the call trees of an aggregated recording (record
+	// --aggregate), which has them instead of Events; nil otherwise.
+	Tree *Tree
+
 	// End is the trace's End record, nil if the recorder did not stop cleanly.
 	End *End
 	// Err is the error that ended reading early (a truncated or corrupt

@@ -67,6 +67,13 @@ type Config struct {
 	// use it in place of the header's (docs/calibration.md, "In-run
 	// calibration"). Calibration is then not called for hooks.
 	CalibrateInRun bool
+	// Aggregate folds the events into call trees while recording and
+	// writes their snapshots, every Snapshot (DefaultSnapshot when 0),
+	// instead of the events (aggregate.go); TreeMemory bounds the trees'
+	// memory in bytes (0: unbounded).
+	Aggregate  bool
+	Snapshot   time.Duration
+	TreeMemory int64
 	// Stdout receives the launched target's standard output; os.Stdout
 	// if nil.
 	Stdout io.Writer

@@ -151,6 +151,16 @@ func (s *session) controlRequest(req control.Request, file *os.File) (control.An
 		s.ctl.stop = true
 	case control.CmdSnapshot:
 		return s.snapshot(file, now)
+	case control.CmdReset:
+		if s.agg == nil {
+			return control.Answer{Error: ErrNotAggregated.Error()}, nil
+		}
+		// What is old enough to be in order counts before the reset.
+		if err := s.drain(false); err != nil {
+			return control.Answer{}, err
+		}
+		s.agg.resets++
+		return control.Answer{}, s.resetTrees(now)
 	}
 	return control.Answer{}, nil
 }
@@ -194,6 +204,10 @@ func (s *session) snapshot(file *os.File, now uint64) (control.Answer, error) {
 	if err := s.drain(false); err != nil {
 		return control.Answer{}, err
 	}
+	// An aggregated recording's trees so far: the copy holds them.
+	if err := s.snapshotTrees(now); err != nil {
+		return control.Answer{}, err
+	}
 	var tail []trace.Record
 	if s.ctl.pausedAt != 0 {
 		p := s.openPause(now)
@@ -233,6 +247,9 @@ func (s *session) controlStatus() *control.Status {
 	}
 	if s.mech != MechAuto {
 		st.Mech = string(s.mech)
+	}
+	if s.agg != nil {
+		st.Aggregated, st.TreeNodes, st.Resets = true, uint64(s.agg.live.Nodes()), s.agg.resets
 	}
 	for _, src := range s.sources {
 		if u, ok := src.(*uprobeSource); ok {

@@ -118,6 +118,10 @@ func (s *session) processEvent(e *instrEvent) error {
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.
 	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
+	if s.agg != nil {
+		s.result.Events++
+		return s.aggregateEvent(&s.eventRec) // folded into the trees, not written
+	}
 	switch err := s.w.Write(&s.eventRec); {
 	case errors.Is(err, trace.ErrSizeLimit):
 		// Events count against --size like samples; the writer counts

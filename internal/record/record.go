@@ -121,6 +121,7 @@ type session struct {
 	side     sideRings
 	// ctl serves trueprof ctl (control.go).
 	ctl controlState
+	agg *aggregator // record --aggregate's trees; nil without
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -174,6 +175,9 @@ func newSession(cfg Config) (*session, error) {
 	mech, err := chooseMech(cfg, logOrStderr(cfg.Log))
 	if err != nil {
 		return nil, err
+	}
+	if err := checkAggregate(&cfg, mech); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if mech != MechAuto && cfg.ProbesAlone {
 		cfg.NoSampling = true
@@ -290,7 +294,11 @@ func (s *session) openTrace(kernel bool) error {
 			}
 		}
 	}
-	if s.w, err = trace.NewWriter(s.file, s.hdr, trace.Options{Mode: s.cfg.Mode, SizeLimit: s.cfg.SizeLimit}); err != nil {
+	wopt, err := s.writerOptions(s.hdr)
+	if err != nil {
+		return err
+	}
+	if s.w, err = trace.NewWriter(s.file, s.hdr, wopt); err != nil {
 		return err
 	}
 	s.res = resolve.New(s.w, s.log, resolve.Options{Unwind: s.cfg.CallGraph != CallGraphFP, Mode: s.cfg.CallGraph.unwindMode()})
@@ -788,6 +796,9 @@ func (s *session) loop(ctx context.Context) (string, error) {
 				return "", err
 			}
 		}
+		if err := s.tick(); err != nil {
+			return "", err
+		}
 		if time.Since(lastFlush) >= time.Second {
 			// A recorder killed with SIGKILL loses at most the last second.
 			if err := s.w.Flush(); err != nil {
@@ -983,7 +994,11 @@ func (s *session) writeEnd() error {
 	if len(s.cfg.Command) > 0 {
 		code = int32(s.result.ExitCode)
 	}
-	if err := s.w.Write(&trace.End{Time: perf.Now(), ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
+	end := perf.Now()
+	if err := s.finishTrees(end); err != nil {
+		return err
+	}
+	if err := s.w.Write(&trace.End{Time: end, ExitCode: code, Reason: reason, Detached: s.detached}); err != nil {
 		return err
 	}
 	return s.w.Close()

@@ -219,6 +219,10 @@ type InstrHeader struct {
 	TruncatedPercent float64           `json:"truncated_percent"`
 	TruncatedBy      map[string]uint64 `json:"truncated_by,omitempty"`
 
+	// Aggregated describes an aggregated recording (record
+	// --aggregate); null otherwise.
+	Aggregated *AggregatedJSON `json:"aggregated,omitempty"`
+
 	Complete    bool   `json:"complete"`
 	EndReason   string `json:"end_reason,omitempty"`
 	Error       string `json:"error,omitempty"`
@@ -302,6 +306,7 @@ func newInstrData(p *model.Profile, o Options, opts calltree.Options, mt metric,
 		Error:              sh.Error,
 		ErrorOffset:        sh.ErrorOffset,
 		Warnings:           append(sh.Warnings, r.Warnings...),
+		Aggregated:         aggregatedJSON(p),
 	}
 	first := true
 	for _, pr := range r.Processes {
@@ -381,6 +386,7 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 		fmt.Fprintf(w, "By:         goroutine (a thread's records before it ran one stay its own)\n")
 	}
 	writeAggregationText(w, h.Granularity, h.NoInlines)
+	writeAggregatedText(w, h.Aggregated)
 	switch c := h.Calibration; {
 	case c != nil && c.Refused != "":
 		fmt.Fprintf(w, "Calibration: %scalibration refused: %s\n", calibrationSource(c), c.Refused)

@@ -32,8 +32,10 @@ func (src source) count(k model.RecordKind) int {
 }
 
 // instrumented reports whether the source has function entry/exit
-// events.
-func (src source) instrumented() bool { return src.count(model.RecordEvent) > 0 }
+// events, or their trees (an aggregated recording).
+func (src source) instrumented() bool {
+	return src.count(model.RecordEvent) > 0 || src.p.Aggregated()
+}
 
 // analyse runs calltree with o (whose Filter is src.m) over the source
 // and groups the samples that pass the filter (whatever o.Root) as

@@ -409,6 +409,8 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		return a
 	case MajorPause:
 		return &Pause{Time: t, Duration: p.uvarint(), Dropped: p.uvarint()}
+	case MajorTreeThread, MajorTreeNode, MajorTreeMark:
+		return decodeTree(major, minor, t, p)
 	case MajorIRQ:
 		q := fresh(d, &d.scratch.irq)
 		*q = IRQ{Time: t, Kind: IRQKind(minor)}
@@ -450,7 +452,8 @@ func majorTimed(m Major) (timed, known bool) {
 		return false, true
 	case MajorModule, MajorComm, MajorFork, MajorExit, MajorSample,
 		MajorLost, MajorThrottle, MajorEnd, MajorEvent, MajorSwitch, MajorProbe, MajorAdjust,
-		MajorIRQ, MajorGoID, MajorCounter, MajorLabels, MajorPause:
+		MajorIRQ, MajorGoID, MajorCounter, MajorLabels, MajorPause,
+		MajorTreeThread, MajorTreeNode, MajorTreeMark:
 		return true, true
 	}
 	return false, false

@@ -220,6 +220,12 @@ func (c *chunkBuilder) add(r Record) error {
 		b = c.appendTime(b, r.Time)
 		b = binary.AppendUvarint(b, r.Duration)
 		b = binary.AppendUvarint(b, r.Dropped)
+	case *TreeThread:
+		b, minor = appendTree(c.appendTime(b, r.Time), r)
+	case *TreeNode:
+		b, minor = appendTree(c.appendTime(b, r.Time), r)
+	case *TreeMark:
+		b, minor = appendTree(c.appendTime(b, r.Time), r)
 	case *IRQ:
 		minor = uint8(r.Kind)
 		b = c.appendTime(b, r.Time)
@@ -351,6 +357,12 @@ func isNil(r Record) bool {
 	case *CalibrationRecord:
 		return r == nil
 	case *Pause:
+		return r == nil
+	case *TreeThread:
+		return r == nil
+	case *TreeNode:
+		return r == nil
+	case *TreeMark:
 		return r == nil
 	}
 	return false

@@ -44,6 +44,20 @@ type Header struct {
 	// Root is --root's function: the recording covers its subgraph
 	// (Scheme B, docs/architecture.md), and reports show that subgraph by default.
 	Root string `json:"root,omitempty"`
+	// Aggregate is set for an aggregated recording (record --aggregate):
+	// the function entries and exits were folded into call trees while
+	// recording, and the trace holds tree snapshots (TreeThread, TreeNode,
+	// TreeMark) instead of Event records.
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
+}
+
+// Aggregate describes how an aggregated recording was made.
+type Aggregate struct {
+	// SnapshotNS is the interval between tree snapshots.
+	SnapshotNS uint64 `json:"snapshot_ns"`
+	// TreeMemory is the bound on the trees' memory in bytes, past which
+	// the smallest subtrees were pruned; 0 for none.
+	TreeMemory int64 `json:"tree_memory,omitempty"`
 }
 
 // Transition kinds: the pair of consecutive events on a thread that a
@@ -158,6 +172,10 @@ const (
 	// MajorCalibration: *CalibrationRecord, the in-run calibration fitted
 	// at the end of the recording.
 	MajorCalibration Major = 22
+	// The records of an aggregated recording (tree.go).
+	MajorTreeThread Major = 23 // *TreeThread: a thread incarnation's tree
+	MajorTreeNode   Major = 24 // *TreeNode: a tree node's deltas since its previous record
+	MajorTreeMark   Major = 25 // *TreeMark: the end of a tree snapshot, or a reset
 )
 
 // Record is implemented by every record type of this package. Readers
@@ -452,6 +470,12 @@ func (m Major) String() string {
 		return "Rename"
 	case MajorPause:
 		return "Pause"
+	case MajorTreeThread:
+		return "TreeThread"
+	case MajorTreeNode:
+		return "TreeNode"
+	case MajorTreeMark:
+		return "TreeMark"
 	}
 	return "major " + strconv.Itoa(int(m))
 }

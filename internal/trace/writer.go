@@ -51,6 +51,11 @@ type Options struct {
 	// ZstdLevel is the compression level; 0 means zstd.SpeedDefault,
 	// which compresses samples about 3× at well over 100 MB/s.
 	ZstdLevel zstd.EncoderLevel
+	// Observe, when not nil, is handed every record Write accepts into
+	// the main chunk, after it is encoded (an aggregating recorder builds
+	// its tables from them); in wrap mode the samples and events it holds
+	// back are not. It must not keep the record, which callers reuse.
+	Observe func(Record)
 }
 
 // Stats counts what a Writer did.
@@ -245,6 +250,9 @@ func (w *Writer) Write(r Record) error {
 	}
 	if err := w.main.add(r); err != nil {
 		return err
+	}
+	if w.opt.Observe != nil {
+		w.opt.Observe(r)
 	}
 	w.count(isSample)
 	if len(w.main.raw) >= w.opt.ChunkSize {
