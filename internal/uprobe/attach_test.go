@@ -405,6 +405,10 @@ func TestAttachRunningThreads(t *testing.T) {
 	c := collect(t, set, sites)
 	time.Sleep(time.Second)
 	got := c.finish()
+	// Events the rings lost (a starved reader on a loaded machine: 254
+	// more exits than entries once at load 200) are counted, not hidden:
+	// each may unbalance the count by one.
+	lost := int(set.Lost())
 	if b := codeByte(t, pid, bin, sites[0].Entry); b != 0xcc {
 		t.Errorf("probed instruction starts with %#x, want the breakpoint 0xcc", b)
 	}
@@ -434,8 +438,8 @@ func TestAttachRunningThreads(t *testing.T) {
 	if oldEvents == 0 || newThreads < 10 {
 		t.Errorf("want events from the old threads and from at least 10 new ones")
 	}
-	if d := got["work"][0] - got["work"][1]; d < 0 || d > 3 {
-		t.Errorf("work: %d entries, %d exits: at most one call per thread may straddle the attach or detach", got["work"][0], got["work"][1])
+	if d := got["work"][0] - got["work"][1]; d < -lost || d > 3+lost {
+		t.Errorf("work: %d entries, %d exits, %d events lost: at most one call per thread may straddle the attach or detach", got["work"][0], got["work"][1], lost)
 	}
 	rest, _ := io.ReadAll(r)
 	if err := cmd.Wait(); err != nil || string(rest) != "done\n" {
