@@ -230,7 +230,8 @@ int main(int argc, char **argv) {
 // 300-350 ns each: trueprof showed 167-200 ms where the kernel charged
 // 200-210 ms (-15 to -17%) in runs without loss, at load 20-50. Above it
 // widens by the steal time, as TestHundredsOfShortThreads says.
-// Before the loss was fixed, runs showed 2.5-3.3 s (a lost switch-out
+// perf's own switch records give the same gap (86 ms against 105 ms of
+// rusage, summed from perf script). Before the loss was fixed, runs showed 2.5-3.3 s (a lost switch-out
 // running to the end) or half the time, which this bar catches.
 func TestPingPongThreads(t *testing.T) {
 	testutil.RequirePerf(t)
