@@ -1102,7 +1102,7 @@ func (a *replay) sweep() {
 	}
 	for _, th := range a.order {
 		th.end = a.endOf(th)
-		a.boundLostSwitchOut(th, th.end)
+		a.boundAtEnd(th)
 		if a.detached > 0 && len(th.stack) > 0 && th.end >= a.detached {
 			// The thread outlived the probes: its open calls end when
 			// they came off, the last moment their exit could be seen,

@@ -81,3 +81,16 @@ func (a *replay) lostExitEnd(mt *model.Thread) uint64 {
 	}
 	return min(end, a.end)
 }
+
+// boundAtEnd bounds th's on-CPU time at its end (boundLostSwitchOut). A
+// thread still on a CPU then whose exit is not recorded, in a recording
+// that lost kernel records and ended because its target exited (so the
+// thread did too), has no known switch-out at all: its CPU time runs to
+// its end, which is counted as a lost switch too.
+func (a *replay) boundAtEnd(th *thread) {
+	a.boundLostSwitchOut(th, th.end)
+	exited := a.p.End != nil && a.p.End.Reason == "exited"
+	if !th.off && th.onKnown && exited && a.p.Lost.Kernel > 0 && th.os != nil && (th.os.mt == nil || th.os.mt.End == 0) {
+		th.repairs.Switches++
+	}
+}

@@ -23,7 +23,7 @@ func TestLostSwitchOut(t *testing.T) {
 	} {
 		p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "w").
 			Run(1, 1, "0 +main 10 in").
-			Run(1, 2, "0 +main 5 out 20 in 30 out 900 -main").Profile()
+			Run(1, 2, "0 +main 5 out 20 in 30 out 900 -main exit").Profile()
 		p.Lost.Kernel = tc.lost
 		r := build(t, p, calltree.Options{})
 		th := thread(t, r, 1)
@@ -38,7 +38,7 @@ func TestLostSwitchOut(t *testing.T) {
 
 // TestLostSwitchOutAtEnd: a thread whose last switch-out was lost stops
 // running at the next switch-in of another thread on its CPU, not at the
-// end of the recording.
+// end of the recording; one still on with no exit recorded is flagged.
 func TestLostSwitchOutAtEnd(t *testing.T) {
 	p := modeltest.NewHooks().Thread(1, 1, "app").Thread(1, 2, "w").
 		Run(1, 2, "0 +main 5 -main 10 in").
@@ -47,5 +47,10 @@ func TestLostSwitchOutAtEnd(t *testing.T) {
 	r := build(t, p, calltree.Options{})
 	if w := thread(t, r, 2); w.Root.Cum.CPUNS != 50 || w.Repairs.Switches != 1 {
 		t.Errorf("thread 2 CPU %v, %d lost switches; want 50, 1", w.Root.Cum.CPUNS, w.Repairs.Switches)
+	}
+	// Thread 1 is on CPU 0 from 50 to the end with no exit recorded:
+	// nothing bounds it, and it says so.
+	if m := thread(t, r, 1); m.Root.Cum.CPUNS != 955 || m.Repairs.Switches != 1 {
+		t.Errorf("thread 1 CPU %v, %d lost switches; want 955, 1", m.Root.Cum.CPUNS, m.Repairs.Switches)
 	}
 }
