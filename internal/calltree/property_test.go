@@ -133,6 +133,7 @@ func checkTree(t *testing.T, name string, p *model.Profile, r *calltree.Result, 
 			repairs.Popped += th.Repairs.Popped
 			repairs.Unmatched += th.Repairs.Unmatched
 			repairs.Unclosed += th.Repairs.Unclosed
+			repairs.Switches += th.Repairs.Switches
 		}
 		if !sameMetrics(ptotal, pr.Total) {
 			t.Errorf("%s: process %d total %+v, threads add to %+v", name, pr.PID, pr.Total, ptotal)

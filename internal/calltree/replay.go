@@ -184,7 +184,12 @@ type thread struct {
 
 	off      bool // not running since offSince (switched out, or parked)
 	offSince uint64
-	pend     pending
+	// onCPU is the CPU of its last switch-in, at onSince (onKnown): where
+	// a lost switch-out is bounded (boundLostSwitchOut).
+	onCPU   uint32
+	onSince uint64
+	onKnown bool
+	pend    pending
 	// offSegs are the closed off-CPU segments of the open interval, as
 	// start, end pairs.
 	offSegs []uint64
@@ -227,6 +232,8 @@ type replay struct {
 	// overheads were fitted on (Calibration.Sites).
 	siteTail map[uint32][2]float64
 	cpu      bool // the recording has context switches
+	// switchIns index the switches by CPU once a lost one needs them.
+	switchIns cpuSwitchIns
 	// start and end bound the recording: the header's start (else its
 	// first record), and its End (or last record).
 	start, end uint64
@@ -635,6 +642,9 @@ func (a *replay) threadEnd(mt *model.Thread) uint64 {
 	if _, _, next := a.p.ThreadSpan(mt.PID, mt.TID, mt.Start); next != math.MaxUint64 {
 		return next // the next incarnation's creation
 	}
+	if a.p.Lost.Kernel > 0 {
+		return a.lostExitEnd(mt)
+	}
 	return a.end
 }
 
@@ -810,11 +820,24 @@ func (th *thread) offSegment(t uint64) (uint64, uint64) {
 // switched handles a context switch of th.
 func (a *replay) switched(th *thread, s *model.Switch) {
 	if !s.Out {
+		// A switch-in while on a CPU: its switch-out was lost.
+		if a.p.Lost.Kernel > 0 {
+			a.boundLostSwitchOut(th, s.Time)
+			if !th.off && th.onKnown {
+				th.repairs.Switches++ // nothing bounds it: it ran all along
+			}
+		}
 		th.resume(s.Time)
+		th.onCPU, th.onSince, th.onKnown = s.CPU, s.Time, true
 		return
 	}
 	if th.off {
-		return // a switch-in was lost; the first switch-out stands
+		// A switch-in was lost; the first switch-out stands, and the
+		// time it ran before this one is not counted.
+		if a.p.Lost.Kernel > 0 {
+			th.repairs.Switches++
+		}
+		return
 	}
 	th.stop(s.Time)
 	if th.open {
@@ -1175,6 +1198,7 @@ func (a *replay) sweep() {
 	}
 	for _, th := range a.order {
 		th.end = a.endOf(th)
+		a.boundAtEnd(th)
 		if a.detached > 0 && len(th.stack) > 0 && th.end >= a.detached {
 			// The thread outlived the probes: its open calls end when
 			// they came off, the last moment their exit could be seen,

@@ -192,6 +192,11 @@ type Repairs struct {
 	// was never seen, and they end then. Not a repair: the tree is
 	// exact, it only ends early. Absent from JSON when zero.
 	Detached uint64 `json:"open_at_detach,omitempty"`
+	// Switches counts context switches of the thread whose record the
+	// kernel lost (a switch-in or switch-out missing from the pair): its
+	// CPU time is bounded by the other threads' switches on the same CPU,
+	// not measured. Absent from JSON when zero.
+	Switches uint64 `json:"lost_switches,omitempty"`
 }
 
 func (r *Repairs) add(s Repairs) {
@@ -199,6 +204,7 @@ func (r *Repairs) add(s Repairs) {
 	r.Unmatched += s.Unmatched
 	r.Unclosed += s.Unclosed
 	r.Detached += s.Detached
+	r.Switches += s.Switches
 }
 
 // Thread is the call-stack tree of one thread incarnation: a thread id

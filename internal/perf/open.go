@@ -65,6 +65,9 @@ type SamplingOptions struct {
 	// ExcludeCallchainUser leaves the user part out of the kernel's call
 	// chain, for recorders that unwind the user stack copy themselves.
 	ExcludeCallchainUser bool
+	// CountLost has the kernel count the records it could not write to
+	// the event's ring (ReadLost), where it can (LostSupported).
+	CountLost bool
 }
 
 // MaxUserStack is the largest user stack copy a sample can carry: a
@@ -117,6 +120,9 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 	}
 	if o.ExcludeCallchainUser {
 		a.Bits |= unix.PerfBitExcludeCallchainUser
+	}
+	if o.CountLost && LostSupported() {
+		a.Read_format |= formatLost
 	}
 	return a
 }

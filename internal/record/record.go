@@ -119,6 +119,7 @@ type session struct {
 	irq      irqState
 	counters counterState
 	side     sideRings
+	loss     samplingLoss // the sampling rings' losses (lost.go)
 	// ctl serves trueprof ctl (control.go).
 	ctl controlState
 	agg *aggregator // record --aggregate's trees; nil without
@@ -498,6 +499,7 @@ func (s *session) openEvents(kernel bool) error {
 		BuildID:       true,
 		UserStack:     uint32(stackBytes(s.cfg)),
 		ContextSwitch: true,
+		CountLost:     true,
 		// dwarf mode unwinds the copy only, as perf does; auto keeps the
 		// kernel's walk to splice in where code has no CFI.
 		ExcludeCallchainUser: s.cfg.CallGraph == CallGraphDWARF,
@@ -528,6 +530,7 @@ func (s *session) openEvents(kernel bool) error {
 				}
 				opened[tid] = true
 				added = true
+				s.loss.fds = append(s.loss.fds, e.fd)
 				if e.ring != nil {
 					owner = e.fd
 					s.rings = append(s.rings, e.ring)
@@ -645,6 +648,8 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	case cfg.Event.Clock():
 		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes(cfg) * ringSeconds
 	}
+	// The context switches come on top (switchBytes).
+	bytes += switchBytes
 	// Rounding up could pass most: the power of two below it is the
 	// largest ring.
 	pages := perf.RingPagesFor(min(bytes, most))
@@ -686,6 +691,7 @@ func (s *session) closeEvents() {
 	}
 	closeEventFDs(fds)
 	s.events, s.rings, s.ringFDs = nil, nil, nil
+	s.loss = samplingLoss{}
 	s.counters.close()
 }
 
@@ -881,6 +887,9 @@ func (s *session) drain(final bool) error {
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
 	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
+	if final {
+		s.unreportedLoss()
+	}
 	return nil
 }
 
@@ -969,6 +978,7 @@ func (s *session) process(r *perf.Record) error {
 	case perf.RecordSwitch:
 		return w.Write(&trace.Switch{Time: r.Time, PID: r.PID, TID: r.TID, CPU: r.CPU, Out: r.SwitchOut(), Preempt: r.Preempted()})
 	case perf.RecordLost, perf.RecordLostSamples:
+		s.loss.reported += r.Lost
 		s.lost(trace.LostKernel, r.Lost, r.Time)
 	case perf.RecordThrottle, perf.RecordUnthrottle:
 		return w.Write(&trace.Throttle{Time: r.Time, Unthrottle: r.Type == perf.RecordUnthrottle})

@@ -483,9 +483,10 @@ int main(void) { for (int i = 0; i < 200; i++) usleep(1000); return 0; }`)
 	}
 }
 
-// TestRingPages checks that rings grow with the sampling rate, within
-// perf's default and the largest ring, and stay at the default without
-// the right to lock more memory.
+// TestRingPages checks that rings hold the sampling rate's records and
+// room for context switches (switchBytes: 12.8 MB, so 16 MiB rings on
+// two CPUs whatever the rate), within perf's default and the largest
+// ring, and stay at the default without the right to lock more memory.
 func TestRingPages(t *testing.T) {
 	clock, _ := perf.ParseEvent("cpu-clock")
 	faults, _ := perf.ParseEvent("page-faults")
@@ -497,17 +498,17 @@ func TestRingPages(t *testing.T) {
 		unlimited bool
 		want      int // bytes
 	}{
-		{"default rate, fp", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, true, 4 << 20},
-		{"low rate", Config{Event: clock, CallGraph: "fp", Freq: 10}, 2, true, 512 << 10},
+		{"default rate, fp", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, true, 16 << 20},
+		{"low rate", Config{Event: clock, CallGraph: "fp", Freq: 10}, 2, true, 16 << 20},
 		{"high rate", Config{Event: clock, CallGraph: "fp", Freq: 20000}, 2, true, 16 << 20},
-		{"clock period", Config{Event: clock, CallGraph: "fp", Period: 1000000}, 2, true, 4 << 20},
+		{"clock period", Config{Event: clock, CallGraph: "fp", Period: 1000000}, 2, true, 16 << 20},
 		{"other period", Config{Event: faults, CallGraph: "fp", Period: 1}, 2, true, 16 << 20},
 		{"many CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 64, true, 1 << 20},
 		{"more CPUs", Config{Event: clock, CallGraph: "fp", Freq: 999}, 1024, true, 512 << 10},
 		{"limited", Config{Event: clock, CallGraph: "fp", Freq: 999}, 2, false, 512 << 10},
 		// An 8 KiB stack copy per sample: 999 Hz for 2 s is 18.8 MB.
 		{"default rate, auto 8 KiB", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, true, 16 << 20},
-		{"low rate, dwarf 8 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: 8192}, 2, true, 2 << 20},
+		{"low rate, dwarf 8 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: 8192}, 2, true, 16 << 20},
 		// The largest copy: 100 Hz for 2 s is 13.3 MB.
 		{"low rate, dwarf 64 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: perf.MaxUserStack}, 2, true, 16 << 20},
 		{"limited, auto", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, false, 512 << 10},

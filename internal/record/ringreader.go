@@ -15,8 +15,14 @@ import (
 // half a second of 32 KiB stack copies at 999 Hz. The reader only decodes
 // the records into recorder memory, where a sample keeps the part of its
 // stack copy the kernel filled, often far less than the copy's size.
-// The loop reads the rings too, under the same lock, at every pass, so
-// that what it processes is as complete in time as before.
+// At every pass the loop has the reader read the rings once more and
+// waits for it (take), so that what it processes is as complete in time
+// as when it read them itself; it never reads them under the lock
+// itself while the reader runs: on a loaded machine the loop, at the
+// target's priority, was preempted holding the lock, and the reader,
+// which runs above it (readerNice), waited 100-550 ms for it while the
+// rings overflowed (load 30-50, two threads switching 200,000 times a
+// second).
 //
 // The memory is bounded by queueLimit bytes, counting the queue and the
 // records the loop took but has not processed yet (their stack buffers
@@ -46,6 +52,14 @@ type ringReader struct {
 	wake       *perf.Wakeup // signalled when the reader queued records
 	kick       *perf.Wakeup // signalled to stop the reader (pollRings)
 	stop, done chan struct{}
+	// ask wakes the reader for a pass take waits for: asked counts the
+	// passes asked, answered the last one a pass began after; answer
+	// (on mu) tells take of each pass. reading is true while the
+	// reader runs.
+	ask             *perf.Wakeup
+	asked, answered uint64
+	answer          *sync.Cond
+	reading         bool
 }
 
 // queueLimit bounds the records the reader and the loop hold: 256 MiB is
@@ -66,23 +80,35 @@ func (rr *ringReader) start(fds []int) error {
 	if err != nil {
 		return err
 	}
-	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd()))
+	if rr.ask, err = perf.NewWakeup(); err != nil {
+		kick.Close()
+		return err
+	}
+	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd(), rr.ask.Fd()))
 	if err != nil {
 		kick.Close()
+		rr.ask.Close()
 		return err
 	}
 	if rr.wake, err = perf.NewWakeup(); err != nil {
 		poller.Close()
 		kick.Close()
+		rr.ask.Close()
 		return err
 	}
 	rr.kick = kick
 	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
+	rr.answer = sync.NewCond(&rr.mu)
+	rr.reading = true
 	// The watermark wakes the reader when a ring is a quarter full; the
-	// timeout reads what a quiet ring holds.
+	// timeout reads what a quiet ring holds; take asks for a pass.
 	go pollRings(poller, rr.stop, rr.done, func() {
+		rr.ask.Clear()
 		rr.mu.Lock()
+		asked := rr.asked
 		n := rr.readLocked()
+		rr.answered = asked
+		rr.answer.Broadcast()
 		rr.mu.Unlock()
 		if n > 0 {
 			rr.wake.Signal()
@@ -103,8 +129,13 @@ func (rr *ringReader) stopReading() {
 		close(rr.stop)
 		rr.kick.Signal()
 		<-rr.done
+		rr.mu.Lock()
+		rr.reading = false
+		rr.answer.Broadcast()
+		rr.mu.Unlock()
 		rr.wake.Close()
 		rr.kick.Close()
+		rr.ask.Close()
 	}
 }
 
@@ -139,6 +170,24 @@ func (rr *ringReader) readLocked() int {
 	return n
 }
 
+// pass has the rings read once more, by the reader while it runs (take
+// waits on rr.answer, releasing the lock, until a pass that began after
+// the ask ends), else by the caller. rr.mu is held.
+func (rr *ringReader) pass() {
+	if rr.reading {
+		rr.asked++
+		want := rr.asked
+		rr.ask.Signal()
+		for rr.reading && rr.answered < want {
+			rr.answer.Wait()
+		}
+		if rr.answered >= want {
+			return
+		}
+	}
+	rr.readLocked()
+}
+
 // recordBytes is the memory a queued record holds beyond its struct.
 func recordBytes(r *perf.Record) int64 {
 	return int64(cap(r.UserStack) + 8*len(r.Callchain))
@@ -155,7 +204,7 @@ func (rr *ringReader) take(dst []perf.Record, freed [][]byte) ([]perf.Record, ui
 		rr.held -= int64(cap(b))
 		rr.freeLocked(b)
 	}
-	rr.readLocked()
+	rr.pass()
 	for i := range rr.queue {
 		rr.held += int64(cap(rr.queue[i].UserStack))
 	}

@@ -46,6 +46,10 @@ type ThreadRow struct {
 	PageFaults *uint64 `json:"page_faults"`
 	// Percent is the row's share of the total, in the metric.
 	Percent float64 `json:"percent"`
+	// LostSwitches counts the row's context switches whose record the
+	// kernel lost (calltree.Repairs.Switches): its CPU time is bounded,
+	// not measured. Absent when zero.
+	LostSwitches uint64 `json:"lost_switches,omitempty"`
 }
 
 // ThreadsReport is the JSON form of the threads view of a sampling
@@ -82,7 +86,8 @@ func threadRows(in *instrData) (rows []ThreadRow, totals ThreadRow) {
 			th := &pr.Threads[i]
 			row := ThreadRow{PID: th.PID, TID: th.TID, Goroutine: th.Goroutine, OSThreads: th.OSThreads, Labels: th.Labels,
 				Name: th.Name, Names: []string{th.Name}, StartNS: th.BeginNS, EndNS: th.EndNS,
-				Metrics: th.Root.Cum, Events: th.Events, Percent: percentF(in.mt.of(&th.Root.Cum), in.total)}
+				Metrics: th.Root.Cum, Events: th.Events, Percent: percentF(in.mt.of(&th.Root.Cum), in.total),
+				LostSwitches: th.Repairs.Switches}
 			if th.Goroutine == nil {
 				row.StartNS, row.EndNS = th.Start, 0
 				if mt := in.p.ThreadAt(th.PID, th.TID, th.Start); mt != nil {
@@ -98,6 +103,7 @@ func threadRows(in *instrData) (rows []ThreadRow, totals ThreadRow) {
 			}
 			totals.Metrics.Add(row.Metrics)
 			totals.Events += row.Events
+			totals.LostSwitches += row.LostSwitches
 			totals.Migrations = addCounter(totals.Migrations, row.Migrations)
 			totals.PageFaults = addCounter(totals.PageFaults, row.PageFaults)
 			if !hiddenF(in.mt.of(&row.Metrics), in.total, in.o) {
@@ -179,6 +185,10 @@ func threadsText(w io.Writer, src source, h *InstrHeader, mt metric, rows []Thre
 	fmt.Fprintf(w, "Each thread's life in the recording: WALL and CPU %s; %% is of the total %s.\n", times, metricTitle(mt))
 	fmt.Fprintln(w, "DS counts dispatches: VOL blocked, INV preempted; MIG migrations, PF page faults; IN interrupts, IN-TIME theirs.")
 	fmt.Fprintln(w, "START and END are since the start of recording: - before it, or still running at its end. - is not measured.")
+	if n := totals.LostSwitches; n > 0 && h.CPUMeasured {
+		fmt.Fprintf(w, "CPU marked ~ is bounded, not measured: the kernel lost %s of these threads (a thread left its CPU by the next switch-in of another there).\n",
+			plural(n, "context switch", "context switches"))
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%7s %7s %10s %10s %10s %10s %7s %6s %6s %6s %5s %6s %6s %10s %6s %8s  %s\n",
 		"PID", "TID", "START", "END", "WALL", "CPU", "%", "DS", "VOL", "INV", "MIG", "PF", "IN", "IN-TIME", "SMP", "EVENTS", "NAME")
@@ -204,6 +214,9 @@ func threadsText(w io.Writer, src source, h *InstrHeader, mt metric, rows []Thre
 		cpu := "-"
 		if h.CPUMeasured {
 			cpu = formatNS(r.CPUNS)
+			if r.LostSwitches > 0 {
+				cpu = "~" + cpu
+			}
 		}
 		inTime := "-"
 		if h.InterruptsMeasured {
