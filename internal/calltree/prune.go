@@ -172,7 +172,9 @@ func (l *Live) compact(th *thread, gone []bool) {
 	ids := make([]uint32, 0, len(nodes))
 	kids := make(map[uint64]int32, len(nodes))
 	for i := range nodes {
-		nodes[i].firstChild, nodes[i].next, nodes[i].children = -1, -1, 0
+		// lastKid held an index of the old slice: forgotten, it is
+		// found again in kids.
+		nodes[i].firstChild, nodes[i].next, nodes[i].children, nodes[i].lastKid = -1, -1, 0, 0
 	}
 	for i := range th.nodes {
 		k := idx[i]
