@@ -66,6 +66,9 @@ type ProbeChange struct {
 	// several).
 	Count int `json:"count"`
 	Sites int `json:"sites"`
+	// Removed is, for root, the functions of the previous root's
+	// subgraph whose probes came off.
+	Removed int `json:"removed,omitempty"`
 	// Functions names them, sorted, at most MaxListed: an answer is one
 	// packet.
 	Functions []string `json:"functions,omitempty"`

@@ -151,6 +151,8 @@ func (s *session) controlRequest(req control.Request, file *os.File) (control.An
 		s.ctl.stop = true
 	case control.CmdSnapshot:
 		return s.snapshot(file, now)
+	case control.CmdTraceAdd, control.CmdTraceRemove, control.CmdRoot:
+		return s.probeRequest(req)
 	}
 	return control.Answer{}, nil
 }
@@ -234,10 +236,8 @@ func (s *session) controlStatus() *control.Status {
 	if s.mech != MechAuto {
 		st.Mech = string(s.mech)
 	}
-	for _, src := range s.sources {
-		if u, ok := src.(*uprobeSource); ok {
-			st.Probes += len(u.starts)
-		}
+	if s.uprobes != nil {
+		st.Probes = len(s.uprobes.live)
 	}
 	return st
 }
