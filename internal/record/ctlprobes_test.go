@@ -40,11 +40,34 @@ int main(int argc, char **argv) {
 }
 `
 
-// countedTarget builds countedFixture and the file it counts in; count
-// reads the calls of f made so far, stop ends the program.
-func countedTarget(t *testing.T) (cmd []string, count func() int64, stop func()) {
+// treeFixture's loop calls a -> b and c -> d, b, counting its loops and
+// stopping as countedFixture does.
+const treeFixture = `
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+__attribute__((noipa)) long b(long i) { return i + 1; }
+__attribute__((noipa)) long a(long i) { return b(i) * 2; }
+__attribute__((noipa)) long d(long i) { return i - 1; }
+__attribute__((noipa)) long c(long i) { return d(i) + b(i); }
+int main(int argc, char **argv) {
+	int fd = open(argv[1], O_RDWR);
+	volatile long *m = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	long s = 0;
+	for (long i = 0; !m[1]; i++) {
+		s += a(i) + c(s);
+		m[0] = i + 1;
+		if (i % 16 == 0) usleep(20);
+	}
+	return s == 42;
+}
+`
+
+// countedTarget builds src (countedFixture, treeFixture) and the file it
+// counts in; count reads the count so far, stop ends the program.
+func countedTarget(t *testing.T, src string) (cmd []string, count func() int64, stop func()) {
 	dir := t.TempDir()
-	bin := testutil.BuildC(t, dir, "counted", countedFixture, "-O2")
+	bin := testutil.BuildC(t, dir, "counted", src, "-O2")
 	file := filepath.Join(dir, "count")
 	if err := os.WriteFile(file, make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
@@ -159,7 +182,7 @@ func ctlRefused(t *testing.T, s control.Info, cmd, pattern, want string) {
 // negative time, and at most the one call open at the removal ended
 // then. g, never probed, has no calls.
 func TestCtlTraceAddRemove(t *testing.T) {
-	cmd, count, stop := countedTarget(t)
+	cmd, count, stop := countedTarget(t, countedFixture)
 	s, wait := ctlSession(t, Config{Command: cmd, Freq: 999})
 	for count() == 0 {
 		time.Sleep(time.Millisecond)
@@ -208,9 +231,7 @@ func TestCtlTraceAddRemove(t *testing.T) {
 	calls := map[string]uint64{}
 	for _, pr := range r.Processes {
 		for _, th := range pr.Threads {
-			if n := recursive(&th.Root, calls); n != "" {
-				t.Errorf("thread %d: %s is recursive", th.TID, n)
-			}
+			recursive(&th.Root, calls)
 			checkTimes(t, &th.Root)
 		}
 	}
@@ -231,13 +252,139 @@ func TestCtlTraceAddRemove(t *testing.T) {
 }
 
 // checkTimes fails on a node with a negative time or a cum below its
-// base.
+// base, and on a traced call nested in a call of its own function (RL >
+// 0: no function here recurses). Nodes known only from samples are
+// left out: their stacks may hold [unknown] twice.
 func checkTimes(t *testing.T, n *calltree.Node) {
 	t.Helper()
 	if n.Base.WallNS < 0 || n.Cum.WallNS < 0 || n.Base.WallNSRaw > n.Cum.WallNSRaw {
 		t.Errorf("%s: base %v, cum %v", n.Name, n.Base.WallNS, n.Cum.WallNS)
 	}
+	if n.Recursion > 0 && !n.Sampled {
+		t.Errorf("%s: traced with recursion level %d", n.Name, n.Recursion)
+	}
 	for i := range n.Children {
 		checkTimes(t, &n.Children[i])
 	}
+}
+
+// TestCtlRoot sets the root function of a running sampling recording
+// (ctl root a): a is probed, and b, which a calls, once a first runs;
+// then replaces it (ctl root c): a and b come off, c and its callees d
+// and b are probed as c runs. No event of a follows its removal, b is
+// traced under a and then under c, never recursive.
+func TestCtlRoot(t *testing.T) {
+	cmd, count, stop := countedTarget(t, treeFixture)
+	s, wait := ctlSession(t, Config{Command: cmd, Freq: 999})
+	for count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctlRefused(t, s, control.CmdRoot, "nosuchfunction", "no function of the target's modules is named")
+	if ch := ctlProbes(t, s, control.CmdRoot, "a"); ch.Count != 1 || ch.Functions[0] != "a" || ch.Removed != 0 {
+		t.Errorf("root a: %+v", ch)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ch := ctlProbes(t, s, control.CmdRoot, "c"); ch.Count != 1 || ch.Functions[0] != "c" || ch.Removed != 2 {
+		t.Errorf("root c: %+v, want c placed and a, b removed", ch)
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	p := wait()
+	removedA := uint64(0)
+	for _, pr := range p.Probes {
+		if pr.Mech == trace.ProbeRemoved && p.Locations[pr.Function].Symbol() == "a" {
+			removedA = pr.Time
+		}
+	}
+	if removedA == 0 {
+		t.Fatal("no Probe record says a's probe came off")
+	}
+	for _, e := range p.Events {
+		if e.Time >= removedA && p.Locations[e.Function].Symbol() == "a" {
+			t.Fatalf("an event of a at %d, after its removal at %d", e.Time, removedA)
+		}
+	}
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := map[string]uint64{} // parent/child: calls
+	var walk func(parent string, n *calltree.Node)
+	walk = func(parent string, n *calltree.Node) {
+		under[parent+"/"+n.Name] += n.Calls
+		for i := range n.Children {
+			walk(n.Name, &n.Children[i])
+		}
+	}
+	for _, pr := range r.Processes {
+		for _, th := range pr.Threads {
+			walk("", &th.Root)
+			checkTimes(t, &th.Root)
+		}
+	}
+	t.Logf("calls of a/b %d, c/d %d, c/b %d", under["a/b"], under["c/d"], under["c/b"])
+	for _, k := range []string{"a/b", "c/d", "c/b"} {
+		if under[k] < 100 {
+			t.Errorf("%s: %d calls, want the lazily probed callee traced", k, under[k])
+		}
+	}
+	if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 2 || rp.Unmatched > 2 {
+		t.Errorf("repairs %+v", rp)
+	}
+}
+
+// TestCtlTraceAttached adds and removes probes five times on a running
+// multi-threaded server recorded by sampling (-p): each window's calls
+// nest right (no recursion, handle and work agree on each thread but
+// for the calls open at an edge), and the server computes what it
+// computes without probes.
+func TestCtlTraceAttached(t *testing.T) {
+	testutil.RequirePerf(t)
+	srv, finish := startServer(t)
+	s, wait := ctlSession(t, Config{PID: srv.Process.Pid, Freq: 999})
+	for i := range 5 {
+		// One request, so that handle and work are live from the same
+		// time: placing a set takes tens of milliseconds.
+		if ch := ctlProbes(t, s, control.CmdTraceAdd, "server:[hw][ao]*"); ch.Count != 2 || strings.Join(ch.Functions, " ") != "handle work" {
+			t.Errorf("add %d: %+v", i, ch)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if ch := ctlProbes(t, s, control.CmdTraceRemove, "server:*"); ch.Count != 2 {
+			t.Errorf("remove %d: %+v, want work and handle", i, ch)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := control.Call(s, control.Request{Cmd: control.CmdStop}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := wait()
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := 0
+	for _, pr := range r.Processes {
+		for _, th := range pr.Threads {
+			calls := map[string]uint64{}
+			recursive(&th.Root, calls)
+			checkTimes(t, &th.Root)
+			if calls["handle"] == 0 {
+				continue
+			}
+			threads++
+			// Each window may cut a call of handle at both edges.
+			if h, w := calls["handle"], calls["work"]; h+10 < w || w+10 < h || h < 100 {
+				t.Errorf("thread %d: %d calls of handle, %d of work", th.TID, h, w)
+			}
+		}
+	}
+	if threads != 3 {
+		t.Errorf("calls on %d threads, want 3", threads)
+	}
+	// At most a call of each function per thread and window is open at
+	// a removal, or at a placement.
+	if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 30 || rp.Unmatched > 30 {
+		t.Errorf("repairs %+v", rp)
+	}
+	finish()
 }
