@@ -229,3 +229,74 @@ func TestCtlNoSession(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlTraceCommands records the ticker by sampling only and probes
+// outer while it runs through the CLI: trace add says what it placed,
+// status counts the probe, trace remove takes it off, a bad pattern and
+// a second remove are refused, and the report of the trace reads it as
+// an instrumented recording whose probe was placed and removed while the
+// program ran.
+func TestCtlTraceCommands(t *testing.T) {
+	testutil.RequirePerf(t)
+	env := ctlEnv(t)
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread")
+	out := filepath.Join(dir, "live.trace")
+	rec := exec.Command(trueprof(), "record", "-o", out, "--", bin, "60")
+	rec.Env = env
+	var stderr strings.Builder
+	rec.Stderr = &stderr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { t.Logf("record: %s", stderr.String()) }()
+	defer rec.Process.Kill()
+	started := time.Now()
+	for {
+		if _, err := ctl(t, env, "status"); err == nil {
+			break
+		} else if time.Since(started) > 2*time.Minute {
+			t.Fatalf("no session after two minutes: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	probe := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(trueprof(), append([]string{"ctl"}, args...)...)
+		cmd.Env = env
+		msg, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctl %v: %v: %s", args, err, msg)
+		}
+		return string(msg)
+	}
+	if msg := probe("trace", "add", "outer"); !strings.Contains(msg, "probed 1 functions (2 probe sites): outer") {
+		t.Errorf("trace add outer said %q", msg)
+	}
+	if st := ctlStatus(t, env); st.Mech != "uprobe" || st.Probes != 1 {
+		t.Errorf("status after trace add: %+v", st)
+	}
+	if _, err := ctl(t, env, "trace", "add", "out[er"); err == nil || !strings.Contains(err.Error(), "pattern") {
+		t.Errorf("trace add of a bad glob: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if msg := probe("trace", "remove", "outer"); !strings.Contains(msg, "removed 1 functions (2 probe sites): outer") {
+		t.Errorf("trace remove outer said %q", msg)
+	}
+	if _, err := ctl(t, env, "trace", "remove", "outer"); err == nil || !strings.Contains(err.Error(), "no probed function matches") {
+		t.Errorf("second trace remove: %v", err)
+	}
+	if _, err := ctl(t, env, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait()
+	text, err := exec.Command(trueprof(), "report", "-i", out).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Instrument: uprobe probes", "1 removed (calls after that were not seen)", "outer"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
