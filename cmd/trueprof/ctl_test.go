@@ -55,6 +55,36 @@ func ctlStatus(t *testing.T, env []string) control.Status {
 	return st
 }
 
+// ctlRecord starts trueprof record -o out -- command in env and waits
+// for its session; it returns the recorder, its standard error and when
+// it was started.
+func ctlRecord(t *testing.T, env []string, out string, command ...string) (*exec.Cmd, *strings.Builder, time.Time) {
+	t.Helper()
+	rec := exec.Command(trueprof(), append([]string{"record", "-o", out, "--"}, command...)...)
+	rec.Env = env
+	stderr := &strings.Builder{}
+	rec.Stderr = stderr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rec.Process.Kill()
+		rec.Wait()
+		t.Logf("record: %s", stderr.String())
+	})
+	// The session appears once record has calibrated (the first time on
+	// a machine, several seconds) and launched the target.
+	started := time.Now()
+	for {
+		if _, err := ctl(t, env, "status"); err == nil {
+			return rec, stderr, started
+		} else if time.Since(started) > 2*time.Minute {
+			t.Fatalf("no session after two minutes: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // nodeTotals flattens a trace's call trees: calls and raw cum wall time
 // by thread and call path.
 func nodeTotals(t *testing.T, path string) map[string][2]float64 {
@@ -96,27 +126,7 @@ func TestCtlEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread", "-finstrument-functions")
 	out := filepath.Join(dir, "live.trace")
-	rec := exec.Command(trueprof(), "record", "-o", out, "--", bin, "60")
-	rec.Env = env
-	var stderr strings.Builder
-	rec.Stderr = &stderr
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { t.Logf("record: %s", stderr.String()) }()
-	defer rec.Process.Kill()
-
-	// The session appears once record has calibrated (the first time on
-	// a machine, several seconds) and launched the target.
-	started := time.Now()
-	for {
-		if _, err := ctl(t, env, "status"); err == nil {
-			break
-		} else if time.Since(started) > 2*time.Minute {
-			t.Fatalf("no session after two minutes: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rec, stderr, started := ctlRecord(t, env, out, bin, "60")
 	list, err := ctl(t, env, "list")
 	if err != nil || !strings.Contains(list, bin) || !strings.Contains(list, fmt.Sprint(rec.Process.Pid)) {
 		t.Errorf("list: %q, %v; want the session of pid %d", list, err, rec.Process.Pid)
@@ -242,24 +252,7 @@ func TestCtlTraceCommands(t *testing.T) {
 	dir := t.TempDir()
 	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread")
 	out := filepath.Join(dir, "live.trace")
-	rec := exec.Command(trueprof(), "record", "-o", out, "--", bin, "60")
-	rec.Env = env
-	var stderr strings.Builder
-	rec.Stderr = &stderr
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { t.Logf("record: %s", stderr.String()) }()
-	defer rec.Process.Kill()
-	started := time.Now()
-	for {
-		if _, err := ctl(t, env, "status"); err == nil {
-			break
-		} else if time.Since(started) > 2*time.Minute {
-			t.Fatalf("no session after two minutes: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rec, _, _ := ctlRecord(t, env, out, bin, "60")
 	probe := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(trueprof(), append([]string{"ctl"}, args...)...)
