@@ -15,7 +15,7 @@ import (
 // probeRequest carries out a trace-add, trace-remove or root request.
 func (s *session) probeRequest(req control.Request) (control.Answer, error) {
 	if s.mech == MechHook {
-		return control.Answer{}, errors.New("the target's -finstrument-functions hooks record every function: trace add, remove and root need uprobes (record it with --mech uprobe)")
+		return control.Answer{}, errors.New("the target's -finstrument-functions hooks record every function: trace add, remove and root need uprobes (record it with --mech uprobe --trace PATTERN)")
 	}
 	if len(s.cfg.Command) == 0 && !processAlive(s.pid) {
 		return control.Answer{}, fmt.Errorf("the attached process %d is gone", s.pid)
