@@ -14,6 +14,7 @@ import (
 	"trueprof/internal/control"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
 )
 
 // ctlEnv runs trueprof commands with their own control directory, so
@@ -291,5 +292,94 @@ func TestCtlTraceCommands(t *testing.T) {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestCtlTraceHooks records the ticker with its -finstrument-functions
+// hooks, which record every function, and filters inner out (ctl trace
+// remove inner) then in again (ctl trace add inner): no event of inner
+// lies between the two Probe records that say when, inner has fewer
+// than its three calls per outer call but some on each side, no call
+// nests in one of its own function, and root is refused.
+func TestCtlTraceHooks(t *testing.T) {
+	testutil.RequirePerf(t)
+	env := ctlEnv(t)
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread", "-finstrument-functions")
+	out := filepath.Join(dir, "hooks.trace")
+	rec, _, _ := ctlRecord(t, env, out, bin, "60")
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ctl(t, env, "trace", "remove", "inner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl(t, env, "trace", "remove", "inner"); err == nil || !strings.Contains(err.Error(), "filtered out already") {
+		t.Errorf("second remove: %v", err)
+	}
+	if _, err := ctl(t, env, "root", "outer"); err == nil || !strings.Contains(err.Error(), "a root needs uprobes") {
+		t.Errorf("root on hooks: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := ctl(t, env, "trace", "add", "inner"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ctl(t, env, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait() // the target is stopped as by Ctrl-C: its status is not ours
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil {
+		t.Fatalf("%s: %v %v", out, err, p.Err)
+	}
+	var off, on uint64
+	for _, pr := range p.Probes {
+		if p.Locations[pr.Function].Symbol() != "inner" {
+			continue
+		}
+		switch pr.Mech {
+		case trace.ProbeRemoved:
+			off = pr.Time
+		case trace.ProbeHook:
+			on = pr.Time
+		}
+	}
+	if off == 0 || on <= off {
+		t.Fatalf("Probe records of inner: removed at %d, added at %d", off, on)
+	}
+	for _, e := range p.Events {
+		if e.Time >= off && e.Time < on && p.Locations[e.Function].Symbol() == "inner" {
+			t.Fatalf("an event of inner at %d, filtered out from %d to %d", e.Time, off, on)
+		}
+	}
+	res, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call of inner open at the removal ends then, and outer's and
+	// inner's at the stop: at most 3 a thread; one entered while inner
+	// was filtered out has its exit recorded, unmatched: at most one a
+	// thread.
+	if r := res.Repairs; r.Popped != 0 || r.Unmatched > 2 || r.Detached > 6 {
+		t.Errorf("repairs %+v", r)
+	}
+	calls := map[string]uint64{}
+	var walk func(n *calltree.Node)
+	walk = func(n *calltree.Node) {
+		if n.Recursion > 0 && !n.Sampled {
+			t.Errorf("%s: recursion level %d", n.Name, n.Recursion)
+		}
+		calls[n.Name] += n.Calls
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	for _, pr := range res.Processes {
+		for _, th := range pr.Threads {
+			walk(&th.Root)
+		}
+	}
+	t.Logf("inner %d calls, outer %d", calls["inner"], calls["outer"])
+	if calls["inner"] == 0 || calls["inner"]+3 > 3*calls["outer"] {
+		t.Errorf("inner %d calls, outer %d: want fewer than 3 per outer call, some", calls["inner"], calls["outer"])
 	}
 }

@@ -328,7 +328,10 @@ func TestCtlRoot(t *testing.T) {
 			t.Errorf("%s: %d calls, want the lazily probed callee traced", k, under[k])
 		}
 	}
-	if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 2 || rp.Unmatched > 2 {
+	// a and b may be open when they come off, c and d or b when the
+	// recording stops; b's probe comes back for c while a (no longer
+	// traced) may be inside it, whose exit then has no entry.
+	if rp := r.Repairs; rp.Popped != 0 || rp.Unclosed != 0 || rp.Detached > 4 || rp.Unmatched > 2 {
 		t.Errorf("repairs %+v", rp)
 	}
 }

@@ -408,13 +408,14 @@ func namesOtherModules(patterns []string, exe string) bool {
 	return false
 }
 
-// planLive plans the probes of pattern in the files process pid maps
-// now (its executable first), leaving out the functions probed already.
-// matched counts the functions that match, probed or not. An invalid
-// pattern is an error; a library that cannot be read is passed over.
-func (p *uprobePlanner) planLive(pid int, pattern string) (mods []plannedModule, matched int, err error) {
+// matchMapped returns the functions matching pattern in the files
+// process pid maps now, exe first, by file: the sites uprobe.Plan gives.
+// An invalid pattern is an error; a file that cannot be read, or has no
+// symbols, is passed over.
+func matchMapped(pid int, exe, pattern string, log io.Writer) ([]plannedModule, error) {
+	var out []plannedModule
 	seen := map[string]bool{}
-	for _, f := range append([]string{p.path}, mappedFiles(pid)...) {
+	for _, f := range append([]string{exe}, mappedFiles(pid)...) {
 		key := f
 		if r, err := filepath.EvalSymlinks(f); err == nil {
 			key = r
@@ -429,23 +430,37 @@ func (p *uprobePlanner) planLive(pid int, pattern string) (mods []plannedModule,
 		case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped):
 			continue
 		case errors.As(err, &skip):
-			fmt.Fprintf(p.log, "trueprof: not probed: %v\n", skip)
-		case err != nil && f == p.path:
-			return nil, 0, err
+			fmt.Fprintf(log, "trueprof: not probed: %v\n", skip)
+		case err != nil && f == exe:
+			return nil, err
 		case err != nil:
 			continue
 		}
-		matched += len(sites)
-		module, err := p.res.Module(f)
+		out = append(out, plannedModule{path: f, sites: sites})
+	}
+	return out, nil
+}
+
+// planLive plans the probes of pattern in the files process pid maps
+// now (matchMapped), leaving out the functions probed already. matched
+// counts the functions that match, probed or not.
+func (p *uprobePlanner) planLive(pid int, pattern string) (mods []plannedModule, matched int, err error) {
+	all, err := matchMapped(pid, p.path, pattern, p.log)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, m := range all {
+		matched += len(m.sites)
+		module, err := p.res.Module(m.path)
 		if err != nil {
 			return nil, 0, err
 		}
-		sites = slices.DeleteFunc(sites, func(s uprobe.Site) bool {
+		m.sites = slices.DeleteFunc(m.sites, func(s uprobe.Site) bool {
 			_, ok := p.live[liveKey{module, s.StartOffset}]
 			return ok
 		})
-		if len(sites) > 0 {
-			mods = append(mods, plannedModule{path: f, sites: sites})
+		if len(m.sites) > 0 {
+			mods = append(mods, m)
 		}
 	}
 	return mods, matched, nil

@@ -114,8 +114,10 @@ type session struct {
 	irq      irqState
 	counters counterState
 	side     sideRings
-	// ctl serves trueprof ctl (control.go).
-	ctl controlState
+	// ctl serves trueprof ctl (control.go); hooks filters the hooks'
+	// events by function (ctl trace remove, liveprobes.go).
+	ctl   controlState
+	hooks hookFilter
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
