@@ -20,7 +20,7 @@ func ctlCmd() *cobra.Command {
 	var session string
 	c := &cobra.Command{
 		Use:   "ctl",
-		Short: "Control running recordings: list, status, snapshot, pause, resume, reset, stop",
+		Short: "Control running recordings: list, status, snapshot, pause, resume, reset, stop, trace add|remove, root",
 		Long: `Control a running trueprof record of this user through its control socket
 (docs/control.md). With one recording running --session is not needed.`,
 	}
@@ -56,7 +56,7 @@ func ctlCmd() *cobra.Command {
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format %q: want text or json", format)
 			}
-			ans, err := ctlCall(session, control.CmdStatus, nil)
+			ans, err := ctlCall(session, control.Request{Cmd: control.CmdStatus}, nil)
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func ctlCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ans, err := ctlCall(session, control.CmdSnapshot, f)
+			ans, err := ctlCall(session, control.Request{Cmd: control.CmdSnapshot}, f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -108,7 +108,7 @@ func ctlCmd() *cobra.Command {
 			Short: sc.short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				ans, err := ctlCall(session, sc.cmd, nil)
+				ans, err := ctlCall(session, control.Request{Cmd: sc.cmd}, nil)
 				if err != nil {
 					return err
 				}
@@ -117,12 +117,61 @@ func ctlCmd() *cobra.Command {
 			},
 		})
 	}
+	c.AddCommand(ctlProbeCmds(&session)...)
 	return c
 }
 
-// ctlCall sends cmd to the session named by id (the only one when
+// ctlProbeCmds are the commands that change what is probed while the
+// target runs: trace add, trace remove and root.
+func ctlProbeCmds(session *string) []*cobra.Command {
+	probe := func(use, short, cmd, done string) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(c *cobra.Command, args []string) error {
+				ans, err := ctlCall(*session, control.Request{Cmd: cmd, Pattern: args[0]}, nil)
+				if err != nil {
+					return err
+				}
+				writeProbeChange(c.ErrOrStderr(), done, ans.Probes)
+				return nil
+			},
+		}
+	}
+	trace := &cobra.Command{
+		Use:   "trace",
+		Short: "Probe functions, or remove their probes, while the target runs",
+	}
+	trace.AddCommand(
+		probe("add PATTERN", "Probe the functions matching PATTERN ([MODULE:]GLOB, as --trace) from now on", control.CmdTraceAdd, "probed"),
+		probe("remove PATTERN", "Remove the probes of the probed functions matching PATTERN; their open calls end now", control.CmdTraceRemove, "removed"))
+	root := probe("root FUNC", "Make FUNC the root function (as --root): the previous root's probes come off, FUNC's callees are probed as they first run",
+		control.CmdRoot, "probed")
+	return []*cobra.Command{trace, root}
+}
+
+// writeProbeChange says what a probe command changed.
+func writeProbeChange(w io.Writer, done string, ch *control.ProbeChange) {
+	if ch == nil {
+		return
+	}
+	if ch.Removed > 0 {
+		fmt.Fprintf(w, "trueprof: removed the previous root's %d functions\n", ch.Removed)
+	}
+	fmt.Fprintf(w, "trueprof: %s %d functions (%d probe sites)", done, ch.Count, ch.Sites)
+	if len(ch.Functions) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(ch.Functions, ", "))
+		if ch.Count > len(ch.Functions) {
+			fmt.Fprintf(w, " and %d more", ch.Count-len(ch.Functions))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// ctlCall sends req to the session named by id (the only one when
 // empty).
-func ctlCall(id, cmd string, file *os.File) (control.Answer, error) {
+func ctlCall(id string, req control.Request, file *os.File) (control.Answer, error) {
 	dir, err := control.Dir()
 	if err != nil {
 		return control.Answer{}, err
@@ -131,7 +180,7 @@ func ctlCall(id, cmd string, file *os.File) (control.Answer, error) {
 	if err != nil {
 		return control.Answer{}, err
 	}
-	ans, err := control.Call(s, control.Request{Cmd: cmd}, file)
+	ans, err := control.Call(s, req, file)
 	if err == nil && ans.Status == nil {
 		err = errors.New("the recorder answered without its status")
 	}

@@ -14,6 +14,7 @@ import (
 	"trueprof/internal/control"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
 )
 
 // ctlEnv runs trueprof commands with their own control directory, so
@@ -53,6 +54,36 @@ func ctlStatus(t *testing.T, env []string) control.Status {
 		t.Fatalf("status %q: %v", out, err)
 	}
 	return st
+}
+
+// ctlRecord starts trueprof record -o out -- command in env and waits
+// for its session; it returns the recorder, its standard error and when
+// it was started.
+func ctlRecord(t *testing.T, env []string, out string, command ...string) (*exec.Cmd, *strings.Builder, time.Time) {
+	t.Helper()
+	rec := exec.Command(trueprof(), append([]string{"record", "-o", out, "--"}, command...)...)
+	rec.Env = env
+	stderr := &strings.Builder{}
+	rec.Stderr = stderr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rec.Process.Kill()
+		rec.Wait()
+		t.Logf("record: %s", stderr.String())
+	})
+	// The session appears once record has calibrated (the first time on
+	// a machine, several seconds) and launched the target.
+	started := time.Now()
+	for {
+		if _, err := ctl(t, env, "status"); err == nil {
+			return rec, stderr, started
+		} else if time.Since(started) > 2*time.Minute {
+			t.Fatalf("no session after two minutes: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // nodeTotals flattens a trace's call trees: calls and raw cum wall time
@@ -96,27 +127,7 @@ func TestCtlEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread", "-finstrument-functions")
 	out := filepath.Join(dir, "live.trace")
-	rec := exec.Command(trueprof(), "record", "-o", out, "--", bin, "60")
-	rec.Env = env
-	var stderr strings.Builder
-	rec.Stderr = &stderr
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { t.Logf("record: %s", stderr.String()) }()
-	defer rec.Process.Kill()
-
-	// The session appears once record has calibrated (the first time on
-	// a machine, several seconds) and launched the target.
-	started := time.Now()
-	for {
-		if _, err := ctl(t, env, "status"); err == nil {
-			break
-		} else if time.Since(started) > 2*time.Minute {
-			t.Fatalf("no session after two minutes: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	rec, stderr, started := ctlRecord(t, env, out, bin, "60")
 	list, err := ctl(t, env, "list")
 	if err != nil || !strings.Contains(list, bin) || !strings.Contains(list, fmt.Sprint(rec.Process.Pid)) {
 		t.Errorf("list: %q, %v; want the session of pid %d", list, err, rec.Process.Pid)
@@ -227,5 +238,148 @@ func TestCtlNoSession(t *testing.T) {
 		if _, err := ctl(t, env, args...); err == nil || !strings.Contains(err.Error(), "no recording session") {
 			t.Errorf("ctl %v: %v, want no session", args, err)
 		}
+	}
+}
+
+// TestCtlTraceCommands records the ticker by sampling only and probes
+// outer while it runs through the CLI: trace add says what it placed,
+// status counts the probe, trace remove takes it off, a bad pattern and
+// a second remove are refused, and the report of the trace reads it as
+// an instrumented recording whose probe was placed and removed while the
+// program ran.
+func TestCtlTraceCommands(t *testing.T) {
+	testutil.RequirePerf(t)
+	env := ctlEnv(t)
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread")
+	out := filepath.Join(dir, "live.trace")
+	rec, _, _ := ctlRecord(t, env, out, bin, "60")
+	probe := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(trueprof(), append([]string{"ctl"}, args...)...)
+		cmd.Env = env
+		msg, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctl %v: %v: %s", args, err, msg)
+		}
+		return string(msg)
+	}
+	if msg := probe("trace", "add", "outer"); !strings.Contains(msg, "probed 1 functions (2 probe sites): outer") {
+		t.Errorf("trace add outer said %q", msg)
+	}
+	if st := ctlStatus(t, env); st.Mech != "uprobe" || st.Probes != 1 {
+		t.Errorf("status after trace add: %+v", st)
+	}
+	if _, err := ctl(t, env, "trace", "add", "out[er"); err == nil || !strings.Contains(err.Error(), "pattern") {
+		t.Errorf("trace add of a bad glob: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if msg := probe("trace", "remove", "outer"); !strings.Contains(msg, "removed 1 functions (2 probe sites): outer") {
+		t.Errorf("trace remove outer said %q", msg)
+	}
+	if _, err := ctl(t, env, "trace", "remove", "outer"); err == nil || !strings.Contains(err.Error(), "no probed function matches") {
+		t.Errorf("second trace remove: %v", err)
+	}
+	if _, err := ctl(t, env, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait()
+	text, err := exec.Command(trueprof(), "report", "-i", out).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Instrument: uprobe probes", "1 removed (calls after that were not seen)", "outer"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestCtlTraceHooks records the ticker with its -finstrument-functions
+// hooks, which record every function, and filters inner out (ctl trace
+// remove inner) then in again (ctl trace add inner): no event of inner
+// lies between the two Probe records that say when, inner has fewer
+// than its three calls per outer call but some on each side, no call
+// nests in one of its own function, and root is refused.
+func TestCtlTraceHooks(t *testing.T) {
+	testutil.RequirePerf(t)
+	env := ctlEnv(t)
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "ticker", ticker, "-pthread", "-finstrument-functions")
+	out := filepath.Join(dir, "hooks.trace")
+	rec, _, _ := ctlRecord(t, env, out, bin, "60")
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ctl(t, env, "trace", "remove", "inner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl(t, env, "trace", "remove", "inner"); err == nil || !strings.Contains(err.Error(), "filtered out already") {
+		t.Errorf("second remove: %v", err)
+	}
+	if _, err := ctl(t, env, "root", "outer"); err == nil || !strings.Contains(err.Error(), "a root needs uprobes") {
+		t.Errorf("root on hooks: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := ctl(t, env, "trace", "add", "inner"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ctl(t, env, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait() // the target is stopped as by Ctrl-C: its status is not ours
+	p, err := model.Open(out)
+	if err != nil || p.Err != nil {
+		t.Fatalf("%s: %v %v", out, err, p.Err)
+	}
+	var off, on uint64
+	for _, pr := range p.Probes {
+		if p.Locations[pr.Function].Symbol() != "inner" {
+			continue
+		}
+		switch pr.Mech {
+		case trace.ProbeRemoved:
+			off = pr.Time
+		case trace.ProbeHook:
+			on = pr.Time
+		}
+	}
+	if off == 0 || on <= off {
+		t.Fatalf("Probe records of inner: removed at %d, added at %d", off, on)
+	}
+	for _, e := range p.Events {
+		if e.Time >= off && e.Time < on && p.Locations[e.Function].Symbol() == "inner" {
+			t.Fatalf("an event of inner at %d, filtered out from %d to %d", e.Time, off, on)
+		}
+	}
+	res, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A call of inner open at the removal ends then, and outer's and
+	// inner's at the stop: at most 3 a thread; one entered while inner
+	// was filtered out has its exit recorded, unmatched: at most one a
+	// thread.
+	if r := res.Repairs; r.Popped != 0 || r.Unmatched > 2 || r.Detached > 6 {
+		t.Errorf("repairs %+v", r)
+	}
+	calls := map[string]uint64{}
+	var walk func(n *calltree.Node)
+	walk = func(n *calltree.Node) {
+		if n.Recursion > 0 && !n.Sampled {
+			t.Errorf("%s: recursion level %d", n.Name, n.Recursion)
+		}
+		calls[n.Name] += n.Calls
+		for i := range n.Children {
+			walk(&n.Children[i])
+		}
+	}
+	for _, pr := range res.Processes {
+		for _, th := range pr.Threads {
+			walk(&th.Root)
+		}
+	}
+	t.Logf("inner %d calls, outer %d", calls["inner"], calls["outer"])
+	if calls["inner"] == 0 || calls["inner"]+3 > 3*calls["outer"] {
+		t.Errorf("inner %d calls, outer %d: want fewer than 3 per outer call, some", calls["inner"], calls["outer"])
 	}
 }

@@ -179,8 +179,11 @@ type thread struct {
 	first     uint64 // the first event's time
 	lastEvent uint64
 	events    uint64
-	latest    uint64 // the time of its latest record
-	end       uint64 // where the sweep closed it
+	// removal is the index of the next probe removal (replay.removals)
+	// this thread has not applied.
+	removal int
+	latest  uint64 // the time of its latest record
+	end     uint64 // where the sweep closed it
 
 	off      bool // not running since offSince (switched out, or parked)
 	offSince uint64
@@ -238,8 +241,10 @@ type replay struct {
 	// first record), and its End (or last record).
 	start, end uint64
 	// detached is when the probes came off (the End record's); 0 if the
-	// trace does not say.
+	// trace does not say. removals are the probes removed while the
+	// target ran, by time (removal.go).
 	detached uint64
+	removals []model.Probe
 
 	// t names the functions the replay knows by id; buf holds the
 	// function ids of the sample at hand.
@@ -363,6 +368,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 	if p.End != nil {
 		a.detached = p.End.Detached
 	}
+	a.removals = removals(p)
 	if c := p.Header.Calibration; c != nil && !o.Raw && !a.mismatched() {
 		if err := checkCalibration(c); err != nil {
 			return nil, err
@@ -659,6 +665,9 @@ func (a *replay) owner(os *osThread, t uint64) *thread {
 		}
 	}
 	th.latest = max(th.latest, t)
+	if th.removal < len(a.removals) && a.removals[th.removal].Time <= t {
+		a.removeProbes(th, t)
+	}
 	return th
 }
 
@@ -1199,6 +1208,7 @@ func (a *replay) sweep() {
 	for _, th := range a.order {
 		th.end = a.endOf(th)
 		a.boundAtEnd(th)
+		a.removeProbes(th, th.end)
 		if a.detached > 0 && len(th.stack) > 0 && th.end >= a.detached {
 			// The thread outlived the probes: its open calls end when
 			// they came off, the last moment their exit could be seen,
@@ -1214,6 +1224,11 @@ func (a *replay) sweep() {
 // closeAll closes th's open interval at t (a flow line of kind end) and
 // its open calls (lines of kind unclosed, counted in n).
 func (a *replay) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint64) {
+	a.closeDownTo(th, 0, t, end, unclosed, n)
+}
+
+// closeDownTo is closeAll for the open calls from stack index depth up.
+func (a *replay) closeDownTo(th *thread, depth int, t uint64, end, unclosed FlowKind, n *uint64) {
 	if th.open {
 		var d Metrics
 		a.closeInterval(th, t, -1, a.delta(&d))
@@ -1224,7 +1239,7 @@ func (a *replay) closeAll(th *thread, t uint64, end, unclosed FlowKind, n *uint6
 				Name: f.Name, Module: f.Module, Delta: d})
 		}
 	}
-	for len(th.stack) > 0 {
+	for len(th.stack) > depth {
 		*n++
 		a.pop(th, t, unclosed, Metrics{})
 	}

@@ -32,7 +32,11 @@ func fakeSession(t testing.TB) (Info, *Server, *atomic.Int64) {
 				}
 				return Answer{Bytes: int64(n)}
 			}
-			return Answer{Status: &Status{PID: 7, Paused: req.Cmd == CmdPause}}
+			a := Answer{Status: &Status{PID: 7, Paused: req.Cmd == CmdPause}}
+			if req.Pattern != "" {
+				a.Probes = &ProbeChange{Count: 1, Sites: 2, Functions: []string{req.Cmd + " " + req.Pattern}}
+			}
+			return a
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,11 @@ func TestCtlProtocol(t *testing.T) {
 		{"two values", `{"cmd":"status"}{"cmd":"stop"}`, "more than one"},
 		{"wrong type", `{"cmd":7}`, "bad request"},
 		{"snapshot without a file", `{"cmd":"snapshot"}`, "without the descriptor"},
+		{"trace add without a pattern", `{"cmd":"trace-add"}`, "trace-add needs a pattern"},
+		{"pattern on status", `{"cmd":"status","pattern":"f"}`, "status takes no pattern"},
+		{"root with a glob", `{"cmd":"root","pattern":"f*"}`, "root names one function"},
+		{"unprintable pattern", `{"cmd":"trace-remove","pattern":"f\n"}`, "unprintable"},
+		{"long pattern", `{"cmd":"trace-add","pattern":"` + strings.Repeat("f", 1100) + `"}`, "at most 1024"},
 		{"too long", `{"cmd":"status","pad":"` + strings.Repeat("x", MaxMessage) + `"}`, "longer than"},
 	} {
 		before := handled.Load()
@@ -101,6 +110,14 @@ func TestCtlProtocol(t *testing.T) {
 	// The session goes on answering.
 	if ans, err := Call(info, Request{Cmd: CmdStatus}, nil); err != nil || ans.Status == nil || ans.Status.PID != 7 {
 		t.Errorf("status after the bad requests: %+v, %v", ans, err)
+	}
+	// Probe commands reach the session with their pattern, and their
+	// answer says what changed.
+	for _, cmd := range []string{CmdTraceAdd, CmdTraceRemove, CmdRoot} {
+		ans, err := Call(info, Request{Cmd: cmd, Pattern: "libm.so.6:sin"}, nil)
+		if err != nil || ans.Probes == nil || len(ans.Probes.Functions) != 1 || ans.Probes.Functions[0] != cmd+" libm.so.6:sin" {
+			t.Errorf("%s: %+v, %v", cmd, ans, err)
+		}
 	}
 	// A snapshot writes through the descriptor sent along.
 	out := filepath.Join(t.TempDir(), "snap")
@@ -337,7 +354,9 @@ func TestCtlPeerCred(t *testing.T) {
 // request is accepted only with a known command, and re-encodes to a
 // packet that decodes to itself.
 func FuzzCtlDecodeRequest(f *testing.F) {
-	for _, s := range []string{`{"cmd":"status"}`, `{"cmd":"snapshot"}` + "\n", `{"cmd":"stop"} `, `{}`, `{"cmd":"x"}`, `[`, `{"cmd":"pause","cmd":"resume"}`} {
+	for _, s := range []string{`{"cmd":"status"}`, `{"cmd":"snapshot"}` + "\n", `{"cmd":"stop"} `, `{}`, `{"cmd":"x"}`, `[`, `{"cmd":"pause","cmd":"resume"}`,
+		`{"cmd":"trace-add","pattern":"lib*.so:f*"}`, `{"cmd":"trace-remove","pattern":"f"}`, `{"cmd":"root","pattern":"main"}`,
+		`{"cmd":"root","pattern":"m*"}`, `{"cmd":"trace-add"}`, `{"cmd":"status","pattern":"f"}`, `{"cmd":"trace-add","pattern":"a\u0000"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -362,7 +381,8 @@ func FuzzCtlDecodeRequest(f *testing.F) {
 // answer, a malformed one an error that never reaches the handler, and
 // the session answers a status request afterwards.
 func FuzzCtlServe(f *testing.F) {
-	for _, s := range []string{`{"cmd":"status"}`, `{"cmd":"stop"}`, `{"cmd":"snapshot"}`, "\x00\xff", `{"cmd":"status"`} {
+	for _, s := range []string{`{"cmd":"status"}`, `{"cmd":"stop"}`, `{"cmd":"snapshot"}`, "\x00\xff", `{"cmd":"status"`,
+		`{"cmd":"trace-add","pattern":"snapshot"}`, `{"cmd":"root","pattern":""}`} {
 		f.Add([]byte(s))
 	}
 	info, _, handled := fakeSession(f)
@@ -372,8 +392,8 @@ func FuzzCtlServe(f *testing.F) {
 		}
 		before := handled.Load()
 		got := rawCall(t, info.Socket, b)
-		_, derr := DecodeRequest(b)
-		valid := derr == nil && !strings.Contains(string(b), "snapshot")
+		r, derr := DecodeRequest(b)
+		valid := derr == nil && r.Cmd != CmdSnapshot
 		if reached := handled.Load() != before; reached != valid {
 			t.Fatalf("packet %q (decode error %v) reached the handler: %v; answer %s", b, derr, reached, got)
 		}

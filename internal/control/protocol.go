@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Commands a Request may carry.
@@ -17,6 +20,14 @@ const (
 	CmdSnapshot = "snapshot" // a complete trace so far, into the descriptor sent along
 	CmdStop     = "stop"     // end the recording, as SIGINT to the recorder does
 	CmdReset    = "reset"    // an aggregated recording's trees start over (record --aggregate)
+)
+
+// Commands that change what is probed while the target runs; their
+// Request carries a Pattern (see probeRequest).
+const (
+	CmdTraceAdd    = "trace-add"    // probe the functions matching Pattern
+	CmdTraceRemove = "trace-remove" // remove the probes of the functions matching Pattern
+	CmdRoot        = "root"         // make Pattern, one function, the --root function
 )
 
 // MaxMessage bounds a request or an answer, newline included: a packet
@@ -31,6 +42,9 @@ var ErrBadRequest = errors.New("bad request")
 // opens the file with its own rights, and no path crosses the socket.
 type Request struct {
 	Cmd string `json:"cmd"`
+	// Pattern is the functions a probe command names, in --trace's
+	// syntax ([MODULE:]GLOB); empty, and refused, for other commands.
+	Pattern string `json:"pattern,omitempty"`
 }
 
 // Answer is a session's reply to one request. Error is set, and nothing
@@ -42,7 +56,27 @@ type Answer struct {
 	Status *Status `json:"status,omitempty"`
 	// Bytes is the size of the snapshot written.
 	Bytes int64 `json:"bytes,omitempty"`
+	// Probes says what a probe command placed or removed.
+	Probes *ProbeChange `json:"probes,omitempty"`
 }
+
+// ProbeChange is what a trace-add, trace-remove or root request changed.
+type ProbeChange struct {
+	// Count is the number of functions placed or removed, Sites their
+	// probe sites (a function probed at its entry and its RETs has
+	// several).
+	Count int `json:"count"`
+	Sites int `json:"sites"`
+	// Removed is, for root, the functions of the previous root's
+	// subgraph whose probes came off.
+	Removed int `json:"removed,omitempty"`
+	// Functions names them, sorted, at most MaxListed: an answer is one
+	// packet.
+	Functions []string `json:"functions,omitempty"`
+}
+
+// MaxListed bounds the functions a ProbeChange names.
+const MaxListed = 20
 
 // Status is what a session reports of itself.
 type Status struct {
@@ -92,9 +126,37 @@ func DecodeRequest(b []byte) (Request, error) {
 	}
 	switch r.Cmd {
 	case CmdStatus, CmdPause, CmdResume, CmdSnapshot, CmdStop, CmdReset:
+		if r.Pattern != "" {
+			return Request{}, fmt.Errorf("%w: %s takes no pattern", ErrBadRequest, r.Cmd)
+		}
+		return r, nil
+	case CmdTraceAdd, CmdTraceRemove, CmdRoot:
+		if err := probeRequest(r); err != nil {
+			return Request{}, err
+		}
 		return r, nil
 	}
 	return Request{}, fmt.Errorf("%w: unknown command %q", ErrBadRequest, r.Cmd)
+}
+
+// maxPattern bounds a probe command's pattern.
+const maxPattern = 1024
+
+// probeRequest checks the pattern of a probe command: present, of
+// printable characters, one function for root. Whether it is a valid
+// glob and what it matches is the recorder's to say.
+func probeRequest(r Request) error {
+	switch {
+	case r.Pattern == "":
+		return fmt.Errorf("%w: %s needs a pattern", ErrBadRequest, r.Cmd)
+	case len(r.Pattern) > maxPattern:
+		return fmt.Errorf("%w: pattern of %d bytes, at most %d", ErrBadRequest, len(r.Pattern), maxPattern)
+	case strings.ContainsFunc(r.Pattern, func(c rune) bool { return !unicode.IsPrint(c) || c == utf8.RuneError }):
+		return fmt.Errorf("%w: pattern %q has unprintable characters", ErrBadRequest, r.Pattern)
+	case r.Cmd == CmdRoot && strings.ContainsAny(r.Pattern, "*?["):
+		return fmt.Errorf("%w: root names one function, not a pattern: %q", ErrBadRequest, r.Pattern)
+	}
+	return nil
 }
 
 // encode renders v as one packet, newline-terminated.

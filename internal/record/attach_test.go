@@ -59,24 +59,7 @@ int main(void) {
 // computes without probes.
 func TestUprobeAttachRepeatedly(t *testing.T) {
 	testutil.RequirePerf(t)
-	bin := testutil.BuildC(t, t.TempDir(), "server", serverFixture, "-pthread")
-	cmd := exec.Command(bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	out := bufio.NewReader(stdout)
-	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("server said %q, %v", line, err)
-	}
+	cmd, finish := startServer(t)
 
 	for i := range 20 {
 		_, p := recordCmd(t, Config{PID: cmd.Process.Pid, Duration: 300 * time.Millisecond, Trace: []string{"work", "handle"}})
@@ -118,26 +101,52 @@ func TestUprobeAttachRepeatedly(t *testing.T) {
 		}
 	}
 
-	stdin.Close()
-	rest, err := io.ReadAll(out)
+	finish()
+}
+
+// startServer starts serverFixture and waits for it to be ready;
+// finish ends it and checks what each of its threads computed.
+func startServer(t *testing.T) (cmd *exec.Cmd, finish func()) {
+	bin := testutil.BuildC(t, t.TempDir(), "server", serverFixture, "-pthread")
+	cmd = exec.Command(bin)
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("server: %v\n%s", err, rest)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(rest)), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("server printed %q", rest)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for _, line := range lines {
-		var n, sum int64
-		if _, err := fmt.Sscan(line, &n, &sum); err != nil {
-			t.Fatalf("server printed %q: %v", line, err)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("server said %q, %v", line, err)
+	}
+	return cmd, func() {
+		stdin.Close()
+		rest, err := io.ReadAll(out)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// handle(i) returns i*i + 2: the sum over i < n.
-		if want := (n-1)*n*(2*n-1)/6 + 2*n; sum != want || n == 0 {
-			t.Errorf("server thread: %d loops summed to %d, want %d: the probes changed what it computed", n, sum, want)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("server: %v\n%s", err, rest)
+		}
+		lines := strings.Split(strings.TrimSpace(string(rest)), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("server printed %q", rest)
+		}
+		for _, line := range lines {
+			var n, sum int64
+			if _, err := fmt.Sscan(line, &n, &sum); err != nil {
+				t.Fatalf("server printed %q: %v", line, err)
+			}
+			// handle(i) returns i*i + 2: the sum over i < n.
+			if want := (n-1)*n*(2*n-1)/6 + 2*n; sum != want || n == 0 {
+				t.Errorf("server thread: %d loops summed to %d, want %d: the probes changed what it computed", n, sum, want)
+			}
 		}
 	}
 }

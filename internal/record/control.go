@@ -161,6 +161,8 @@ func (s *session) controlRequest(req control.Request, file *os.File) (control.An
 		}
 		s.agg.resets++
 		return control.Answer{}, s.resetTrees(now)
+	case control.CmdTraceAdd, control.CmdTraceRemove, control.CmdRoot:
+		return s.probeRequest(req)
 	}
 	return control.Answer{}, nil
 }
@@ -251,10 +253,8 @@ func (s *session) controlStatus() *control.Status {
 	if s.agg != nil {
 		st.Aggregated, st.TreeNodes, st.Resets = true, uint64(s.agg.live.Nodes()), s.agg.resets
 	}
-	for _, src := range s.sources {
-		if u, ok := src.(*uprobeSource); ok {
-			st.Probes += len(u.starts)
-		}
+	if s.uprobes != nil {
+		st.Probes = len(s.uprobes.live)
 	}
 	return st
 }

@@ -115,6 +115,9 @@ func (s *session) processEvent(e *instrEvent) error {
 			return s.calibrationEvent(e, name)
 		}
 	}
+	if s.hooks.off != nil && s.hooks.drops(fn, e.time) {
+		return nil
+	}
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.
 	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}

@@ -11,7 +11,8 @@ import (
 
 // pauseWatch finds the time the target's threads lose while the recorder
 // places or removes uprobes in a running process (attaching with -p, a
-// dlopen'ed library, --root's callees, the detach at the end). Writing a
+// dlopen'ed library, --root's callees, ctl trace add|remove and root, the
+// detach at the end). Writing a
 // probe into a process's code takes its mm's lock, once per probe: a
 // thread that computes never notices, but one that needs the lock (a
 // page fault, mmap, munmap, a new thread) waits, for up to tens of

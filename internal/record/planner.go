@@ -7,8 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"trueprof/internal/control"
 	"trueprof/internal/resolve"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
@@ -64,12 +66,36 @@ type uprobePlanner struct {
 	pauses    *pauseWatch
 	addSource func(eventSource)
 	stopped   bool
+	// live are the functions probed now, by module string id and file
+	// offset: what trace-remove finds and trace-add leaves alone.
+	live map[liveKey]liveProbe
 }
 
-// plannedModule is a file and the probe sites placed in it.
+// plannedModule is a file and the probe sites placed in it; root marks
+// sites of the root function's subgraph (the root, its lazy callees),
+// which a new root replaces.
 type plannedModule struct {
 	path  string
 	sites []uprobe.Site
+	root  bool
+}
+
+// liveKey names a probed function: its module's string id and its file
+// offset.
+type liveKey struct {
+	module uint32
+	off    uint64
+}
+
+// liveProbe is a function probed now: its source and site there, its
+// Probe record and the file it is in.
+type liveProbe struct {
+	src   *uprobeSource
+	site  int
+	probe trace.Probe
+	path  string
+	name  string
+	root  bool
 }
 
 // probedFunc is a probed function, for --root's expansion.
@@ -84,17 +110,14 @@ type probedFunc struct {
 // of cfg's command or of process pid, and in the libraries it needs (a
 // running process's mapped files too), before the target runs.
 func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error) {
-	path, err := targetPath(cfg.Command, pid)
+	p, err := newPlanner(cfg.Command, pid, log)
 	if err != nil {
 		return nil, err
 	}
-	p := &uprobePlanner{path: path, patterns: cfg.Trace, done: map[string]bool{}, log: log}
+	p.patterns = slices.Clone(cfg.Trace)
 	if cfg.Root != "" {
 		p.patterns = append(p.patterns, cfg.Root)
-		p.root = cfg.Root
-		p.probed = map[[2]uint64]probedFunc{}
-		p.graphs = map[string]*callGraph{}
-		p.named = map[string]bool{}
+		p.setRoot(cfg.Root)
 	}
 	// The executable and the libraries it needs are probed before it
 	// runs, found as ld.so will find them in the environment the command
@@ -102,9 +125,9 @@ func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error
 	// A running process has loaded what it needs, and maybe more: its
 	// mappings are the loader's own choice, and no path of its
 	// environment is followed.
-	files := []string{path}
+	files := []string{p.path}
 	if len(cfg.Command) > 0 {
-		files = append(files, neededLibraries(path, os.Environ())...)
+		files = append(files, neededLibraries(p.path, os.Environ())...)
 	} else {
 		files = append(files, mappedFiles(pid)...)
 	}
@@ -117,10 +140,31 @@ func newUprobePlanner(cfg Config, pid int, log io.Writer) (*uprobePlanner, error
 			p.modules = append(p.modules, plannedModule{path: f, sites: sites})
 		}
 	}
-	if len(p.modules) == 0 && !namesOtherModules(p.patterns, path) {
-		return nil, fmt.Errorf("no function of %s or its libraries matches %q", path, p.patterns)
+	if len(p.modules) == 0 && !namesOtherModules(p.patterns, p.path) {
+		return nil, fmt.Errorf("no function of %s or its libraries matches %q", p.path, p.patterns)
 	}
 	return p, nil
+}
+
+// newPlanner returns a planner of the executable of command or of
+// process pid with nothing planned.
+func newPlanner(command []string, pid int, log io.Writer) (*uprobePlanner, error) {
+	path, err := targetPath(command, pid)
+	if err != nil {
+		return nil, err
+	}
+	return &uprobePlanner{path: path, done: map[string]bool{}, log: log, live: map[liveKey]liveProbe{}}, nil
+}
+
+// setRoot makes fn the root function whose callees are probed as they
+// first run.
+func (p *uprobePlanner) setRoot(fn string) {
+	p.root = fn
+	p.probed = map[[2]uint64]probedFunc{}
+	if p.graphs == nil {
+		p.graphs = map[string]*callGraph{}
+	}
+	p.named = map[string]bool{}
 }
 
 // start places the planned probes once the target process exists
@@ -143,8 +187,10 @@ func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *
 		if err != nil {
 			return err
 		}
-		placed = append(placed, u)
-		live = max(live, u.set.Live())
+		if u != nil {
+			placed = append(placed, u)
+			live = max(live, u.set.Live())
+		}
 	}
 	for _, u := range placed {
 		if err := p.accept(u, live); err != nil {
@@ -216,7 +262,7 @@ func (p *uprobePlanner) entered(pid, module uint32, off, _ uint64) error {
 	if len(sites) == 0 {
 		return nil
 	}
-	if err := p.attachModule(int(pid), plannedModule{path: pf.path, sites: sites}, true); err != nil {
+	if err := p.attachModule(int(pid), plannedModule{path: pf.path, sites: sites, root: true}, true); err != nil {
 		fmt.Fprintf(p.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
 	}
 	return nil
@@ -235,33 +281,53 @@ func (p *uprobePlanner) close() {
 // their events from the moment all of them are in place; lazy marks
 // probes placed by --root's expansion.
 func (p *uprobePlanner) attachModule(pid int, m plannedModule, lazy bool) error {
+	_, err := p.attachLive(pid, m, lazy)
+	return err
+}
+
+// attachLive is attachModule returning the source placed: nil when
+// recording is stopping or every function of m is probed already.
+func (p *uprobePlanner) attachLive(pid int, m plannedModule, lazy bool) (*uprobeSource, error) {
 	if p.stopped {
-		return nil // recording is stopping: the probes would count nothing
+		return nil, nil // recording is stopping: the probes would count nothing
 	}
 	placed := p.pauses.placing()
 	u, err := p.placeModule(pid, m, false, lazy)
 	placed()
-	if err != nil {
-		return err
+	if err != nil || u == nil {
+		return nil, err
 	}
-	return p.accept(u, u.set.Live())
+	return u, p.accept(u, u.set.Live())
 }
 
 // placeModule places a planned module's probes on pid and adds their
 // source, which counts nothing until accept; lazy marks probes placed by
-// --root's expansion.
+// --root's expansion. Functions probed already are left out: nil when
+// all of them are.
 func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy bool) (*uprobeSource, error) {
+	module, err := p.res.Module(m.path)
+	if err != nil {
+		return nil, err
+	}
+	m.sites = slices.DeleteFunc(slices.Clone(m.sites), func(s uprobe.Site) bool {
+		_, ok := p.live[liveKey{module, s.StartOffset}]
+		return ok
+	})
+	if len(m.sites) == 0 {
+		return nil, nil
+	}
 	set, err := attachUprobes(pid, m.path, m.sites, launched)
 	if err != nil {
 		return nil, err
 	}
 	starts := fileOffsets(m.sites)
-	module, err := p.res.Module(m.path)
-	if err != nil {
-		set.Close()
-		return nil, err
-	}
 	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
+	for _, site := range m.sites {
+		u.points += 1 + len(site.Exits)
+		if site.Return {
+			u.points++
+		}
+	}
 	p.addSource(u)
 	for i, site := range m.sites {
 		fn, err := p.res.FileLocation(uint32(pid), module, starts[i])
@@ -278,6 +344,8 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 			mech = trace.ProbeReturn
 		}
 		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated})
+		p.live[liveKey{module, starts[i]}] = liveProbe{src: u, site: i, probe: u.probes[i], path: m.path, name: site.Function,
+			root: m.root || (p.root != "" && site.Function == p.root)}
 		if p.root != "" {
 			p.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
 		}
@@ -338,4 +406,221 @@ func namesOtherModules(patterns []string, exe string) bool {
 		}
 	}
 	return false
+}
+
+// matchMapped returns the functions matching pattern in the files
+// process pid maps now, exe first, by file: the sites uprobe.Plan gives.
+// An invalid pattern is an error; a file that cannot be read, or has no
+// symbols, is passed over.
+func matchMapped(pid int, exe, pattern string, log io.Writer) ([]plannedModule, error) {
+	var out []plannedModule
+	seen := map[string]bool{}
+	for _, f := range append([]string{exe}, mappedFiles(pid)...) {
+		key := f
+		if r, err := filepath.EvalSymlinks(f); err == nil {
+			key = r
+		}
+		if seen[key] || !resolve.IsFile(f) {
+			continue
+		}
+		seen[key] = true
+		sites, err := uprobe.Plan(f, []string{pattern})
+		var skip *uprobe.SkipError
+		switch {
+		case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped):
+			continue
+		case errors.As(err, &skip):
+			fmt.Fprintf(log, "trueprof: not probed: %v\n", skip)
+		case err != nil && f == exe:
+			return nil, err
+		case err != nil:
+			continue
+		}
+		out = append(out, plannedModule{path: f, sites: sites})
+	}
+	return out, nil
+}
+
+// planLive plans the probes of pattern in the files process pid maps
+// now (matchMapped), leaving out the functions probed already. matched
+// counts the functions that match, probed or not.
+func (p *uprobePlanner) planLive(pid int, pattern string) (mods []plannedModule, matched int, err error) {
+	all, err := matchMapped(pid, p.path, pattern, p.log)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, m := range all {
+		matched += len(m.sites)
+		module, err := p.res.Module(m.path)
+		if err != nil {
+			return nil, 0, err
+		}
+		m.sites = slices.DeleteFunc(m.sites, func(s uprobe.Site) bool {
+			_, ok := p.live[liveKey{module, s.StartOffset}]
+			return ok
+		})
+		if len(m.sites) > 0 {
+			mods = append(mods, m)
+		}
+	}
+	return mods, matched, nil
+}
+
+// placeLive places planned modules in the running process pid (root:
+// as the root's subgraph) and says what it placed.
+func (p *uprobePlanner) placeLive(pid int, mods []plannedModule, root bool) (*control.ProbeChange, error) {
+	ch := &control.ProbeChange{}
+	var names []string
+	for _, m := range mods {
+		m.root = root
+		u, err := p.attachLive(pid, m, false)
+		if err != nil {
+			return ch, err
+		}
+		if u == nil {
+			continue
+		}
+		for _, site := range m.sites {
+			names = append(names, site.Function)
+		}
+		ch.Sites += u.points
+	}
+	ch.Count = len(names)
+	ch.Functions = listed(names)
+	return ch, nil
+}
+
+// listed returns the first control.MaxListed of names, sorted.
+func listed(names []string) []string {
+	slices.Sort(names)
+	return names[:min(len(names), control.MaxListed)]
+}
+
+// addPattern probes the functions of pattern in process pid's modules
+// now, and in the libraries it maps later.
+func (p *uprobePlanner) addPattern(pid int, pattern string) (*control.ProbeChange, error) {
+	mods, matched, err := p.planLive(pid, pattern)
+	switch {
+	case err != nil:
+		return nil, err
+	case matched == 0:
+		return nil, fmt.Errorf("no function of the target's modules matches %q", pattern)
+	case len(mods) == 0:
+		return nil, fmt.Errorf("the %d functions matching %q are probed already", matched, pattern)
+	}
+	ch, err := p.placeLive(pid, mods, false)
+	if err == nil && !slices.Contains(p.patterns, pattern) {
+		p.patterns = append(p.patterns, pattern)
+	}
+	return ch, err
+}
+
+// removePattern removes, at time t, the probes of the probed functions
+// that match pattern; libraries mapped later are no longer probed for it.
+func (p *uprobePlanner) removePattern(pattern string, t uint64) (*control.ProbeChange, error) {
+	byPath := map[string]uint32{}
+	for k, lp := range p.live {
+		byPath[lp.path] = k.module
+	}
+	var keys []liveKey
+	for path, module := range byPath {
+		sites, err := uprobe.Plan(path, []string{pattern})
+		var skip *uprobe.SkipError
+		if err != nil && !errors.As(err, &skip) && !errors.Is(err, uprobe.ErrNoMatch) && !errors.Is(err, uprobe.ErrStripped) {
+			return nil, err
+		}
+		for _, s := range sites {
+			if k := (liveKey{module, s.StartOffset}); p.live[k].src != nil {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no probed function matches %q", pattern)
+	}
+	p.patterns = slices.DeleteFunc(p.patterns, func(q string) bool { return q == pattern })
+	return p.removeKeys(keys, t)
+}
+
+// removeKeys removes the probes of functions keys at time t: their
+// events from t on are not counted, a Probe record (ProbeRemoved) says
+// so, which ends their calls open then in the analysis. A set whose
+// functions are all removed comes off the target; one with others still
+// probed stays, its removed sites' events dropped.
+func (p *uprobePlanner) removeKeys(keys []liveKey, t uint64) (*control.ProbeChange, error) {
+	ch := &control.ProbeChange{Count: len(keys)}
+	var names []string
+	var emptied []*uprobeSource
+	for _, k := range keys {
+		lp := p.live[k]
+		u := lp.src
+		if u.siteEnd == nil {
+			u.siteEnd = make([]uint64, len(u.starts))
+			for i := range u.siteEnd {
+				u.siteEnd[i] = math.MaxUint64
+			}
+		}
+		u.siteEnd[lp.site] = t
+		if u.removed++; u.removed == len(u.starts) {
+			emptied = append(emptied, u)
+		}
+		delete(p.live, k)
+		delete(p.probed, [2]uint64{uint64(k.module), k.off})
+		names = append(names, lp.name)
+		rec := lp.probe
+		rec.Time, rec.Mech = t, trace.ProbeRemoved
+		if err := p.w.Write(&rec); err != nil {
+			return nil, err
+		}
+	}
+	if len(emptied) > 0 {
+		removed := p.pauses.placing()
+		for _, u := range emptied {
+			u.end = min(u.end, t)
+			if err := u.set.Detach(); err != nil {
+				fmt.Fprintf(p.log, "trueprof: removing probes: %v\n", err)
+			}
+			ch.Sites += u.points
+		}
+		removed()
+	}
+	ch.Functions = listed(names)
+	return ch, nil
+}
+
+// replaceRoot makes fn the root function in the running process pid:
+// the previous root's subgraph comes off at time t, fn is probed, and
+// its callees are probed as they first run (Scheme B).
+func (p *uprobePlanner) replaceRoot(pid int, fn string, t uint64) (*control.ProbeChange, error) {
+	mods, matched, err := p.planLive(pid, fn)
+	switch {
+	case err != nil:
+		return nil, err
+	case matched == 0:
+		return nil, fmt.Errorf("no function of the target's modules is named %q", fn)
+	}
+	var old []liveKey
+	for k, lp := range p.live {
+		if lp.root {
+			old = append(old, k)
+		}
+	}
+	removed := 0
+	if len(old) > 0 {
+		ch, err := p.removeKeys(old, t)
+		if err != nil {
+			return nil, err
+		}
+		removed = ch.Count
+		// fn may have been in the old subgraph: plan it anew.
+		if mods, _, err = p.planLive(pid, fn); err != nil {
+			return nil, err
+		}
+	}
+	p.setRoot(fn)
+	ch, err := p.placeLive(pid, mods, true)
+	if ch != nil {
+		ch.Removed = removed
+	}
+	return ch, err
 }

@@ -169,10 +169,13 @@ func (s *session) startProbes(pid int, launched bool) error {
 		s.region = nil // the source closes it
 		s.sources = append(s.sources, h)
 	case MechUprobe:
-		return s.uprobes.start(pid, launched, s.res, s.w, s.pauses, func(src eventSource) { s.sources = append(s.sources, src) })
+		return s.uprobes.start(pid, launched, s.res, s.w, s.pauses, s.addSource)
 	}
 	return nil
 }
+
+// addSource adds a probe source to the session's.
+func (s *session) addSource(src eventSource) { s.sources = append(s.sources, src) }
 
 // detach removes the probes when recording stops and returns the detach
 // time, 0 when no function was probed. Events count until then: an exit
@@ -187,7 +190,7 @@ func (s *session) detach() uint64 {
 	removed := s.pauses.placing()
 	for _, src := range s.sources {
 		if u, ok := src.(*uprobeSource); ok {
-			u.end = t
+			u.end = min(u.end, t) // a set removed while running ended then
 		}
 		src.finish()
 	}
@@ -215,6 +218,14 @@ type uprobeSource struct {
 	// probes are the Probe records accept writes.
 	from, end uint64
 	probes    []trace.Probe
+	// siteEnd is, per site, when its probe was removed while the set's
+	// others stay (nil until one is: ctl trace remove); removed counts
+	// those sites. The set is detached when all of them are.
+	siteEnd []uint64
+	removed int
+	// points is the number of probe points in the target: an entry and
+	// a return probe, or RET-instruction probes, per site.
+	points int
 }
 
 func (u *uprobeSource) fds() []int { return u.set.Fds() }
@@ -223,7 +234,7 @@ func (u *uprobeSource) fds() []int { return u.set.Fds() }
 // from pass too; the analysis ignores an exit with no open call.
 func (u *uprobeSource) drain(fn func(instrEvent)) {
 	u.set.Read(func(e uprobe.Event) {
-		if e.Time < u.from || e.Time >= u.end {
+		if e.Time < u.from || e.Time >= u.end || (u.siteEnd != nil && e.Time >= u.siteEnd[e.Site]) {
 			return
 		}
 		kind := trace.EventExit

@@ -120,9 +120,11 @@ type session struct {
 	counters counterState
 	side     sideRings
 	loss     samplingLoss // the sampling rings' losses (lost.go)
-	// ctl serves trueprof ctl (control.go).
-	ctl controlState
-	agg *aggregator // record --aggregate's trees; nil without
+	// ctl serves trueprof ctl (control.go); hooks filters the hooks'
+	// events by function (ctl trace remove, liveprobes.go).
+	ctl   controlState
+	hooks hookFilter
+	agg   *aggregator // record --aggregate's trees; nil without
 }
 
 // logOrStderr is where warnings go: w, or os.Stderr if nil.
@@ -721,11 +723,6 @@ func (s *session) loop(ctx context.Context) (string, error) {
 			timeout = 20
 		}
 	}
-	if s.mech == MechUprobe && s.cfg.Root != "" {
-		// --root places probes when a function first runs: look at its
-		// events soon, so its callees miss as few calls as possible.
-		timeout = 5
-	}
 	if s.tgt != nil {
 		// The poll wakes when the target exits, not at its timeout (up
 		// to 100 ms after the end of every launched recording).
@@ -767,7 +764,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	lastFlush := time.Now()
 	reason := ""
 	for reason == "" {
-		if err := poller.Wait(timeout); err != nil {
+		if err := poller.Wait(s.pollTimeout(timeout)); err != nil {
 			return "", err
 		}
 		if s.reader.wake != nil {
@@ -814,6 +811,17 @@ func (s *session) loop(ctx context.Context) (string, error) {
 		}
 	}
 	return reason, nil
+}
+
+// pollTimeout is the loop's poll timeout in ms: timeout, or 5 under a
+// root function (--root, ctl root), which places probes when a function
+// first runs: its events are looked at soon, so its callees miss as few
+// calls as possible.
+func (s *session) pollTimeout(timeout int) int {
+	if s.uprobes != nil && s.uprobes.root != "" {
+		return 5
+	}
+	return timeout
 }
 
 // drain reads every ring and processes the records that are old enough

@@ -270,7 +270,7 @@ func newInstrData(p *model.Profile, o Options, opts calltree.Options, mt metric,
 	sh := d.baseHeader(o.View)
 	h := InstrHeader{
 		View:               o.View,
-		Instrument:         p.Header.Instrument,
+		Instrument:         instrument(p),
 		Probes:             probeInfos(p),
 		Metric:             mt.name,
 		Event:              sh.Event,
@@ -467,12 +467,16 @@ func sampledLabel(f calltree.Func, sampled bool) string {
 // sampledLegend explains the mark of sampledLabel.
 const sampledLegend = "~ marks functions seen only in samples (not traced): no calls, no time."
 
-// ProbeInfo is one probe placed during the recording.
+// ProbeInfo is one probe placed, or removed, during the recording.
 type ProbeInfo struct {
-	Function  string `json:"function"`
-	Module    string `json:"module"`
-	Mechanism string `json:"mechanism"` // "entry", "return", "ret-insn", "lazy" (--root), "hook"
-	// AfterNS is when the probe was placed, from the start of recording.
+	Function string `json:"function"`
+	Module   string `json:"module"`
+	// Mechanism is "entry", "return", "ret-insn", "lazy" (--root),
+	// "hook", or "removed" for a probe taken off while the target ran
+	// (trueprof ctl trace remove, root).
+	Mechanism string `json:"mechanism"`
+	// AfterNS is when the probe was placed or removed, from the start of
+	// recording.
 	AfterNS uint64 `json:"after_ns"`
 	// Late says the probe was placed while its process ran, so calls
 	// before it were not seen: a lazy (--root) probe, one placed in a
@@ -482,7 +486,17 @@ type ProbeInfo struct {
 
 var probeMechs = map[trace.ProbeMech]string{
 	trace.ProbeHook: "hook", trace.ProbeEntry: "entry", trace.ProbeReturn: "return",
-	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy",
+	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy", trace.ProbeRemoved: "removed",
+}
+
+// instrument is p's probe mechanism: its header's or, for a recording
+// that started by sampling only and gained uprobes while it ran (trueprof
+// ctl trace add, root), "uprobe" when Probe records say so.
+func instrument(p *model.Profile) string {
+	if p.Header.Instrument == "" && len(p.Probes) > 0 {
+		return "uprobe"
+	}
+	return p.Header.Instrument
 }
 
 // probeInfos describes p's probes. A probe is late when placed after its
@@ -520,16 +534,26 @@ func writeProbes(w io.Writer, probes []ProbeInfo) {
 		return
 	}
 	var late []ProbeInfo
+	placed, removed := 0, 0
 	for _, pr := range probes {
-		if pr.Late {
+		if pr.Mechanism == "removed" {
+			removed++
+		} else {
+			placed++
+		}
+		if pr.Late || pr.Mechanism == "removed" {
 			late = append(late, pr)
 		}
 	}
 	if len(late) == 0 {
-		fmt.Fprintf(w, "Probes:     %d functions, all placed before the program ran\n", len(probes))
+		fmt.Fprintf(w, "Probes:     %d functions, all placed before the program ran\n", placed)
 		return
 	}
-	fmt.Fprintf(w, "Probes:     %d functions, %d placed while the program ran (calls before that were not seen)\n", len(probes), len(late))
+	fmt.Fprintf(w, "Probes:     %d functions, %d placed while the program ran (calls before that were not seen)", placed, len(late)-removed)
+	if removed > 0 {
+		fmt.Fprintf(w, ", %d removed (calls after that were not seen)", removed)
+	}
+	fmt.Fprintln(w)
 	const show = 20
 	for i, pr := range late {
 		if i == show {

@@ -521,6 +521,10 @@ const (
 	ProbeReturn  ProbeMech = 3 // uretprobe (return address hijack)
 	ProbeRetInsn ProbeMech = 4 // uprobe on a RET instruction (Go)
 	ProbeDynamic ProbeMech = 5 // entry uprobe placed lazily under --root
+	// ProbeRemoved says the function's probe came off at Time while the
+	// target ran (trueprof ctl trace remove, root): its calls open then
+	// end then, and its later calls are not recorded.
+	ProbeRemoved ProbeMech = 6
 )
 
 // Probe records that a probe of kind Mech was placed at Address of
