@@ -314,7 +314,12 @@ func summarize(p *model.Profile) summary {
 func analyse(p *model.Profile, o Options, flow bool, shards int, group bool) (*replay, error) {
 	if p.Aggregated() {
 		o.Flow = o.Flow || flow
-		return fromTree(p, o)
+		a, err := fromTree(p, o)
+		if err == nil && group {
+			// Its samples are in the trees; the grouping is of none.
+			a.g = newGrouper(p, o.Filter, o.ByGoroutine)
+		}
+		return a, err
 	}
 	p = model.FilterLabels(p, o.Filter.LabelMatcher())
 	a, err := newReplay(p, summarize(p), o, flow)
