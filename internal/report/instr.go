@@ -582,9 +582,10 @@ func belowResolution(c *trace.Calibration, calls uint64, selfNS float64) bool {
 	return c != nil && c.Refused == "" && c.Resolution > 0 && calls > 0 && selfNS/float64(calls) < c.Resolution
 }
 
-// sampledSelfNS is the self time sampling measured for a function below
-// the resolution, in ns: the samples' periods when the sampling event
-// counts nanoseconds (cpu-clock, task-clock), else 0.
+// sampledSelfNS is the CPU time m's samples stand for, in ns: their
+// periods when the sampling event counts nanoseconds (cpu-clock,
+// task-clock), else 0. Sampling's estimate of a self time below the
+// resolution, and the only time of a function not traced.
 func sampledSelfNS(h *InstrHeader, m *calltree.Metrics) float64 {
 	if m.Samples == 0 || (h.Event != "cpu-clock" && h.Event != "task-clock") {
 		return 0

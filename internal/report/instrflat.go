@@ -37,10 +37,20 @@ type InstrFlatFunction struct {
 	MaxSelfCPUNS float64 `json:"max_self_cpu_ns"`
 	// BelowResolution marks a function whose calibrated self time per
 	// call is shorter than the calibration's resolution: its calls are
-	// exact, its times estimates. SampledSelfNS is then its self time by
-	// sampling, when sampling ran with a time-based event (-F).
-	BelowResolution bool    `json:"below_resolution,omitempty"`
-	SampledSelfNS   float64 `json:"sampled_self_ns,omitempty"`
+	// exact, its times estimates (SampledSelfNS is then the better one).
+	BelowResolution bool `json:"below_resolution,omitempty"`
+	// SelfSamplesPercent and TotalSamplesPercent are Self.Samples and
+	// Total.Samples as shares of the header's total samples: sampling's
+	// view of every function, traced or not. Absent when zero.
+	SelfSamplesPercent  float64 `json:"self_samples_percent,omitempty"`
+	TotalSamplesPercent float64 `json:"total_samples_percent,omitempty"`
+	// SampledSelfNS and SampledTotalNS are the CPU time those samples
+	// stand for (their periods) when sampling ran with a time-based
+	// event (-F: cpu-clock, task-clock); absent otherwise. For a Sampled
+	// function they are its only times, and SelfPercent, TotalPercent,
+	// Min and the order of rows use them under the wall and cpu metrics.
+	SampledSelfNS  float64 `json:"sampled_self_ns,omitempty"`
+	SampledTotalNS float64 `json:"sampled_total_ns,omitempty"`
 }
 
 // InstrFlatReport is the JSON form of the flat view of an instrumented
@@ -67,35 +77,60 @@ func instrFunctions(in *instrData, key func(f *calltree.Function) []float64) []*
 	return fs
 }
 
+// flatValues are function f's self and total in the metric of the flat
+// view: measured for a traced function and, under the wall and cpu
+// metrics, the CPU time its samples stand for for one known only from
+// samples, so that a hot untraced function ranks among the traced ones.
+func flatValues(in *instrData, f *calltree.Function) (self, total float64) {
+	if f.Calls == 0 && !in.mt.count {
+		return sampledSelfNS(&in.header, &f.Self), sampledSelfNS(&in.header, &f.Total)
+	}
+	return in.mt.of(&f.Self), in.mt.of(&f.Total)
+}
+
 func buildInstrFlat(in *instrData) InstrFlatReport {
-	mt := in.mt
 	rep := InstrFlatReport{InstrHeader: in.header, Functions: []InstrFlatFunction{}}
-	fs := instrFunctions(in, func(f *calltree.Function) []float64 { return []float64{mt.of(&f.Self), mt.of(&f.Total)} })
+	samples := in.header.Total.Samples
+	fs := instrFunctions(in, func(f *calltree.Function) []float64 {
+		self, total := flatValues(in, f)
+		return []float64{self, total}
+	})
 	for _, f := range fs {
-		if hiddenF(mt.of(&f.Self), in.total, in.o) {
+		self, total := flatValues(in, f)
+		if hiddenF(self, in.total, in.o) {
 			continue
 		}
-		row := InstrFlatFunction{
+		rep.Functions = append(rep.Functions, InstrFlatFunction{
 			Name: f.Name, Module: f.Module, Calls: f.Calls, Sampled: f.Calls == 0,
 			Self: f.Self, Total: f.Total,
-			SelfPercent:  percentF(mt.of(&f.Self), in.total),
-			TotalPercent: percentF(mt.of(&f.Total), in.total),
+			SelfPercent:  percentF(self, in.total),
+			TotalPercent: percentF(total, in.total),
 			MinSelfNS:    f.MinSelfNS, MaxSelfNS: f.MaxSelfNS,
 			MinSelfCPUNS: f.MinSelfCPUNS, MaxSelfCPUNS: f.MaxSelfCPUNS,
-			BelowResolution: belowResolution(in.header.Calibration, f.Calls, f.Self.WallNS),
-		}
-		if row.BelowResolution {
-			row.SampledSelfNS = sampledSelfNS(&in.header, &f.Self)
-		}
-		rep.Functions = append(rep.Functions, row)
+			BelowResolution:     belowResolution(in.header.Calibration, f.Calls, f.Self.WallNS),
+			SelfSamplesPercent:  percent(f.Self.Samples, samples),
+			TotalSamplesPercent: percent(f.Total.Samples, samples),
+			SampledSelfNS:       sampledSelfNS(&in.header, &f.Self),
+			SampledTotalNS:      sampledSelfNS(&in.header, &f.Total),
+		})
 	}
 	return rep
+}
+
+// mixedLegend explains the columns the flat view adds when samples were
+// taken alongside the probes.
+func mixedLegend(samples uint64) string {
+	return fmt.Sprintf("SMP and TSMP count the samples with the function as leaf (its self) and anywhere on the stack\n"+
+		"(its total); SMP%% and TSMP%% are their shares of the %s.\n"+
+		"~ marks functions seen only in samples (not traced): no calls; their ~SELF and ~TOTAL are the CPU time\n"+
+		"their samples stand for (-F), which the times of their traced callers include.", plural(samples, "sample", "samples"))
 }
 
 func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 	rep := buildInstrFlat(in)
 	text := func(w io.Writer) {
 		mt := in.mt
+		samples := rep.Total.Samples > 0
 		// Per-call extremes are kept for the two times; for dispatches
 		// they stay wall time, and the legend says so.
 		perCall := "wall time"
@@ -103,28 +138,53 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			perCall = "CPU time"
 		}
 		fmt.Fprintf(w, "SELF and TOTAL are %s; MIN/CALL and MAX/CALL are the self %s of one call.\n", metricTitle(mt), perCall)
-		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.Sampled }) {
+		switch {
+		case samples:
+			fmt.Fprintln(w, mixedLegend(rep.Total.Samples))
+		case slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.Sampled }):
 			fmt.Fprintln(w, sampledLegend)
 		}
 		if slices.ContainsFunc(rep.Functions, func(f InstrFlatFunction) bool { return f.BelowResolution }) {
 			fmt.Fprintln(w, resolutionLegend(rep.Calibration))
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "%8s %10s %7s %10s %7s %10s %10s  %s\n", "CALLS", "SELF", "SELF%", "TOTAL", "TOTAL%", "MIN/CALL", "MAX/CALL", "FUNCTION (MODULE)")
+		fmt.Fprintf(w, "%8s %10s %7s %10s %7s %10s %10s", "CALLS", "SELF", "SELF%", "TOTAL", "TOTAL%", "MIN/CALL", "MAX/CALL")
+		if samples {
+			fmt.Fprintf(w, " %6s %6s %6s %6s", "SMP", "SMP%", "TSMP", "TSMP%")
+		}
+		fmt.Fprintf(w, "  %s\n", "FUNCTION (MODULE)")
 		for _, f := range rep.Functions {
 			calls, lo, hi := fmt.Sprint(f.Calls), formatNS(f.MinSelfNS), formatNS(f.MaxSelfNS)
 			if mt.name == "cpu" {
 				lo, hi = formatNS(f.MinSelfCPUNS), formatNS(f.MaxSelfCPUNS)
 			}
+			self, total := approx(mt.format(mt.of(&f.Self)), f.BelowResolution), mt.format(mt.of(&f.Total))
+			note := ""
+			if f.BelowResolution {
+				note = sampledNote(f.SampledSelfNS)
+			}
 			if f.Sampled {
 				calls, lo, hi = "-", "-", "-"
+				self, total = sampledTime(f.SampledSelfNS, mt), sampledTime(f.SampledTotalNS, mt)
 			}
-			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s  %s%s\n", calls,
-				approx(mt.format(mt.of(&f.Self)), f.BelowResolution), f.SelfPercent, mt.format(mt.of(&f.Total)), f.TotalPercent,
-				lo, hi, sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled), sampledNote(f.SampledSelfNS))
+			fmt.Fprintf(w, "%8s %10s %6.2f%% %10s %6.2f%% %10s %10s", calls, self, f.SelfPercent, total, f.TotalPercent, lo, hi)
+			if samples {
+				fmt.Fprintf(w, " %6d %5.1f%% %6d %5.1f%%", f.Self.Samples, f.SelfSamplesPercent, f.Total.Samples, f.TotalSamplesPercent)
+			}
+			fmt.Fprintf(w, "  %s%s\n", sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled), note)
 		}
 	}
 	return text, rep, nil
+}
+
+// sampledTime is how the flat view shows the time samples stand for in
+// the SELF and TOTAL columns of an untraced function: "~" and the time,
+// or "-" under the dispatches metric or without a time-based event.
+func sampledTime(ns float64, mt metric) string {
+	if mt.count || ns == 0 {
+		return "-"
+	}
+	return "~" + formatNS(ns)
 }
 
 // InstrArcRow is a caller or callee row of an arcflow stanza of an
