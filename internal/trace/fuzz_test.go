@@ -29,7 +29,8 @@ var fixtures = []struct {
 		return data
 	}},
 	// A recorder stream of 2000 samples in wrap mode keeping 4 KiB of
-	// samples: ends with a Lost{LostWrap} record, the kept samples, End.
+	// samples: ends with a Lost{LostWrap} record, the kept samples (in
+	// chunks per thread), End.
 	{"wrap.trace", func(t *testing.T) []byte {
 		return writeTrace(t, Options{Mode: ModeWrap, SizeLimit: 4 << 10}, recorderStream(2000))
 	}},
