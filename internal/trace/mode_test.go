@@ -361,7 +361,8 @@ func TestModesBoundEvents(t *testing.T) {
 }
 
 // TestModeWrapPerThread records three thread incarnations in wrap mode:
-// thread 10 busy early, then exiting; thread 11 busy late, more than the
+// thread 10 busy early, then exiting (its Exit record written before its
+// last 120,000 events, which stay its own); thread 11 busy late, more than the
 // whole budget; thread 10's id reused for a few calls at the end. Each
 // keeps its most recent events as whole calls (cut where its depth was
 // lowest: only main's exit lacks its entry), the quiet ones included,
@@ -389,7 +390,10 @@ func TestModeWrapPerThread(t *testing.T) {
 		ev(EventExit, 1)
 	}
 	calls(10, 50000)
-	stream = append(stream, &Exit{Time: now + 1, PID: 10, PPID: 1, TID: 10, PTID: 10})
+	// The Exit comes before the thread's last events, as the kernel's
+	// record comes before the hooks' rings are drained.
+	exit := &Exit{Time: now + 1, PID: 10, PPID: 1, TID: 10, PTID: 10}
+	stream = slices.Insert(stream, len(stream)-6*20000, Record(exit))
 	calls(11, 200000)
 	calls(10, 100)
 	stream = append(stream, &End{Time: now + 1})
@@ -400,12 +404,11 @@ func TestModeWrapPerThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The incarnations, told apart by time: the Exit splits thread 10.
-	exit := stream[6*50000+2].(*Exit).Time
 	inc := func(e *Event) int {
 		if e.TID == 11 {
 			return 1
 		}
-		if e.Time > exit {
+		if e.Time > exit.Time {
 			return 2
 		}
 		return 0
@@ -459,7 +462,7 @@ func TestModeWrapPerThread(t *testing.T) {
 	if total+lost != all {
 		t.Errorf("kept %d + lost %d != %d events", total, lost, all)
 	}
-	if size := int64(len(data)) - writeSize(t, []Record{stream[6*50000+2], stream[len(stream)-1]}); size > limit+1<<10 {
+	if size := int64(len(data)) - writeSize(t, []Record{exit, stream[len(stream)-1]}); size > limit+1<<10 {
 		t.Errorf("%d bytes of events for a %d-byte budget", size, limit)
 	}
 }

@@ -89,26 +89,31 @@ func (p *pipeline) start() { go p.run() }
 func (p *pipeline) run() {
 	defer close(p.done)
 	for j := range p.jobs {
-		switch j.kind {
-		case jobSync:
-			close(j.sync)
-			continue
-		case jobStored:
-			p.write(j.raw)
-			p.chunks++
-			continue
-		case jobWrite:
-			p.out = p.encode(p.out[:0], j.raw, j.records)
-			p.write(p.out)
-			p.chunks++
-			p.inflight.Add(-int64(len(j.raw) + chunkHeaderSize))
-		case jobRetain:
-			p.store.add(j.thread, storedChunk{data: slices.Clone(p.encode(p.out[:0], j.raw, j.records)),
-				records: j.records, first: j.first, last: j.last})
-		}
-		p.rawBytes += int64(len(j.raw))
-		p.recycle(j.raw)
+		p.do(j)
 	}
+}
+
+// do carries out one job.
+func (p *pipeline) do(j job) {
+	switch j.kind {
+	case jobSync:
+		close(j.sync)
+		return
+	case jobStored:
+		p.write(j.raw)
+		p.chunks++
+		return
+	case jobWrite:
+		p.out = p.encode(p.out[:0], j.raw, j.records)
+		p.write(p.out)
+		p.chunks++
+		p.inflight.Add(-int64(len(j.raw) + chunkHeaderSize))
+	case jobRetain:
+		p.store.add(j.thread, storedChunk{data: slices.Clone(p.encode(p.out[:0], j.raw, j.records)),
+			records: j.records, first: j.first, last: j.last})
+	}
+	p.rawBytes += int64(len(j.raw))
+	p.recycle(j.raw)
 }
 
 // recycle offers b for reuse by buffer; either goroutine may call it.

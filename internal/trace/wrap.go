@@ -35,6 +35,8 @@ type openChunk struct {
 	// A full chunk ends where depth is back at low: discarding the
 	// chunks before that point cuts the fewest calls open.
 	depth, low int
+	// exit is the time of the thread's Exit record, 0 while it runs.
+	exit uint64
 }
 
 // note updates the call depth after event e.

@@ -249,7 +249,7 @@ func (w *Writer) Write(r Record) error {
 			// The thread's chunk ends with it; a thread that reuses
 			// its id is another incarnation.
 			if c := w.threads[[2]uint32{r.PID, r.TID}]; c != nil {
-				w.endThread(c)
+				w.endThread(c, r.Time)
 			}
 		}
 	case *End:
@@ -273,18 +273,26 @@ func (w *Writer) Write(r Record) error {
 // the thread's open chunk (wrap mode); e is r if it is an event.
 func (w *Writer) writeThread(r Record, pid, tid uint32, t uint64, e *Event) error {
 	c := w.cur
-	if c == nil || c.key.pid != pid || c.key.tid != tid {
+	if c == nil || c.key.pid != pid || c.key.tid != tid || c.exit != 0 {
 		id := [2]uint32{pid, tid}
-		if c = w.threads[id]; c == nil {
+		// A thread's events may come after its Exit record, which the
+		// kernel delivers sooner than the hooks' rings are drained:
+		// only a record later than the exit is another incarnation's.
+		if c = w.threads[id]; c == nil || c.exit != 0 && t > c.exit {
+			if c != nil {
+				w.sealThread(c) // what came after its Exit record
+			}
 			w.gen++
 			c = &openChunk{key: threadKey{pid: pid, tid: tid, gen: w.gen}}
-			c.b.raw = w.p.buffer()
 			w.threads[id] = c
 		}
 		w.cur = c
 	}
 	if c.b.records == 0 {
 		c.first = t
+		if c.b.raw == nil {
+			c.b.raw = w.p.buffer()
+		}
 	}
 	if err := c.b.add(r); err != nil {
 		return err
@@ -308,19 +316,20 @@ func (w *Writer) sealThread(c *openChunk) {
 	}
 	w.p.send(job{kind: jobRetain, raw: c.b.raw, records: c.b.records, thread: c.key, first: c.first, last: c.b.lastTime})
 	c.b.reset()
-	c.b.raw = w.p.buffer()
+	c.b.raw = nil // the next record takes a buffer
 	c.depth, c.low = 0, 0
 }
 
-// endThread seals the chunk of an exited thread and forgets it: records
-// of a thread that reuses its id start another incarnation.
-func (w *Writer) endThread(c *openChunk) {
+// endThread seals the chunk of a thread that exited at time t and lets
+// its buffer go; the thread's records up to t still go to its next
+// chunk, later ones to another incarnation (writeThread).
+func (w *Writer) endThread(c *openChunk, t uint64) {
 	w.sealThread(c)
-	w.p.recycle(c.b.raw)
-	delete(w.threads, [2]uint32{c.key.pid, c.key.tid})
-	if w.cur == c {
-		w.cur = nil
+	if c.b.raw != nil {
+		w.p.recycle(c.b.raw)
+		c.b.raw = nil
 	}
+	c.exit = max(t, 1)
 }
 
 // sealThreads seals every open chunk of wrap mode, in the order of their
