@@ -24,10 +24,11 @@ const (
 	// records are still written, so the recorder can log what it lost
 	// and end the trace properly.
 	ModeNormal Mode = "normal"
-	// ModeWrap keeps the most recent Options.SizeLimit bytes of
-	// (compressed) samples and events, and every other record. Samples
-	// and events are held in memory until Close, like a classic in-memory
-	// trace buffer; everything else is written as it comes.
+	// ModeWrap keeps each thread's most recent samples and events
+	// within Options.SizeLimit bytes (compressed) shared by thread (see
+	// wrap.go), and every other record. Samples and events are held in
+	// memory until Close, like a classic in-memory trace buffer;
+	// everything else is written as it comes.
 	ModeWrap Mode = "wrap"
 	// ModeContinuous writes everything, with no limit.
 	ModeContinuous Mode = "continuous"
@@ -40,8 +41,8 @@ type Options struct {
 	Mode Mode
 	// SizeLimit is, in ModeNormal, the file size in bytes at which
 	// samples are refused (≤ 0: unlimited), and in ModeWrap the number
-	// of bytes of sample chunks retained (required, > 0). ModeContinuous
-	// ignores it.
+	// of bytes of sample and event chunks retained (required, > 0).
+	// ModeContinuous ignores it.
 	SizeLimit int64
 	// ChunkSize is the uncompressed size in bytes at which the Writer
 	// ends a chunk by itself; 0 means DefaultChunkSize. At most
