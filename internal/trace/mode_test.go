@@ -466,3 +466,53 @@ func TestModeWrapPerThread(t *testing.T) {
 		t.Errorf("%d bytes of events for a %d-byte budget", size, limit)
 	}
 }
+
+// TestModeWrapForgetsExited checks that Flush forgets the threads that
+// exited long before the latest record, keeping their events, and keeps
+// those that exited recently (their records may still come).
+func TestModeWrapForgetsExited(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, testHeader(), Options{Mode: ModeWrap, SizeLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sec = 1_000_000_000
+	recs := []Record{
+		&Event{Time: 1, PID: 5, TID: 6, Kind: EventEntry, Function: 1},
+		&Exit{Time: 2, PID: 5, TID: 6},
+		&Event{Time: 1, PID: 5, TID: 6, Kind: EventExit, Function: 1}, // late, same incarnation
+		&Event{Time: 10 * sec, PID: 5, TID: 7, Kind: EventEntry, Function: 1},
+		&Exit{Time: 10*sec + 1, PID: 5, TID: 7},
+		&Event{Time: 10*sec + 2, PID: 5, TID: 8, Kind: EventEntry, Function: 1},
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.threads[[2]uint32{5, 6}]; ok {
+		t.Error("thread 6, exited 10 s before the latest record, is still open")
+	}
+	if _, ok := w.threads[[2]uint32{5, 7}]; !ok {
+		t.Error("thread 7, exited just now, was forgotten")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := readAll(t, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events int
+	for _, r := range got {
+		if _, ok := r.(*Event); ok {
+			events++
+		}
+	}
+	if events != 4 {
+		t.Errorf("read %d events, want the 4 written", events)
+	}
+}

@@ -82,8 +82,9 @@ type Writer struct {
 	threads     map[[2]uint32]*openChunk
 	cur         *openChunk
 	gen         uint32
-	threadChunk int   // raw size at which a thread's chunk ends
-	ends        []End // End records, written last at Close
+	threadChunk int    // raw size at which a thread's chunk ends
+	latest      uint64 // time of the latest sample or event
+	ends        []End  // End records, written last at Close
 
 	strings map[string]uint32
 
@@ -299,6 +300,7 @@ func (w *Writer) writeThread(r Record, pid, tid uint32, t uint64, e *Event) erro
 		return err
 	}
 	w.count(e == nil)
+	w.latest = max(w.latest, t)
 	if e != nil {
 		c.note(e)
 	}
@@ -414,8 +416,30 @@ func (w *Writer) Flush() error {
 		return err
 	}
 	w.flushMain()
+	w.forgetExited()
 	w.p.sync()
 	return w.p.err()
+}
+
+// exitedGrace is how long after a thread's Exit record its late records
+// are still expected (the recorder orders records within a second).
+const exitedGrace = 2_000_000_000
+
+// forgetExited drops the open chunks of the threads that exited more
+// than exitedGrace before the latest record (sealing what came after
+// their Exit): a program that starts threads by the million would
+// otherwise keep one for each. A record of such a thread that still
+// came would start another incarnation, and lose nothing.
+func (w *Writer) forgetExited() {
+	for id, c := range w.threads {
+		if c.exit != 0 && c.exit+exitedGrace < w.latest {
+			w.sealThread(c)
+			delete(w.threads, id)
+			if w.cur == c {
+				w.cur = nil
+			}
+		}
+	}
 }
 
 // Close flushes the trace, waits until every chunk is written and
