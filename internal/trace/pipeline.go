@@ -110,7 +110,7 @@ func (p *pipeline) do(j job) {
 		p.inflight.Add(-int64(len(j.raw) + chunkHeaderSize))
 	case jobRetain:
 		p.store.add(j.thread, storedChunk{data: slices.Clone(p.encode(p.out[:0], j.raw, j.records)),
-			records: j.records, first: j.first, last: j.last})
+			records: j.records, first: j.first, last: j.last}, p.outside())
 	}
 	p.rawBytes += int64(len(j.raw))
 	p.recycle(j.raw)
@@ -173,6 +173,11 @@ func (p *pipeline) err() error {
 	}
 	return nil
 }
+
+// outside is what wrap mode's store leaves to the other records: the
+// file written so far and room for the chunk Close adds last (a Lost
+// and an End record: some 60 bytes with the chunk's header).
+func (p *pipeline) outside() int64 { return p.size.Load() + 256 }
 
 // written bounds the file's size once every queued chunk is written.
 func (p *pipeline) written() int64 {

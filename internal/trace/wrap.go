@@ -10,7 +10,8 @@ import (
 // of its own (openChunk, on the Writer's goroutine); sealed chunks are
 // compressed and kept by the pipeline's goroutine (wrapStore), which
 // discards the oldest chunk of the thread holding the most bytes until
-// the retained chunks fit Options.SizeLimit. A thread that went quiet
+// the retained chunks fit Options.SizeLimit, less what the file's other
+// records take (so that the whole file stays within it). A thread that went quiet
 // therefore keeps its last events however busy the others are later,
 // and busy threads share what is left equally.
 
@@ -88,8 +89,9 @@ func newWrapStore(limit int64) *wrapStore {
 }
 
 // add keeps c as the newest chunk of thread k, then discards chunks
-// until the store fits its limit.
-func (s *wrapStore) add(k threadKey, c storedChunk) {
+// until the store fits its limit less outside, the bytes of the file
+// already taken by other records.
+func (s *wrapStore) add(k threadKey, c storedChunk, outside int64) {
 	t := s.threads[k]
 	if t == nil {
 		t = &retained{}
@@ -98,7 +100,12 @@ func (s *wrapStore) add(k threadKey, c storedChunk) {
 	t.chunks = append(t.chunks, c)
 	t.bytes += int64(len(c.data))
 	s.bytes += int64(len(c.data))
-	for s.bytes > s.limit {
+	s.fit(outside)
+}
+
+// fit discards chunks until the store fits its limit less outside.
+func (s *wrapStore) fit(outside int64) {
+	for s.bytes > 0 && s.bytes > s.limit-outside {
 		s.evict()
 	}
 }

@@ -24,9 +24,9 @@ const (
 	// records are still written, so the recorder can log what it lost
 	// and end the trace properly.
 	ModeNormal Mode = "normal"
-	// ModeWrap keeps each thread's most recent samples and events
-	// within Options.SizeLimit bytes (compressed) shared by thread (see
-	// wrap.go), and every other record. Samples and events are held in
+	// ModeWrap keeps every record but samples and events, and of those
+	// each thread's most recent ones that fit a file of
+	// Options.SizeLimit bytes, shared by thread (see wrap.go). Samples and events are held in
 	// memory until Close, like a classic in-memory trace buffer;
 	// everything else is written as it comes.
 	ModeWrap Mode = "wrap"
@@ -40,8 +40,9 @@ type Options struct {
 	// Mode is the recording mode; "" means ModeNormal.
 	Mode Mode
 	// SizeLimit is, in ModeNormal, the file size in bytes at which
-	// samples are refused (≤ 0: unlimited), and in ModeWrap the number
-	// of bytes of sample and event chunks retained (required, > 0).
+	// samples are refused (≤ 0: unlimited), and in ModeWrap the file
+	// size within which samples and events are retained (required,
+	// > 0).
 	// ModeContinuous ignores it.
 	SizeLimit int64
 	// ChunkSize is the uncompressed size in bytes at which the Writer
@@ -476,8 +477,10 @@ func (w *Writer) close() error {
 	}
 	if w.opt.Mode == ModeWrap {
 		w.sealThreads()
+		w.flushMain()
 		w.p.sync()
 		st := w.p.store
+		st.fit(w.p.outside())
 		if d := st.discarded; d > 0 {
 			if err := w.main.add(&Lost{Time: st.discardedTime, Kind: LostWrap, Count: d}); err != nil {
 				return err
