@@ -28,11 +28,12 @@ var fixtures = []struct {
 		data, _ := damageFile(t)
 		return data
 	}},
-	// A recorder stream of 2000 samples in wrap mode within an 8 KiB file
-	// (the samples keep what the other records leave): ends with a
-	// Lost{LostWrap} record, the kept samples (in chunks per thread), End.
+	// A recorder stream of 2000 samples in wrap mode with a 4 KiB limit,
+	// which its other records exceed by themselves (the samples keep half
+	// of it): ends with a Lost{LostWrap} record, the kept samples (in
+	// chunks per thread), End.
 	{"wrap.trace", func(t *testing.T) []byte {
-		return writeTrace(t, Options{Mode: ModeWrap, SizeLimit: 8 << 10}, recorderStream(2000))
+		return writeTrace(t, Options{Mode: ModeWrap, SizeLimit: 4 << 10}, recorderStream(2000))
 	}},
 	// small-chunks.trace cut in the middle of its fourth chunk.
 	{"truncated.trace", func(t *testing.T) []byte {

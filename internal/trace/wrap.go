@@ -11,7 +11,8 @@ import (
 // compressed and kept by the pipeline's goroutine (wrapStore), which
 // discards the oldest chunk of the thread holding the most bytes until
 // the retained chunks fit Options.SizeLimit, less what the file's other
-// records take (so that the whole file stays within it). A thread that went quiet
+// records take (so that the whole file stays within it), but at least
+// half of it. A thread that went quiet
 // therefore keeps its last events however busy the others are later,
 // and busy threads share what is left equally.
 
@@ -103,9 +104,13 @@ func (s *wrapStore) add(k threadKey, c storedChunk, outside int64) {
 	s.fit(outside)
 }
 
-// fit discards chunks until the store fits its limit less outside.
+// fit discards chunks until the store fits its limit less outside, or
+// half its limit if outside takes more: the samples and events of a
+// small limit are what a user asked for, and the other records of a
+// sampled recording can take a 16 KiB file by themselves.
 func (s *wrapStore) fit(outside int64) {
-	for s.bytes > 0 && s.bytes > s.limit-outside {
+	budget := max(s.limit-outside, s.limit/2)
+	for s.bytes > budget {
 		s.evict()
 	}
 }

@@ -26,7 +26,8 @@ const (
 	ModeNormal Mode = "normal"
 	// ModeWrap keeps every record but samples and events, and of those
 	// each thread's most recent ones that fit a file of
-	// Options.SizeLimit bytes, shared by thread (see wrap.go). Samples and events are held in
+	// Options.SizeLimit bytes (or half of it, if the other records take
+	// more), shared by thread (see wrap.go). Samples and events are held in
 	// memory until Close, like a classic in-memory trace buffer;
 	// everything else is written as it comes.
 	ModeWrap Mode = "wrap"
