@@ -9,7 +9,8 @@
 // Each fixture times its own loop (the target's own clock, so the tools'
 // start-up is left out) and the whole command is timed too, and
 // trueprof's recorder CPU time (from record's summary) is shown per
-// call. Variants:
+// call: its start and stop are included, so only on the dense load is it
+// the cost of the events. Variants:
 // trueprof hooks on a -finstrument-functions build beside uftrace record
 // on a -pg build; on the default load also trueprof uprobes beside
 // bpftrace uprobe+uretprobe on a plain build. Runs are interleaved and
