@@ -7,7 +7,10 @@
 //     three calls each), the load that floods the hook rings.
 //
 // Each fixture times its own loop (the target's own clock, so the tools'
-// start-up is left out) and the whole command is timed too. Variants:
+// start-up is left out) and the whole command is timed too, and
+// trueprof's recorder CPU time (from record's summary) is shown per
+// call: its start and stop are included, so only on the dense load is it
+// the cost of the events. Variants:
 // trueprof hooks on a -finstrument-functions build beside uftrace record
 // on a -pg build; on the default load also trueprof uprobes beside
 // bpftrace uprobe+uretprobe on a plain build. Runs are interleaved and
@@ -19,12 +22,14 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +93,7 @@ type load struct {
 	variants []variant
 	own      map[string][]float64 // the fixture's own loop time, ns
 	whole    map[string][]float64 // the whole command's wall time, ns
+	recorder map[string][]float64 // trueprof's recorder CPU time, ns
 }
 
 func main() {
@@ -130,7 +136,7 @@ func main() {
 	}}
 	loads := []*load{def, den}
 	for _, l := range loads {
-		l.own, l.whole = map[string][]float64{}, map[string][]float64{}
+		l.own, l.whole, l.recorder = map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	}
 	for r := 0; r < *runs; r++ {
 		// Interleaved, so that drift on a shared machine hits all alike.
@@ -139,12 +145,19 @@ func main() {
 				if _, err := exec.LookPath(v.argv[0]); err != nil {
 					continue
 				}
+				var stderr bytes.Buffer
+				cmd := exec.Command(v.argv[0], v.argv[1:]...)
+				cmd.Stderr = &stderr
 				start := time.Now()
-				out, err := exec.Command(v.argv[0], v.argv[1:]...).Output()
+				out, err := cmd.Output()
 				if err != nil {
-					log.Fatalf("%s: %v", v.name, err)
+					log.Fatalf("%s: %v\n%s", v.name, err, stderr.Bytes())
 				}
 				l.whole[v.name] = append(l.whole[v.name], float64(time.Since(start)))
+				if m := recorderCPU.FindSubmatch(stderr.Bytes()); m != nil {
+					sec, _ := strconv.ParseFloat(string(m[1]), 64)
+					l.recorder[v.name] = append(l.recorder[v.name], sec*1e9)
+				}
 				if ns, ok := firstNumber(string(out)); ok {
 					l.own[v.name] = append(l.own[v.name], ns)
 				}
@@ -163,15 +176,19 @@ func main() {
 func (l *load) print(runs int) {
 	base := benchutil.Median(l.own["uninstrumented"])
 	fmt.Printf("%s load: %d calls, %d runs, medians; overhead per call (entry and exit) over the uninstrumented loop, on the fixture's own clock\n", l.name, l.calls, runs)
-	fmt.Printf("  %-18s %12s %14s %14s\n", "variant", "own clock", "ns/call", "whole command")
+	fmt.Printf("  %-18s %12s %14s %14s %16s\n", "variant", "own clock", "ns/call", "whole command", "recorder CPU/call")
 	for _, v := range l.variants {
 		t, ok := l.own[v.name]
 		if !ok {
 			fmt.Printf("  %-18s not installed\n", v.name)
 			continue
 		}
-		fmt.Printf("  %-18s %9.2f ms %+14.1f %11.2f ms\n", v.name, benchutil.Median(t)/1e6,
-			(benchutil.Median(t)-base)/float64(l.calls), benchutil.Median(l.whole[v.name])/1e6)
+		rec := ""
+		if r, ok := l.recorder[v.name]; ok {
+			rec = fmt.Sprintf("%13.1f ns", benchutil.Median(r)/float64(l.calls))
+		}
+		fmt.Printf("  %-18s %9.2f ms %+14.1f %11.2f ms %16s\n", v.name, benchutil.Median(t)/1e6,
+			(benchutil.Median(t)-base)/float64(l.calls), benchutil.Median(l.whole[v.name])/1e6, rec)
 	}
 	per := func(name string) float64 { return (benchutil.Median(l.own[name]) - base) / float64(l.calls) }
 	whole := func(name string) float64 { return benchutil.Median(l.whole[name]) }
@@ -184,6 +201,9 @@ func (l *load) print(runs int) {
 	}
 	fmt.Println()
 }
+
+// recorderCPU finds the recorder's CPU time in trueprof record's summary.
+var recorderCPU = regexp.MustCompile(`recorder CPU ([0-9.]+) s`)
 
 // firstNumber finds the fixture's output line (the tools print their own
 // lines around it).

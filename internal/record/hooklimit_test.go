@@ -2,13 +2,13 @@ package record
 
 import (
 	"os"
-
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
+
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
@@ -58,11 +58,13 @@ func TestHookSizeLimit(t *testing.T) {
 }
 
 // checkWrapSuffix checks that a wrapped recording of the dense load kept
-// each thread's most recent events as whole calls: replayed on a shadow
-// stack, the only exits without their entry are those of the calls open
-// where the trace was cut (main, mid and leaf: at most 3), the last event
-// kept is main's exit, and the report counts exactly those cut calls.
-func checkWrapSuffix(t *testing.T, p *model.Profile) {
+// each thread's most recent events as whole calls: replayed per thread
+// on a shadow stack, the only exits without their entry are those of the
+// calls open where the trace was cut (the thread's function, mid and
+// leaf: at most 3), the last event kept is the exit of the thread's
+// outermost function (main's, or the function it started with, one of
+// outer), and the report counts exactly those cut calls.
+func checkWrapSuffix(t *testing.T, p *model.Profile, outer ...string) {
 	t.Helper()
 	stacks := map[uint32][]uint32{}
 	last := map[uint32]model.Event{}
@@ -88,8 +90,9 @@ func checkWrapSuffix(t *testing.T, p *model.Profile) {
 	}
 	for tid, e := range last {
 		f := p.Locations[e.Function].Frames
-		if e.Entry || len(stacks[tid]) != 0 || f[len(f)-1].Function != "main" {
-			t.Errorf("thread %d: the last event kept is not main's exit, or calls are left open (%d): not the most recent events", tid, len(stacks[tid]))
+		if e.Entry || len(stacks[tid]) != 0 || !slices.Contains(append(outer, "main"), f[len(f)-1].Function) {
+			t.Errorf("thread %d: the last event kept is %s's (entry %v), not the exit of %v, or %d calls are left open: not the most recent events",
+				tid, f[len(f)-1].Function, e.Entry, append(outer, "main"), len(stacks[tid]))
 		}
 	}
 	r, err := calltree.Build(p, calltree.Options{})
@@ -99,4 +102,92 @@ func checkWrapSuffix(t *testing.T, p *model.Profile) {
 	if r.Repairs.Unmatched != cuts {
 		t.Errorf("report counts %d unmatched exits, the trace holds %d calls cut by the wrap", r.Repairs.Unmatched, cuts)
 	}
+}
+
+// twoThreadsC is a load of two threads one after the other: early makes
+// argv[1] mid calls, then waits, quiet, while late makes four times as
+// many; early returns last. 6n + 24n + 6 events.
+const twoThreadsC = `#include <pthread.h>
+#include <semaphore.h>
+#include <stdlib.h>
+volatile long sink;
+long leaf(long x) { return x * 3 + 1; }
+long mid(long x) { return leaf(x) + leaf(x + 1); }
+static long n;
+static sem_t worked, finish;
+void *early(void *arg) {
+	long s = 0;
+	for (long i = 0; i < n; i++)
+		s += mid(i);
+	sink = s;
+	sem_post(&worked);
+	sem_wait(&finish);
+	return 0;
+}
+void *late(void *arg) {
+	long s = 0;
+	for (long i = 0; i < 4 * n; i++)
+		s += mid(i);
+	sink = s;
+	return 0;
+}
+int main(int argc, char **argv) {
+	pthread_t a, b;
+	n = atol(argv[1]);
+	sem_init(&worked, 0, 0);
+	sem_init(&finish, 0, 0);
+	pthread_create(&a, 0, early, 0);
+	sem_wait(&worked);
+	pthread_create(&b, 0, late, 0);
+	pthread_join(b, 0);
+	sem_post(&finish);
+	pthread_join(a, 0);
+	return 0;
+}
+`
+
+// TestHookWrapPerThread records twoThreadsC in wrap mode with a budget
+// far below its events: the thread that went quiet before the other's
+// burst keeps its own last calls (a global time window would keep none
+// of them), both threads keep whole calls but those open at their cut,
+// and kept plus lost events add up to those made.
+func TestHookWrapPerThread(t *testing.T) {
+	const n = 1_000_000
+	bin := testutil.BuildC(t, t.TempDir(), "twothreads", twoThreadsC, "-finstrument-functions", "-pthread")
+	_, p := recordCmd(t, Config{Command: []string{bin, strconv.Itoa(n)}, Mech: "hook", NoSampling: true,
+		Mode: trace.ModeWrap, SizeLimit: 1 << 20})
+	var dropped uint64
+	for _, a := range p.Adjusts {
+		dropped += a.Dropped
+	}
+	mids := map[uint32]int{}     // kept mid entries per thread
+	outer := map[uint32]string{} // the function of each thread's last event
+	for _, e := range p.Events {
+		f := p.Locations[e.Function].Frames
+		name := f[len(f)-1].Function
+		if e.Entry && name == "mid" {
+			mids[e.TID]++
+		}
+		outer[e.TID] = name
+	}
+	t.Logf("%d events kept, %d lost by wrap, %d dropped; mid entries kept per thread %v, last functions %v",
+		len(p.Events), p.Lost.Wrap, dropped, mids, outer)
+	if p.Lost.Wrap == 0 {
+		t.Fatal("nothing lost: the budget did not bound the events")
+	}
+	if got := uint64(len(p.Events)) + p.Lost.Wrap + dropped; got != 30*n+6 {
+		t.Errorf("kept %d + lost %d + dropped %d = %d, want the %d events made", len(p.Events), p.Lost.Wrap, dropped, got, 30*n+6)
+	}
+	for _, fn := range []string{"early", "late"} {
+		var tid uint32
+		for id, name := range outer {
+			if name == fn {
+				tid = id
+			}
+		}
+		if tid == 0 || mids[tid] == 0 {
+			t.Errorf("thread of %s (%d) kept %d of its mid calls: want its most recent ones", fn, tid, mids[tid])
+		}
+	}
+	checkWrapSuffix(t, p, "early", "late")
 }

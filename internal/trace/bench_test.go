@@ -99,3 +99,25 @@ func readEach(b *testing.B, data []byte, next func(*Reader) (Record, error)) {
 		}
 	}
 }
+
+// BenchmarkEncodeEvent encodes the events of an instrumented recording
+// (see eventStream) into chunks, as the recording loop does for each
+// event; compression is the pipeline's, on another goroutine.
+func BenchmarkEncodeEvent(b *testing.B) {
+	var evs []*Event
+	for _, r := range eventStream(10_000) {
+		if e, ok := r.(*Event); ok {
+			evs = append(evs, e)
+		}
+	}
+	var c chunkBuilder
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := c.add(evs[i%len(evs)]); err != nil {
+			b.Fatal(err)
+		}
+		if len(c.raw) >= DefaultChunkSize {
+			c.reset()
+		}
+	}
+}

@@ -56,6 +56,9 @@ func u(x uint32) uint64 { return uint64(x) }
 // add encodes r and appends it to the chunk. It fails only for records
 // that cannot be encoded, before changing the chunk.
 func (c *chunkBuilder) add(r Record) error {
+	if e, ok := r.(*Event); ok && e != nil {
+		return c.addEvent(e)
+	}
 	if isNil(r) {
 		return fmt.Errorf("%w: nil %T", ErrInvalidRecord, r)
 	}
@@ -73,11 +76,10 @@ func (c *chunkBuilder) add(r Record) error {
 	case *Sample:
 		minor = r.Flags
 		b = c.appendTime(b, r.Time)
-		if c.hasPrev && r.PID == c.prev.PID && r.TID == c.prev.TID {
+		var same bool
+		b, same = appendThread(b, c.hasPrev, c.prev.PID, c.prev.TID, r.PID, r.TID)
+		if same {
 			minor |= sampleSameThread
-		} else {
-			b = binary.AppendUvarint(b, u(r.PID))
-			b = binary.AppendUvarint(b, u(r.TID))
 		}
 		if c.hasPrev && r.CPU == c.prev.CPU {
 			minor |= sampleSameCPU
@@ -172,23 +174,6 @@ func (c *chunkBuilder) add(r Record) error {
 			// before the End the probes came off.
 			b = binary.AppendUvarint(b, r.Time-r.Detached)
 		}
-	case *Event:
-		// Events are the hot path of instrumented traces: like samples,
-		// the thread is elided when it repeats.
-		if r.Kind == 0 || r.Kind&^eventKindMask != 0 {
-			return fmt.Errorf("%w: event kind %d", ErrInvalidRecord, r.Kind)
-		}
-		minor = uint8(r.Kind)
-		b = c.appendTime(b, r.Time)
-		if c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
-			minor |= eventSameThread
-		} else {
-			b = binary.AppendUvarint(b, u(r.PID))
-			b = binary.AppendUvarint(b, u(r.TID))
-		}
-		b = binary.AppendUvarint(b, u(r.Function))
-		c.prevEvent, c.hasEvent = *r, true
-		c.lastTime = r.Time
 	case *Switch:
 		if r.Out {
 			minor |= 1
@@ -272,6 +257,42 @@ func (c *chunkBuilder) add(r Record) error {
 	c.raw = append(c.raw, b...)
 	c.records++
 	return nil
+}
+
+// addEvent is add for an event. Events are the hot path of instrumented
+// traces (tens of millions a second): the record is encoded in place,
+// its body at most 25 bytes so that its length takes one byte, and like
+// samples, the thread is elided when it repeats.
+func (c *chunkBuilder) addEvent(r *Event) error {
+	if r.Kind == 0 || r.Kind&^eventKindMask != 0 {
+		return fmt.Errorf("%w: event kind %d", ErrInvalidRecord, r.Kind)
+	}
+	minor := uint8(r.Kind)
+	n := len(c.raw)
+	b := append(c.raw, byte(r.Major())|timedBit, 0, 0)
+	b = c.appendTime(b, r.Time)
+	b, same := appendThread(b, c.hasEvent, c.prevEvent.PID, c.prevEvent.TID, r.PID, r.TID)
+	if same {
+		minor |= eventSameThread
+	}
+	b = binary.AppendUvarint(b, u(r.Function))
+	b[n+1], b[n+2] = minor, byte(len(b)-n-3)
+	c.raw = b
+	c.prevEvent, c.hasEvent = *r, true
+	c.lastTime = r.Time
+	c.records++
+	return nil
+}
+
+// appendThread appends pid and tid, unless there is a previous record
+// (hasPrev) of the same thread (prevPID, prevTID): it then appends
+// nothing and reports that the thread repeats.
+func appendThread(b []byte, hasPrev bool, prevPID, prevTID, pid, tid uint32) ([]byte, bool) {
+	if hasPrev && pid == prevPID && tid == prevTID {
+		return b, true
+	}
+	b = binary.AppendUvarint(b, u(pid))
+	return binary.AppendUvarint(b, u(tid)), false
 }
 
 // appendList appends the number of items, then each item as item

@@ -28,8 +28,10 @@ var fixtures = []struct {
 		data, _ := damageFile(t)
 		return data
 	}},
-	// A recorder stream of 2000 samples in wrap mode keeping 4 KiB of
-	// samples: ends with a Lost{LostWrap} record, the kept samples, End.
+	// A recorder stream of 2000 samples in wrap mode with a 4 KiB limit,
+	// which its other records exceed by themselves (the samples keep half
+	// of it): ends with a Lost{LostWrap} record, the kept samples (in
+	// chunks per thread), End.
 	{"wrap.trace", func(t *testing.T) []byte {
 		return writeTrace(t, Options{Mode: ModeWrap, SizeLimit: 4 << 10}, recorderStream(2000))
 	}},

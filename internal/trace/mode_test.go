@@ -2,8 +2,10 @@ package trace
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -109,26 +111,63 @@ func TestModeWrap(t *testing.T) {
 	gotSamples, gotOther := samplesOf(got)
 	t.Logf("file %d bytes; kept %d of %d samples; %+v", buf.Len(), len(gotSamples), len(wantSamples), st)
 
-	// All non-sample records, End last, with a Lost record before it.
+	// All non-sample records, End last, with a Lost record before it
+	// stamped with the newest discarded sample's time.
+	kept := map[*Sample]bool{}
+	for _, s := range checkThreadSuffixes(t, gotSamples, wantSamples) {
+		kept[s] = true
+	}
+	var newestDiscarded uint64
+	for _, s := range wantSamples {
+		if !kept[s] {
+			newestDiscarded = max(newestDiscarded, s.Time)
+		}
+	}
 	end := wantOther[len(wantOther)-1]
 	wantOther = append(wantOther[:len(wantOther)-1:len(wantOther)-1],
-		&Lost{Time: wantSamples[st.Discarded-1].Time, Kind: LostWrap, Count: st.Discarded}, end)
+		&Lost{Time: newestDiscarded, Kind: LostWrap, Count: st.Discarded}, end)
 	if !reflect.DeepEqual(gotOther, wantOther) {
 		t.Errorf("non-sample records differ: got %d, want %d", len(gotOther), len(wantOther))
 	}
 	if got[len(got)-1] != gotOther[len(gotOther)-1] {
 		t.Errorf("last record is %T, want *End", got[len(got)-1])
 	}
-	// The newest samples, in order, and the count adds up.
 	if st.Discarded == 0 || st.Discarded+uint64(len(gotSamples)) != uint64(len(wantSamples)) {
 		t.Errorf("discarded %d + kept %d != %d samples", st.Discarded, len(gotSamples), len(wantSamples))
 	}
-	if !reflect.DeepEqual(gotSamples, wantSamples[len(wantSamples)-len(gotSamples):]) {
-		t.Error("kept samples are not the newest ones")
+	// The other records take their share of the limit: the whole file
+	// stays within it.
+	if buf.Len() > limit {
+		t.Errorf("file of %d bytes, limit %d", buf.Len(), limit)
 	}
-	if sampleBytes := int64(buf.Len()) - writeSize(t, wantOther); sampleBytes > limit {
-		t.Errorf("%d bytes of samples, limit %d", sampleBytes, limit)
+}
+
+// checkThreadSuffixes checks that got holds, for each thread of want,
+// the newest of its samples in order and at least one, and returns want's
+// samples equal to them.
+func checkThreadSuffixes(t *testing.T, got, want []*Sample) []*Sample {
+	t.Helper()
+	byThread := func(ss []*Sample) map[uint32][]*Sample {
+		m := map[uint32][]*Sample{}
+		for _, s := range ss {
+			m[s.TID] = append(m[s.TID], s)
+		}
+		return m
 	}
+	g, wt := byThread(got), byThread(want)
+	var kept []*Sample
+	for tid, ws := range wt {
+		gs := g[tid]
+		if len(gs) == 0 || len(gs) > len(ws) || !reflect.DeepEqual(gs, ws[len(ws)-len(gs):]) {
+			t.Errorf("thread %d: kept %d samples, not the newest of its %d", tid, len(gs), len(ws))
+			continue
+		}
+		kept = append(kept, ws[len(ws)-len(gs):]...)
+	}
+	if len(g) != len(wt) {
+		t.Errorf("samples of %d threads kept, want %d", len(g), len(wt))
+	}
+	return kept
 }
 
 // writeSize is the size of a trace of recs alone.
@@ -143,8 +182,11 @@ func TestModeWrapNothingDiscarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each thread's samples come in chunks of their own: in time order
+	// (the stream's order) once sorted.
 	wantSamples, wantOther := samplesOf(stream)
 	gotSamples, gotOther := samplesOf(got)
+	slices.SortStableFunc(gotSamples, func(a, b *Sample) int { return cmp.Compare(a.Time, b.Time) })
 	if !reflect.DeepEqual(gotSamples, wantSamples) || !reflect.DeepEqual(gotOther, wantOther) {
 		t.Error("records differ")
 	}
@@ -317,5 +359,162 @@ func TestModesBoundEvents(t *testing.T) {
 				t.Errorf("file %d bytes, want at most %d", buf.Len(), max)
 			}
 		})
+	}
+}
+
+// TestModeWrapPerThread records three thread incarnations in wrap mode:
+// thread 10 busy early, then exiting (its Exit record written before its
+// last 120,000 events, which stay its own); thread 11 busy late, more than the
+// whole budget; thread 10's id reused for a few calls at the end. Each
+// keeps its most recent events as whole calls (cut where its depth was
+// lowest: only main's exit lacks its entry), the quiet ones included,
+// and the Lost record counts every event that went.
+func TestModeWrapPerThread(t *testing.T) {
+	const limit = 16 << 10
+	var stream []Record
+	var now uint64 = 1000
+	// calls appends a thread's main entry, n mid calls (two leaf calls
+	// each) and main's exit.
+	calls := func(tid uint32, n int) {
+		ev := func(k EventKind, fn uint32) {
+			now += 7 + now%5
+			stream = append(stream, &Event{Time: now, PID: 10, TID: tid, Kind: k, Function: fn})
+		}
+		ev(EventEntry, 1)
+		for range n {
+			ev(EventEntry, 2)
+			ev(EventEntry, 3)
+			ev(EventExit, 3)
+			ev(EventEntry, 3)
+			ev(EventExit, 3)
+			ev(EventExit, 2)
+		}
+		ev(EventExit, 1)
+	}
+	calls(10, 50000)
+	// The Exit comes before the thread's last events, as the kernel's
+	// record comes before the hooks' rings are drained.
+	exit := &Exit{Time: now + 1, PID: 10, PPID: 1, TID: 10, PTID: 10}
+	stream = slices.Insert(stream, len(stream)-6*20000, Record(exit))
+	calls(11, 200000)
+	calls(10, 100)
+	stream = append(stream, &End{Time: now + 1})
+
+	data := writeTrace(t, Options{Mode: ModeWrap, SizeLimit: limit, ChunkSize: 64 << 10}, stream)
+	_, got, err := readAll(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The incarnations, told apart by time: the Exit splits thread 10.
+	inc := func(e *Event) int {
+		if e.TID == 11 {
+			return 1
+		}
+		if e.Time > exit.Time {
+			return 2
+		}
+		return 0
+	}
+	var want, kept [3][]Event
+	for _, r := range stream {
+		if e, ok := r.(*Event); ok {
+			want[inc(e)] = append(want[inc(e)], *e)
+		}
+	}
+	var lost uint64
+	for _, r := range got {
+		switch r := r.(type) {
+		case *Event:
+			kept[inc(r)] = append(kept[inc(r)], *r)
+		case *Lost:
+			lost += r.Count
+		}
+	}
+	t.Logf("file %d bytes for a %d-byte budget: kept %d of %d, %d of %d, %d of %d events; %d lost",
+		len(data), limit, len(kept[0]), len(want[0]), len(kept[1]), len(want[1]), len(kept[2]), len(want[2]), lost)
+	var total, all uint64
+	for i := range want {
+		k, wt := kept[i], want[i]
+		total += uint64(len(k))
+		all += uint64(len(wt))
+		if len(k) == 0 || len(k) > len(wt) || !reflect.DeepEqual(k, wt[len(wt)-len(k):]) {
+			t.Errorf("incarnation %d: kept %d events, not the newest of its %d", i, len(k), len(wt))
+			continue
+		}
+		// Replayed on a shadow stack: whole calls but main, whose entry
+		// went before the cut.
+		var depth, unmatched int
+		for _, e := range k {
+			switch {
+			case e.Kind == EventEntry:
+				depth++
+			case depth > 0:
+				depth--
+			default:
+				unmatched++
+			}
+		}
+		if wantCut := min(len(wt)-len(k), 1); unmatched != wantCut || depth != 0 {
+			t.Errorf("incarnation %d: %d exits without their entry (want %d), %d calls open at the end", i, unmatched, wantCut, depth)
+		}
+	}
+	if len(kept[1]) == len(want[1]) {
+		t.Error("the busy thread kept everything: the budget did not bound it")
+	}
+	if total+lost != all {
+		t.Errorf("kept %d + lost %d != %d events", total, lost, all)
+	}
+	if size := int64(len(data)) - writeSize(t, []Record{exit, stream[len(stream)-1]}); size > limit+1<<10 {
+		t.Errorf("%d bytes of events for a %d-byte budget", size, limit)
+	}
+}
+
+// TestModeWrapForgetsExited checks that Flush forgets the threads that
+// exited long before the latest record, keeping their events, and keeps
+// those that exited recently (their records may still come).
+func TestModeWrapForgetsExited(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, testHeader(), Options{Mode: ModeWrap, SizeLimit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sec = 1_000_000_000
+	recs := []Record{
+		&Event{Time: 1, PID: 5, TID: 6, Kind: EventEntry, Function: 1},
+		&Exit{Time: 2, PID: 5, TID: 6},
+		&Event{Time: 1, PID: 5, TID: 6, Kind: EventExit, Function: 1}, // late, same incarnation
+		&Event{Time: 10 * sec, PID: 5, TID: 7, Kind: EventEntry, Function: 1},
+		&Exit{Time: 10*sec + 1, PID: 5, TID: 7},
+		&Event{Time: 10*sec + 2, PID: 5, TID: 8, Kind: EventEntry, Function: 1},
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.threads[[2]uint32{5, 6}]; ok {
+		t.Error("thread 6, exited 10 s before the latest record, is still open")
+	}
+	if _, ok := w.threads[[2]uint32{5, 7}]; !ok {
+		t.Error("thread 7, exited just now, was forgotten")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := readAll(t, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events int
+	for _, r := range got {
+		if _, ok := r.(*Event); ok {
+			events++
+		}
+	}
+	if events != 4 {
+		t.Errorf("read %d events, want the 4 written", events)
 	}
 }

@@ -243,11 +243,14 @@ func TestWriteErrorSticky(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The chunk is written behind Write's back: Flush waits for it and
+	// returns its error, which every later call returns.
 	err1 := w.Write(&Sample{Time: 1})
-	err2 := w.Write(&Sample{Time: 2})
-	err3 := w.Close()
-	if err1 == nil || err2 != err1 || err3 != err1 {
-		t.Errorf("errors %v, %v, %v: want the first write error every time", err1, err2, err3)
+	err2 := w.Flush()
+	err3 := w.Write(&Sample{Time: 2})
+	err4 := w.Close()
+	if err1 != nil || err2 == nil || err3 != err2 || err4 != err2 {
+		t.Errorf("errors %v, %v, %v, %v: want none, then the write error every time", err1, err2, err3, err4)
 	}
 	if err := w.Close(); !errors.Is(err, ErrClosed) {
 		t.Errorf("second Close = %v, want ErrClosed", err)

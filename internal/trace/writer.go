@@ -24,10 +24,12 @@ const (
 	// records are still written, so the recorder can log what it lost
 	// and end the trace properly.
 	ModeNormal Mode = "normal"
-	// ModeWrap keeps the most recent Options.SizeLimit bytes of
-	// (compressed) samples and events, and every other record. Samples
-	// and events are held in memory until Close, like a classic in-memory
-	// trace buffer; everything else is written as it comes.
+	// ModeWrap keeps every record but samples and events, and of those
+	// each thread's most recent ones that fit a file of
+	// Options.SizeLimit bytes (or half of it, if the other records take
+	// more), shared by thread (see wrap.go). Samples and events are held in
+	// memory until Close, like a classic in-memory trace buffer;
+	// everything else is written as it comes.
 	ModeWrap Mode = "wrap"
 	// ModeContinuous writes everything, with no limit.
 	ModeContinuous Mode = "continuous"
@@ -39,9 +41,10 @@ type Options struct {
 	// Mode is the recording mode; "" means ModeNormal.
 	Mode Mode
 	// SizeLimit is, in ModeNormal, the file size in bytes at which
-	// samples are refused (≤ 0: unlimited), and in ModeWrap the number
-	// of bytes of sample chunks retained (required, > 0). ModeContinuous
-	// ignores it.
+	// samples are refused (≤ 0: unlimited), and in ModeWrap the file
+	// size within which samples and events are retained (required,
+	// > 0).
+	// ModeContinuous ignores it.
 	SizeLimit int64
 	// ChunkSize is the uncompressed size in bytes at which the Writer
 	// ends a chunk by itself; 0 means DefaultChunkSize. At most
@@ -65,48 +68,41 @@ type Stats struct {
 	Rejected  uint64 // normal mode: samples and events refused with ErrSizeLimit
 	Discarded uint64 // wrap mode: accepted samples and events discarded to stay within SizeLimit
 	Chunks    uint64 // chunks written to the file
-	RawBytes  int64  // uncompressed bytes of the chunks written
-	Retained  int64  // wrap mode: bytes of sample chunks held in memory
+	RawBytes  int64  // uncompressed bytes of the chunks written (wrap mode: and retained)
+	Retained  int64  // wrap mode: bytes of sample and event chunks held in memory
 }
 
-// Writer writes a trace file. It buffers records into chunks and writes
-// each chunk with a single Write call to the underlying writer, so a
-// recorder killed at any moment leaves a file that is readable up to its
-// last complete chunk. A Writer is not safe for concurrent use.
+// Writer writes a trace file. It buffers records into chunks, which a
+// goroutine of its own compresses and writes, in order, each with a
+// single Write call to the underlying writer, so a recorder killed at
+// any moment leaves a file that is readable up to its last complete
+// chunk. A Writer is not safe for concurrent use.
 type Writer struct {
-	w   io.Writer
 	opt Options
-	enc *zstd.Encoder
+	p   *pipeline
 
-	main    chunkBuilder // every record in normal and continuous mode; the unbounded ones in wrap mode
-	samples chunkBuilder // wrap mode: the open chunk of samples and events (bounded records)
+	main chunkBuilder // every record in normal and continuous mode; the unbounded ones in wrap mode
 
-	sampleChunkSize int           // wrap mode: raw size at which a sample chunk ends
-	ring            []storedChunk // wrap mode: retained sample chunks, oldest first
-	ringBytes       int64
-	discardedTime   uint64 // wrap mode: time of the newest discarded sample
-	ends            []End  // wrap mode: End records, written last at Close
+	// Wrap mode: each thread's open chunk of samples and events, by pid
+	// and tid (cur the one written to last), and the next incarnation's
+	// number.
+	threads     map[[2]uint32]*openChunk
+	cur         *openChunk
+	gen         uint32
+	threadChunk int    // raw size at which a thread's chunk ends
+	latest      uint64 // time of the latest sample or event
+	ends        []End  // End records, written last at Close
 
 	strings map[string]uint32
 
-	size int64
 	full bool // normal mode: the size limit was reached
 	// rejectedEvents counts the events refused in normal mode, which
 	// Close reports in one Lost record (the recorder writes one per
 	// refused sample itself; events come by the tens of millions).
 	rejectedEvents uint64
 	lastRejected   uint64 // time of the last of them
-	err            error  // first write error; every later call returns it
 	closed         bool
 	stats          Stats
-	out            []byte // scratch: the chunk being written
-}
-
-// storedChunk is a complete chunk (header and payload) held in memory.
-type storedChunk struct {
-	data     []byte
-	records  uint32 // samples and events
-	lastTime uint64
 }
 
 // sizeLimitSlack is how close to Options.SizeLimit a normal-mode file
@@ -171,25 +167,33 @@ func NewWriter(w io.Writer, h *Header, opt Options) (*Writer, error) {
 		return nil, fmt.Errorf("trace: header of %d bytes exceeds %d", len(js), maxHeaderJSON)
 	}
 	wr := &Writer{
-		w:       w,
 		opt:     opt,
-		enc:     enc,
 		strings: make(map[string]uint32),
 	}
+	var store *wrapStore
 	if opt.Mode == ModeWrap {
-		// Several chunks fit in the ring, so that discarding the
-		// oldest one throws away a small part of the samples.
-		wr.sampleChunkSize = int(min(max(opt.SizeLimit/8, 256), int64(opt.ChunkSize)))
+		// Several chunks of a thread fit in the budget, so that
+		// discarding the oldest one throws away a small part of it.
+		wr.threadChunk = int(min(max(opt.SizeLimit/8, 256), int64(opt.ChunkSize)))
+		wr.threads = make(map[[2]uint32]*openChunk)
+		store = newWrapStore(opt.SizeLimit)
 	}
+	// A chunk ends at the first record past ChunkSize (a thread's chunk
+	// in wrap mode at twice its size at most): room for one more record
+	// of the usual size saves a reallocation.
+	wr.p = newPipeline(w, enc, opt.ChunkSize+256, store)
+	wr.main.raw = wr.p.buffer()
 	b := make([]byte, 0, fileHeaderFixed+len(js)+4)
 	b = append(b, fileMagic...)
 	b = binary.LittleEndian.AppendUint32(b, Version)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
 	b = append(b, js...)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
-	if err := wr.write(b); err != nil {
-		return nil, err
+	if wr.p.write(b); wr.p.err() != nil {
+		enc.Close()
+		return nil, wr.p.err()
 	}
+	wr.p.start()
 	return wr, nil
 }
 
@@ -202,43 +206,59 @@ func nextPow2(n int) int {
 }
 
 // Write adds r to the trace. Records are buffered; they reach the
-// underlying writer when a chunk fills up, at Flush and at Close.
+// underlying writer after a chunk fills up, at Flush and at Close.
 //
 // Samples and events are the bounded records: in normal mode a *Sample
 // or *Event is refused with ErrSizeLimit once the file has (nearly)
-// reached Options.SizeLimit, and in wrap mode they go to the retained
-// chunks of which the oldest are discarded; other records (modules,
-// threads, switches, adjustments, ...) are always accepted. Close
-// counts refused events in a Lost{Kind: LostSize} record; refused
-// samples are the caller's to count. In wrap mode, *End records are held
-// back and written after the retained samples at Close, so that End
-// stays the last record.
-// Write returns ErrInvalidRecord for records it cannot encode and the
-// first error of the underlying writer after one occurred.
+// reached Options.SizeLimit, and in wrap mode they go to their thread's
+// retained chunks, of which the oldest are discarded (see wrap.go);
+// other records (modules, threads, switches, adjustments, ...) are
+// always accepted. Close counts refused events in a Lost{Kind:
+// LostSize} record; refused samples are the caller's to count. In wrap
+// mode, *End records are held back and written after the retained
+// samples at Close, so that End stays the last record.
+// Write returns ErrInvalidRecord for records it cannot encode and, once
+// a write of the underlying writer has failed, that error (the chunks
+// are written behind Write's back: the error shows at a later call, at
+// the latest at Close).
 func (w *Writer) Write(r Record) error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	_, isSample := r.(*Sample)
 	switch r := r.(type) {
-	case *Sample, *Event:
-		switch {
-		case w.opt.Mode == ModeWrap:
-			if err := w.samples.add(r); err != nil {
-				return err
+	case *Sample:
+		if w.opt.Mode == ModeWrap {
+			if r == nil {
+				break // main.add refuses it
 			}
-			w.count(isSample)
-			if len(w.samples.raw) >= w.sampleChunkSize {
-				w.sealSamples()
-			}
-			return nil
-		case w.opt.Mode == ModeNormal && w.opt.SizeLimit > 0:
+			return w.writeThread(r, r.PID, r.TID, r.Time, nil)
+		}
+		if w.opt.Mode == ModeNormal && w.opt.SizeLimit > 0 {
 			if err := w.makeRoom(); err != nil {
-				if e, ok := r.(*Event); ok {
-					w.rejectedEvents++
-					w.lastRejected = e.Time
-				}
 				return err
+			}
+		}
+	case *Event:
+		if w.opt.Mode == ModeWrap {
+			if r == nil {
+				break
+			}
+			return w.writeThread(r, r.PID, r.TID, r.Time, r)
+		}
+		if w.opt.Mode == ModeNormal && w.opt.SizeLimit > 0 {
+			if err := w.makeRoom(); err != nil {
+				w.rejectedEvents++
+				w.lastRejected = r.Time
+				return err
+			}
+		}
+	case *Exit:
+		if w.opt.Mode == ModeWrap && r != nil {
+			// The thread's chunk ends with it; a thread that reuses
+			// its id is another incarnation.
+			if c := w.threads[[2]uint32{r.PID, r.TID}]; c != nil {
+				w.endThread(c, r.Time)
 			}
 		}
 	case *End:
@@ -256,9 +276,86 @@ func (w *Writer) Write(r Record) error {
 	}
 	w.count(isSample)
 	if len(w.main.raw) >= w.opt.ChunkSize {
-		return w.flushMain()
+		w.flushMain()
 	}
 	return nil
+}
+
+// writeThread adds the sample or event r of thread pid/tid at time t to
+// the thread's open chunk (wrap mode); e is r if it is an event.
+func (w *Writer) writeThread(r Record, pid, tid uint32, t uint64, e *Event) error {
+	c := w.cur
+	if c == nil || c.key.pid != pid || c.key.tid != tid || c.exit != 0 {
+		id := [2]uint32{pid, tid}
+		// A thread's events may come after its Exit record, which the
+		// kernel delivers sooner than the hooks' rings are drained:
+		// only a record later than the exit is another incarnation's.
+		if c = w.threads[id]; c == nil || c.exit != 0 && t > c.exit {
+			if c != nil {
+				w.sealThread(c) // what came after its Exit record
+			}
+			w.gen++
+			c = &openChunk{key: threadKey{pid: pid, tid: tid, gen: w.gen}}
+			w.threads[id] = c
+		}
+		w.cur = c
+	}
+	if c.b.records == 0 {
+		c.first = t
+		if c.b.raw == nil {
+			c.b.raw = w.p.buffer()
+		}
+	}
+	if err := c.b.add(r); err != nil {
+		return err
+	}
+	w.count(e == nil)
+	w.latest = max(w.latest, t)
+	if e != nil {
+		c.note(e)
+	}
+	if c.full(w.threadChunk) {
+		w.sealThread(c)
+	}
+	return nil
+}
+
+// sealThread hands a thread's open chunk, if it holds any record, to
+// the pipeline, which compresses it into the wrap store, and starts the
+// thread's next chunk.
+func (w *Writer) sealThread(c *openChunk) {
+	if c.b.records == 0 {
+		return
+	}
+	w.p.send(job{kind: jobRetain, raw: c.b.raw, records: c.b.records, thread: c.key, first: c.first, last: c.b.lastTime})
+	c.b.reset()
+	c.b.raw = nil // the next record takes a buffer
+	c.depth, c.low = 0, 0
+}
+
+// endThread seals the chunk of a thread that exited at time t and lets
+// its buffer go; the thread's records up to t still go to its next
+// chunk, later ones to another incarnation (writeThread).
+func (w *Writer) endThread(c *openChunk, t uint64) {
+	w.sealThread(c)
+	if c.b.raw != nil {
+		w.p.recycle(c.b.raw)
+		c.b.raw = nil
+	}
+	c.exit = max(t, 1)
+}
+
+// sealThreads seals every open chunk of wrap mode, in the order of their
+// keys so that files do not depend on map order.
+func (w *Writer) sealThreads() {
+	open := make([]*openChunk, 0, len(w.threads))
+	for _, c := range w.threads {
+		open = append(open, c)
+	}
+	slices.SortFunc(open, func(a, b *openChunk) int { return a.key.compare(b.key) })
+	for _, c := range open {
+		w.sealThread(c)
+	}
 }
 
 func (w *Writer) count(sample bool) {
@@ -276,18 +373,20 @@ func (w *Writer) makeRoom() error {
 		return ErrSizeLimit
 	}
 	// A sample record takes at most 2 + 1 + 5×10 bytes. The pending
-	// raw bytes bound their compressed size, since a chunk that does
-	// not compress is stored as is.
+	// raw bytes (those of the queued chunks too) bound their compressed
+	// size, since a chunk that does not compress is stored as is.
 	const maxSample = 64
 	limit := w.opt.SizeLimit - sizeLimitSlack
-	if w.size+int64(len(w.main.raw))+chunkHeaderSize+maxSample <= limit {
+	if w.p.written()+int64(len(w.main.raw))+chunkHeaderSize+maxSample <= limit {
 		return nil
 	}
-	// Compress what is pending to learn its true size.
-	if err := w.flushMain(); err != nil {
+	// Compress what is pending and wait for it, to learn its true size.
+	w.flushMain()
+	w.p.sync()
+	if err := w.check(); err != nil {
 		return err
 	}
-	if w.size+chunkHeaderSize+maxSample <= limit {
+	if w.p.size.Load()+chunkHeaderSize+maxSample <= limit {
 		return nil
 	}
 	w.full = true
@@ -317,34 +416,65 @@ func (w *Writer) Intern(s string) (uint32, error) {
 	return id, nil
 }
 
-// Flush ends the current chunk and writes it to the underlying writer.
-// The recorder calls it every second, so that a killed recorder loses at
-// most the last second of records. In wrap mode samples stay in memory
-// until Close anyway, so only the other records are flushed.
+// Flush ends the current chunk and returns once it is written to the
+// underlying writer, with the chunks queued before it. The recorder
+// calls it every second, so that a killed recorder loses at most the
+// last second of records. In wrap mode samples and events stay in
+// memory until Close anyway, so only the other records are flushed.
 func (w *Writer) Flush() error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	return w.flushMain()
+	w.flushMain()
+	w.forgetExited()
+	w.p.sync()
+	return w.p.err()
 }
 
-// Close flushes the trace and releases the compressor. In normal mode
-// it writes a Lost{Kind: LostSize} record counting the refused events
-// (if any). In wrap mode it first writes a Lost{Kind: LostWrap} record
-// counting the discarded samples and events (if any), then the retained
-// chunks, then any End records. Close does not close the underlying writer. Calling Close
-// again returns ErrClosed.
+// exitedGrace is how long after a thread's Exit record its late records
+// are still expected (the recorder orders records within a second).
+const exitedGrace = 2_000_000_000
+
+// forgetExited drops the open chunks of the threads that exited more
+// than exitedGrace before the latest record (sealing what came after
+// their Exit): a program that starts threads by the million would
+// otherwise keep one for each. A record of such a thread that still
+// came would start another incarnation, and lose nothing.
+func (w *Writer) forgetExited() {
+	for id, c := range w.threads {
+		if c.exit != 0 && c.exit+exitedGrace < w.latest {
+			w.sealThread(c)
+			delete(w.threads, id)
+			if w.cur == c {
+				w.cur = nil
+			}
+		}
+	}
+}
+
+// Close flushes the trace, waits until every chunk is written and
+// releases the compressor. In normal mode it writes a Lost{Kind:
+// LostSize} record counting the refused events (if any). In wrap mode
+// it first writes a Lost{Kind: LostWrap} record counting the discarded
+// samples and events (if any), then the retained chunks by the time of
+// their first record, then any End records. Close does not close the
+// underlying writer. Calling Close again returns ErrClosed.
 func (w *Writer) Close() error {
 	if w.closed {
 		return ErrClosed
 	}
-	defer func() {
-		w.closed = true
-		w.enc.Close()
-		w.ring = nil
-	}()
-	if w.err != nil {
-		return w.err
+	w.closed = true
+	err := w.close()
+	w.p.stop()
+	if err == nil {
+		err = w.p.err()
+	}
+	return err
+}
+
+func (w *Writer) close() error {
+	if err := w.p.err(); err != nil {
+		return err
 	}
 	if n := w.rejectedEvents; n > 0 {
 		// Written past the limit like every unbounded record: the loss
@@ -355,43 +485,49 @@ func (w *Writer) Close() error {
 		w.stats.Records++
 	}
 	if w.opt.Mode == ModeWrap {
-		w.sealSamples()
-		if d := w.stats.Discarded; d > 0 {
-			if err := w.main.add(&Lost{Time: w.discardedTime, Kind: LostWrap, Count: d}); err != nil {
+		w.sealThreads()
+		w.flushMain()
+		w.p.sync()
+		st := w.p.store
+		st.fit(w.p.outside())
+		if d := st.discarded; d > 0 {
+			if err := w.main.add(&Lost{Time: st.discardedTime, Kind: LostWrap, Count: d}); err != nil {
 				return err
 			}
 			w.stats.Records++
 		}
-		if err := w.flushMain(); err != nil {
-			return err
+		w.flushMain()
+		for _, c := range st.ordered() {
+			w.p.send(job{kind: jobStored, raw: c.data})
 		}
-		for _, c := range w.ring {
-			if err := w.write(c.data); err != nil {
-				return err
-			}
-			w.stats.Chunks++
-			w.ringBytes -= int64(len(c.data))
-		}
-		w.ring = nil
-		w.stats.Retained = 0
 		for i := range w.ends {
 			if err := w.main.add(&w.ends[i]); err != nil {
 				return err
 			}
 		}
 	}
-	return w.flushMain()
+	w.flushMain()
+	return nil
 }
 
 // Size returns the number of bytes written to the underlying writer so
-// far, header included. In wrap mode retained samples are not counted
-// until Close writes them; Stats().Retained counts them.
-func (w *Writer) Size() int64 { return w.size }
+// far, header included; chunks still being compressed are not counted.
+// In wrap mode retained samples and events are not counted until Close
+// writes them; Stats().Retained counts them.
+func (w *Writer) Size() int64 { return w.p.size.Load() }
 
-// Stats returns counts of what the Writer did so far.
+// Stats returns counts of what the Writer did so far. It waits for the
+// chunks being compressed.
 func (w *Writer) Stats() Stats {
+	w.p.sync()
 	s := w.stats
-	s.Retained = w.ringBytes
+	s.Chunks, s.RawBytes = w.p.chunks, w.p.rawBytes
+	if st := w.p.store; st != nil {
+		s.Discarded, s.Retained = st.discarded, st.bytes
+		if w.p.stopped {
+			s.Retained = 0 // written by Close
+		}
+	}
 	return s
 }
 
@@ -399,131 +535,66 @@ func (w *Writer) check() error {
 	if w.closed {
 		return ErrClosed
 	}
-	return w.err
+	return w.p.err()
 }
 
-// write writes b with one call, keeping the first error.
-func (w *Writer) write(b []byte) error {
-	if w.err != nil {
-		return w.err
-	}
-	n, err := w.w.Write(b)
-	w.size += int64(n)
-	if err == nil && n < len(b) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		w.err = fmt.Errorf("trace: writing: %w", err)
-	}
-	return w.err
-}
-
-// flushMain writes the main chunk, if it holds any record.
-func (w *Writer) flushMain() error {
+// flushMain hands the main chunk, if it holds any record, to the
+// pipeline.
+func (w *Writer) flushMain() {
 	if w.main.records == 0 {
-		return nil
-	}
-	w.out = w.encodeChunk(w.out[:0], &w.main)
-	w.stats.RawBytes += int64(len(w.main.raw))
-	w.main.reset()
-	if err := w.write(w.out); err != nil {
-		return err
-	}
-	w.stats.Chunks++
-	return nil
-}
-
-// sealSamples moves the open chunk of samples and events into the ring,
-// discarding the oldest chunks beyond SizeLimit.
-func (w *Writer) sealSamples() {
-	if w.samples.records == 0 {
 		return
 	}
-	c := storedChunk{
-		data:     slices.Clone(w.encodeChunk(w.out[:0], &w.samples)),
-		records:  w.samples.records,
-		lastTime: w.samples.lastTime,
-	}
-	w.stats.RawBytes += int64(len(w.samples.raw))
-	w.samples.reset()
-	w.ring = append(w.ring, c)
-	w.ringBytes += int64(len(c.data))
-	drop := 0
-	for w.ringBytes > w.opt.SizeLimit && drop < len(w.ring) {
-		old := w.ring[drop]
-		w.ringBytes -= int64(len(old.data))
-		w.stats.Discarded += uint64(old.records)
-		w.discardedTime = old.lastTime
-		drop++
-	}
-	if drop > 0 {
-		// Shift rather than reslice, so the backing array does not
-		// keep dropped chunks alive or grow without bound.
-		n := copy(w.ring, w.ring[drop:])
-		clear(w.ring[n:])
-		w.ring = w.ring[:n]
-	}
-}
-
-// encodeChunk appends the chunk header and compressed payload of c to
-// dst. A chunk that zstd cannot shrink is stored uncompressed.
-func (w *Writer) encodeChunk(dst []byte, c *chunkBuilder) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, chunkHeaderSize)...)
-	dst = w.enc.EncodeAll(c.raw, dst)
-	codec := byte(codecZstd)
-	if len(dst)-start-chunkHeaderSize >= len(c.raw) {
-		dst = append(dst[:start+chunkHeaderSize], c.raw...)
-		codec = codecStored
-	}
-	payload := dst[start+chunkHeaderSize:]
-	h := dst[start : start+chunkHeaderSize]
-	copy(h, chunkMagic)
-	h[4] = codec
-	h[5], h[6], h[7] = 0, 0, 0
-	binary.LittleEndian.PutUint32(h[8:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(h[12:], uint32(len(c.raw)))
-	binary.LittleEndian.PutUint32(h[16:], c.records)
-	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
-	return dst
+	w.p.send(job{kind: jobWrite, raw: w.main.raw, records: w.main.records})
+	w.main.reset()
+	w.main.raw = w.p.buffer()
 }
 
 // Snapshot writes to dst a complete trace of everything w was given so
 // far, while w goes on: the file written through w, read back from src
 // (that file, or anything holding its bytes), then in wrap mode the
-// retained sample chunks, then one chunk with the Lost records Close
-// would write, the records of tail (the recorder's closing records, such
-// as an open pause) and end, whose Reason is set to reason's string id.
-// The copy therefore reads as a finished recording. w's open chunk is
-// flushed first (and in wrap mode its open sample chunk sealed), which
-// changes where w's chunks end but none of its records. Snapshot returns
-// the number of bytes written to dst.
+// retained chunks of samples and events, then one chunk with the Lost
+// records Close would write, the records of tail (the recorder's
+// closing records, such as an open pause) and end, whose Reason is set
+// to reason's string id. The copy therefore reads as a finished
+// recording. w's open chunk is flushed first (and in wrap mode the
+// threads' open chunks sealed) and Snapshot waits until it is written,
+// which changes where w's chunks end but none of its records. Snapshot
+// returns the number of bytes written to dst.
 func (w *Writer) Snapshot(dst io.Writer, src io.ReaderAt, end End, reason string, tail ...Record) (int64, error) {
-	if err := w.Flush(); err != nil {
+	if err := w.check(); err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(dst, io.NewSectionReader(src, 0, w.size))
+	w.flushMain()
+	if w.opt.Mode == ModeWrap {
+		w.sealThreads()
+	}
+	// From here to the return the pipeline's goroutine is idle: its
+	// file size, store and encoder are this goroutine's.
+	w.p.sync()
+	if err := w.check(); err != nil {
+		return 0, err
+	}
+	size := w.p.size.Load()
+	n, err := io.Copy(dst, io.NewSectionReader(src, 0, size))
 	if err != nil {
 		return n, fmt.Errorf("trace: snapshot: %w", err)
 	}
-	if n < w.size {
-		return n, fmt.Errorf("trace: snapshot: %w: %d of %d bytes", io.ErrUnexpectedEOF, n, w.size)
+	if n < size {
+		return n, fmt.Errorf("trace: snapshot: %w: %d of %d bytes", io.ErrUnexpectedEOF, n, size)
 	}
-	if w.opt.Mode == ModeWrap {
-		w.sealSamples()
-		for _, c := range w.ring {
-			m, err := dst.Write(c.data)
+	var c chunkBuilder
+	if st := w.p.store; st != nil {
+		for _, rc := range st.ordered() {
+			m, err := dst.Write(rc.data)
 			n += int64(m)
 			if err != nil {
 				return n, fmt.Errorf("trace: snapshot: %w", err)
 			}
 		}
-	}
-	var c chunkBuilder
-	if d := w.stats.Discarded; d > 0 {
-		if err := c.add(&Lost{Time: w.discardedTime, Kind: LostWrap, Count: d}); err != nil {
-			return n, err
+		if d := st.discarded; d > 0 {
+			if err := c.add(&Lost{Time: st.discardedTime, Kind: LostWrap, Count: d}); err != nil {
+				return n, err
+			}
 		}
 	}
 	if r := w.rejectedEvents; r > 0 {
@@ -549,7 +620,7 @@ func (w *Writer) Snapshot(dst io.Writer, src io.ReaderAt, end End, reason string
 	if err := c.add(&end); err != nil {
 		return n, err
 	}
-	m, err := dst.Write(w.encodeChunk(nil, &c))
+	m, err := dst.Write(w.p.encode(nil, c.raw, c.records))
 	n += int64(m)
 	if err != nil {
 		return n, fmt.Errorf("trace: snapshot: %w", err)
