@@ -8,15 +8,18 @@ import (
 	"strconv"
 	"strings"
 
+	"trueprof/internal/perf"
 	"trueprof/internal/symbolize"
 	"trueprof/internal/trace"
 )
 
 // jitInfo holds the JIT symbol sources of one process.
 type jitInfo struct {
-	perfMap  *symbolize.PerfMap
-	jitDump  *symbolize.JitDump
-	lastLoad uint64 // trace time of the last read; 0 before the first
+	perfMap *symbolize.PerfMap
+	jitDump *symbolize.JitDump
+	// readAt is when the files were last read (CLOCK_MONOTONIC, the
+	// samples' clock); 0 before the first read.
+	readAt uint64
 	// uid is who the files must belong to, the process's user, read
 	// while the process lives: after its exit it can no longer be asked.
 	uid int
@@ -43,9 +46,6 @@ type lateNames struct {
 	unnamed   int // locations no file named
 	ambiguous int // locations whose address held other code during their use
 }
-
-// jitReload is how often, in trace time, a process's JIT files are reread.
-const jitReload = 10_000_000
 
 // closeJit closes a process's JIT symbol files; what they said stays.
 func (r *Resolver) closeJit(pid uint32) {
@@ -211,16 +211,20 @@ func (r *Resolver) openJitDump(pid uint32, path string) {
 
 // jitFrame resolves a JIT address through the process's jitdump (by time)
 // or perf map. JITs append to these files as they compile, and describe
-// code before running it; samples are processed at least reorderSlack
-// after they were taken, so files read now describe every sample within
-// reorderSlack of this one. They are reread every jitReload of trace time
-// whether or not addr is known: a known address may have been reused by
-// newer code (jitdump) or redefined (perf map), and a perf map may be
-// created after the code first ran.
+// code before running it, so the files as read at some moment describe
+// every sample taken before it: they are read again for a sample taken
+// after their last read, whether or not addr is known (a known address
+// may have been reused by newer code, jitdump, or redefined, perf map;
+// a perf map may be created after the code first ran). Samples are
+// processed at least the recorder's reorder delay after they were
+// taken, so this is about one read (an fstat when nothing was added) a
+// pass of the recording loop. Reading every 10 ms of trace time instead
+// named 4 samples after the old code of a reused address (jitdump), the
+// new code's load record written after the last read.
 func (r *Resolver) jitFrame(pid uint32, addr, time uint64) (symbolize.Frame, bool) {
 	j := r.jitInfo(pid)
-	if j.lastLoad == 0 || time-j.lastLoad >= jitReload {
-		j.lastLoad = time
+	if j.readAt == 0 || time >= j.readAt {
+		j.readAt = perf.Now()
 		r.loadJit(pid, j)
 	}
 	fr, _, ok := j.frame(addr, time)
