@@ -215,7 +215,7 @@ func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
 // drain passes the events of drainChunks one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
-	h.drainChunks(func(c []instrEvent) {
+	h.drainChunks(func(int) {}, func(c []instrEvent) {
 		for i := range c {
 			fn(c[i])
 		}
@@ -225,7 +225,7 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 // drainChunks hands over the filled chunks and returns them to the free
 // list. The chunk being filled stays with the drainer until it is full
 // or the drainer has stopped.
-func (h *hookSource) drainChunks(fn func([]instrEvent)) {
+func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
@@ -247,6 +247,11 @@ func (h *hookSource) drainChunks(fn func([]instrEvent)) {
 		h.cur = nil
 	}
 	h.mu.Unlock()
+	n := 0
+	for _, b := range full {
+		n += b.Len()
+	}
+	grow(n)
 	h.hand = fn
 	for _, b := range full {
 		h.events = h.events[:0]
