@@ -156,7 +156,7 @@ func (s *session) openCounter(tid, cpu, kind int, name string, kernel, launched 
 	if !ok {
 		owner = -1
 	}
-	e, err := s.openShared(perf.CounterAttr(ev, o), tid, cpu, owner)
+	e, err := s.openShared(perf.CounterAttr(ev, o), tid, cpu, owner, s.cfg.RingPages)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (s *session) openIRQEvents() error {
 		st.common = tp.Fields["common_type"]
 		tps = append(tps, tp)
 	}
-	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{Watermark: s.watermark()}, irqFilter)
+	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{}, irqFilter)
 	if err != nil {
 		return err
 	}

@@ -523,7 +523,7 @@ func (s *session) openEvents(kernel bool) error {
 				if opened[tid] {
 					continue
 				}
-				e, err := s.openShared(attr, tid, cpu, owner)
+				e, err := s.openShared(attr, tid, cpu, owner, s.cfg.RingPages)
 				if err != nil {
 					if !launched && errors.Is(err, syscall.ESRCH) {
 						continue // the thread ended meanwhile
@@ -552,9 +552,9 @@ func (s *session) openEvents(kernel bool) error {
 }
 
 // openShared opens attr on pid (-1: every task) and cpu. With owner < 0
-// the event maps a ring of its own (RingPages); otherwise its records go
+// the event maps a ring of its own of pages data pages; otherwise its records go
 // to the ring of event owner, on the same CPU.
-func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (event, error) {
+func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner, pages int) (event, error) {
 	fd, err := perf.Open(attr, pid, cpu, 0)
 	if err != nil {
 		return event{}, err
@@ -563,7 +563,7 @@ func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (eve
 	if owner >= 0 {
 		err = perf.SetOutput(fd, owner)
 	} else {
-		e.ring, err = perf.MapRing(fd, s.cfg.RingPages)
+		e.ring, err = perf.MapRing(fd, pages)
 	}
 	if err != nil {
 		perf.Close(fd)
@@ -575,17 +575,19 @@ func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner int) (eve
 // openTracepoints opens tps on every CPU for all tasks, each CPU's events
 // writing to the ring of its first (rings, owned by the events owners),
 // with filter (when not empty) set on each; on error it closes what it
-// opened. The caller adds the events to s.events, which closeEvents
+// opened. The rings are of sideRingPages, o's watermark a quarter of them. The caller adds the events to s.events, which closeEvents
 // closes.
 func (s *session) openTracepoints(tps []*perf.Tracepoint, o perf.TracepointOptions, filter string) (opened []event, rings []*perf.Ring, owners []int, err error) {
 	cpus, err := perf.OnlineCPUs()
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	pages := s.sideRingPages()
+	o.Watermark = uint32(pages * os.Getpagesize() / 4)
 	for _, cpu := range cpus {
 		owner := -1
 		for _, tp := range tps {
-			e, err := s.openShared(perf.TracepointAttr(tp, o), -1, cpu, owner)
+			e, err := s.openShared(perf.TracepointAttr(tp, o), -1, cpu, owner, pages)
 			if err != nil {
 				for _, e := range opened {
 					if e.ring != nil {
@@ -661,7 +663,21 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	return max(pages, minRingPages)
 }
 
-// watermark is the wakeup watermark of every ring: a quarter of it.
+// sideRingBytes is the ring of each CPU's tracepoints (interrupts, lock
+// waits): 2 MiB, ringSeconds of 9,000 interrupts a second per CPU (an
+// entry and an exit, about 56 bytes each; idle CPUs' are filtered out in
+// the kernel). A ring of maxRingBytes cost the recorder 4-8 ms to map
+// and as much to unmap, per CPU, for records that fill a few KiB a
+// second; what overflows is counted lost as for every ring.
+const sideRingBytes = 2 << 20
+
+// sideRingPages is the number of data pages of a tracepoint ring: for
+// sideRingBytes, and never more than the sampling rings'.
+func (s *session) sideRingPages() int {
+	return min(s.cfg.RingPages, perf.RingPagesFor(sideRingBytes))
+}
+
+// watermark is the wakeup watermark of a sampling ring: a quarter of it.
 func (s *session) watermark() uint32 {
 	return uint32(s.cfg.RingPages * os.Getpagesize() / 4)
 }
