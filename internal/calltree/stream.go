@@ -52,7 +52,7 @@ func buildStream(s *model.Stream, o Options, g *grouper) (*Result, error) {
 	}
 	defer rs.Close()
 	next := rs.Next
-	if runtime.GOMAXPROCS(0) >= 2 {
+	if runtime.GOMAXPROCS(0) >= 2 && !rs.Held() {
 		var stop func()
 		next, stop = readAhead(rs.Next)
 		defer stop()

@@ -33,8 +33,10 @@ func FuzzLoad(f *testing.F) {
 				}
 			}
 		}
-		if _, got, err := streamed(t, data); err == nil && !reflect.DeepEqual(got, p) {
-			t.Fatalf("the stream differs from Load:\n got %+v\nwant %+v", got, p)
+		for _, hold := range []int{0, maxHeld} {
+			if _, got, err := streamed(t, data, hold); err == nil && !reflect.DeepEqual(got, p) {
+				t.Fatalf("hold %d: the stream differs from Load:\n got %+v\nwant %+v", hold, got, p)
+			}
 		}
 	})
 }

@@ -130,6 +130,7 @@ func (p *Profile) appendRecord(r *Record) {
 func (l *loader) record(k RecordKind, t uint64, rec trace.Record) {
 	if l.tally != nil {
 		l.tally.add(k, t)
+		l.tally.hold(k, rec)
 		return
 	}
 	r := &l.rec

@@ -81,28 +81,53 @@ func convert(rec trace.Record, r *Record) {
 	r.Kind = 0
 	switch t := rec.(type) {
 	case *trace.Sample:
-		r.Kind = RecordSample
-		r.Sample = Sample{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Period: t.Period, Stack: t.Stack,
-			Truncated: t.Flags&trace.SampleTruncated != 0, Kernel: t.Flags&trace.SampleKernel != 0}
-		if r.Sample.Truncated {
-			r.Sample.Unwind = t.Reason()
-		}
+		r.Kind, r.Sample = RecordSample, sampleOf(t)
 	case *trace.Event:
-		r.Kind = RecordEvent
-		r.Event = Event{Time: t.Time, PID: t.PID, TID: t.TID, Entry: t.Kind == trace.EventEntry, Function: t.Function}
+		r.Kind, r.Event = RecordEvent, eventOf(t)
 	case *trace.Switch:
-		r.Kind = RecordSwitch
-		r.Switch = Switch{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Out: t.Out, Preempt: t.Preempt}
+		r.Kind, r.Switch = RecordSwitch, switchOf(t)
 	case *trace.Adjust:
-		r.Kind = RecordAdjust
-		r.Adjust = Adjust{Time: t.Time, PID: t.PID, TID: t.TID, Duration: t.Duration, Dropped: t.Dropped}
+		r.Kind, r.Adjust = RecordAdjust, adjustOf(t)
 	case *trace.IRQ:
-		r.Kind = RecordIRQ
-		r.IRQ = IRQ{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Soft: t.Kind == trace.IRQSoft, Vector: t.Vector, Duration: t.Duration}
+		r.Kind, r.IRQ = RecordIRQ, irqOf(t)
 	case *trace.GoID:
-		r.Kind = RecordGoID
-		r.GoID = GoID{Time: t.Time, PID: t.PID, TID: t.TID, GoID: t.GoID}
+		r.Kind, r.GoID = RecordGoID, goIDOf(t)
 	}
+}
+
+// sampleOf is the model's sample of the trace's.
+func sampleOf(t *trace.Sample) Sample {
+	s := Sample{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Period: t.Period, Stack: t.Stack,
+		Truncated: t.Flags&trace.SampleTruncated != 0, Kernel: t.Flags&trace.SampleKernel != 0}
+	if s.Truncated {
+		s.Unwind = t.Reason()
+	}
+	return s
+}
+
+// eventOf is the model's event of the trace's.
+func eventOf(t *trace.Event) Event {
+	return Event{Time: t.Time, PID: t.PID, TID: t.TID, Entry: t.Kind == trace.EventEntry, Function: t.Function}
+}
+
+// switchOf is the model's switch of the trace's.
+func switchOf(t *trace.Switch) Switch {
+	return Switch{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Out: t.Out, Preempt: t.Preempt}
+}
+
+// adjustOf is the model's adjustment of the trace's.
+func adjustOf(t *trace.Adjust) Adjust {
+	return Adjust{Time: t.Time, PID: t.PID, TID: t.TID, Duration: t.Duration, Dropped: t.Dropped}
+}
+
+// irqOf is the model's interrupt of the trace's.
+func irqOf(t *trace.IRQ) IRQ {
+	return IRQ{Time: t.Time, PID: t.PID, TID: t.TID, CPU: t.CPU, Soft: t.Kind == trace.IRQSoft, Vector: t.Vector, Duration: t.Duration}
+}
+
+// goIDOf is the model's goroutine switch of the trace's.
+func goIDOf(t *trace.GoID) GoID {
+	return GoID{Time: t.Time, PID: t.PID, TID: t.TID, GoID: t.GoID}
 }
 
 // ReorderWindow is how late, in trace nanoseconds, a record may come
@@ -138,17 +163,20 @@ type Stream struct {
 	open    func() (io.ReadCloser, error)
 	records int   // records before the end or the damage Profile.Err says
 	dropped []int // the indexes of the records the first pass dropped (Profile.Inconsistent)
+	// held are the time-ordered records, in Records' order, when the
+	// first pass kept them all (see maxHeld), else nil.
+	held *heldRecords
 }
 
 // OpenStream reads the tables of the trace file at path (the first pass;
 // see Stream). Like Load, it fails only when the header cannot be read.
 func OpenStream(path string) (*Stream, error) {
-	return newStream(func() (io.ReadCloser, error) { return os.Open(path) })
+	return newStream(func() (io.ReadCloser, error) { return os.Open(path) }, maxHeld)
 }
 
 // newStream reads the tables of the trace open returns, anew at each
 // call.
-func newStream(open func() (io.ReadCloser, error)) (*Stream, error) {
+func newStream(open func() (io.ReadCloser, error), hold int) (*Stream, error) {
 	f, err := open()
 	if err != nil {
 		return nil, err
@@ -158,14 +186,64 @@ func newStream(open func() (io.ReadCloser, error)) (*Stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c tally
+	c := tally{held: &heldRecords{}, limit: hold}
 	l := newLoader(tr, &c)
 	l.read(tr)
 	l.finish()
 	s := &Stream{Profile: l.p, Counts: c.counts, First: c.first, Last: c.seen, Lateness: c.lateness,
 		open: open, records: l.records, dropped: l.dropped}
+	if c.lateness == 0 {
+		// In time order as read: Records' order.
+		s.held = c.held
+	}
 	return s, nil
 }
+
+// maxHeld is how many time-ordered records the first pass keeps, in
+// compact per-kind slices (24-40 bytes a record, at most 10 MiB), for
+// Records to hand out without reading the file again: a sampling trace
+// of ten seconds (40k samples and 74k switches) is then read,
+// decompressed and decoded once rather than twice. A longer trace keeps
+// none and is read again, so that memory stays flat as traces grow.
+const maxHeld = 1 << 18
+
+// heldRecords are the time-ordered records of a trace in file order:
+// those of each kind in a list of their own, and the kind of each in
+// turn.
+type heldRecords struct {
+	samples  blocks[Sample]
+	events   blocks[Event]
+	switches blocks[Switch]
+	adjusts  blocks[Adjust]
+	irqs     blocks[IRQ]
+	goIDs    blocks[GoID]
+	kinds    blocks[RecordKind]
+}
+
+// blockSize is the number of values of a block of blocks.
+const blockSize = 4096
+
+// blocks is a list of values held in fixed blocks rather than one
+// slice: appending never copies what it holds. (A slice doubled to
+// 100k records cost the first pass more than reading the file again:
+// the copies, the page faults of each new array, and the garbage
+// collector spinning to stop a goroutine inside a large copy.)
+type blocks[T any] struct {
+	b [][]T
+	n int
+}
+
+// add appends v.
+func (l *blocks[T]) add(v T) {
+	if l.n%blockSize == 0 {
+		l.b = append(l.b, make([]T, blockSize))
+	}
+	l.b[l.n/blockSize][l.n%blockSize] = v
+	l.n++
+}
+
+// at returns the i'th value.
+func (l *blocks[T]) at(i int) *T { return &l.b[i/blockSize][i%blockSize] }
 
 // tally sums up the time-ordered records of the first pass.
 type tally struct {
@@ -173,6 +251,10 @@ type tally struct {
 	first, seen uint64 // the earliest and the latest time so far
 	lateness    uint64
 	any         bool
+	// held are the records so far while there are at most limit, nil
+	// after.
+	held  *heldRecords
+	limit int
 }
 
 // add counts a record of kind k at time t.
@@ -187,6 +269,36 @@ func (c *tally) add(k RecordKind, t uint64) {
 	c.seen = max(c.seen, t)
 }
 
+// hold keeps rec, a time-ordered record of kind k, in c.held while
+// there is room.
+func (c *tally) hold(k RecordKind, rec trace.Record) {
+	h := c.held
+	if h == nil {
+		return
+	}
+	if h.kinds.n == c.limit {
+		c.held = nil
+		return
+	}
+	// Straight from the trace's record: through a Record's 192 bytes,
+	// holding cost the first pass twice as much.
+	switch k {
+	case RecordSample:
+		h.samples.add(sampleOf(rec.(*trace.Sample)))
+	case RecordEvent:
+		h.events.add(eventOf(rec.(*trace.Event)))
+	case RecordSwitch:
+		h.switches.add(switchOf(rec.(*trace.Switch)))
+	case RecordAdjust:
+		h.adjusts.add(adjustOf(rec.(*trace.Adjust)))
+	case RecordIRQ:
+		h.irqs.add(irqOf(rec.(*trace.IRQ)))
+	case RecordGoID:
+		h.goIDs.add(goIDOf(rec.(*trace.GoID)))
+	}
+	h.kinds.add(k)
+}
+
 // Records reads the file again and returns its time-ordered records
 // (Sample, Event, Switch, Adjust, IRQ, GoID), in the order Load's
 // slices have them: by time, ties in file order. It stops where the
@@ -195,6 +307,9 @@ func (c *tally) add(k RecordKind, t uint64) {
 func (s *Stream) Records() (*Records, error) {
 	if s.Lateness > ReorderWindow {
 		return nil, ErrNotStreamable
+	}
+	if s.held != nil {
+		return &Records{held: s.held}, nil
 	}
 	f, err := s.open()
 	if err != nil {
@@ -226,7 +341,17 @@ type Records struct {
 	head    int // inOrder[head:] wait
 	q       reorder
 	rec     Record
+	// held are the records when the first pass kept them (Stream.held):
+	// Next hands them out and reads no file; taken counts those of each
+	// kind handed out.
+	held  *heldRecords
+	taken [RecordGoID + 1]int
 }
+
+// Held tells whether rs hands out records the first pass kept in
+// memory rather than reading the file: then Next costs a copy, and
+// reading ahead on another goroutine would not pay.
+func (rs *Records) Held() bool { return rs.held != nil }
 
 // first returns the earliest waiting record, nil if none.
 func (rs *Records) first() *queued {
@@ -244,6 +369,9 @@ func (rs *Records) first() *queued {
 // after the last one, or the error of reading the file again (which
 // changed since the first pass if it differs).
 func (rs *Records) Next(r *Record) error {
+	if rs.held != nil {
+		return rs.nextHeld(r)
+	}
 	if rs.lag == 0 {
 		return rs.nextInOrder(r)
 	}
@@ -294,6 +422,34 @@ func (rs *Records) Next(r *Record) error {
 	}
 }
 
+// nextHeld is Next over the records the first pass kept.
+func (rs *Records) nextHeld(r *Record) error {
+	h := rs.held
+	if rs.read == h.kinds.n {
+		return io.EOF
+	}
+	k := *h.kinds.at(rs.read)
+	rs.read++
+	i := rs.taken[k]
+	rs.taken[k]++
+	r.Kind = k
+	switch k {
+	case RecordSample:
+		r.Sample = *h.samples.at(i)
+	case RecordEvent:
+		r.Event = *h.events.at(i)
+	case RecordSwitch:
+		r.Switch = *h.switches.at(i)
+	case RecordAdjust:
+		r.Adjust = *h.adjusts.at(i)
+	case RecordIRQ:
+		r.IRQ = *h.irqs.at(i)
+	case RecordGoID:
+		r.GoID = *h.goIDs.at(i)
+	}
+	return nil
+}
+
 // nextInOrder is Next for a file that has its records in time order
 // (the first pass saw none come after a later one): no window to wait
 // in, each record goes out as it is read.
@@ -329,8 +485,13 @@ func (rs *Records) scan() (trace.Record, error) {
 	return rec, err
 }
 
-// Close closes the file.
-func (rs *Records) Close() error { return rs.f.Close() }
+// Close closes the file, if Records read one.
+func (rs *Records) Close() error {
+	if rs.f == nil {
+		return nil
+	}
+	return rs.f.Close()
+}
 
 // queued is a record waiting in the reorder window, with its place in
 // the file.

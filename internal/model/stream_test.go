@@ -12,11 +12,12 @@ import (
 	"trueprof/internal/trace"
 )
 
-// streamed reads data in two passes (OpenStream's, then Records) into a
-// Profile like Load's, or returns the error of Records.
-func streamed(t *testing.T, data []byte) (*Stream, *Profile, error) {
+// streamed reads data in two passes (OpenStream's, then Records, which
+// hands out the records the first pass held if there were at most hold)
+// into a Profile like Load's, or returns the error of Records.
+func streamed(t *testing.T, data []byte, hold int) (*Stream, *Profile, error) {
 	t.Helper()
-	s, err := newStream(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	s, err := newStream(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, hold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +27,13 @@ func streamed(t *testing.T, data []byte) (*Stream, *Profile, error) {
 		return s, nil, err
 	}
 	defer rs.Close()
+	var n uint64
+	for _, c := range s.Counts {
+		n += c
+	}
+	if held := s.Lateness == 0 && n <= uint64(hold); rs.Held() != held {
+		t.Errorf("%d records, %d ns late, hold %d: Records holds them %v, want %v", n, s.Lateness, hold, rs.Held(), held)
+	}
 	var r Record
 	for {
 		err := rs.Next(&r)
@@ -58,19 +66,23 @@ func TestStreamEqualsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, got, err := streamed(t, data)
-		if err != nil {
-			if errors.Is(err, ErrNotStreamable) && s.Lateness > ReorderWindow {
-				t.Logf("%s: %v (records up to %d ns late)", name, err, s.Lateness)
-				continue
+		// Records reads the file again (hold 0), or hands out what the
+		// first pass held: all, or none when it had more than 100.
+		for _, hold := range []int{0, 100, maxHeld} {
+			s, got, err := streamed(t, data, hold)
+			if err != nil {
+				if errors.Is(err, ErrNotStreamable) && s.Lateness > ReorderWindow {
+					t.Logf("%s: %v (records up to %d ns late)", name, err, s.Lateness)
+					continue
+				}
+				t.Fatalf("%s: %v", name, err)
 			}
-			t.Fatalf("%s: %v", name, err)
-		}
-		if n := uint64(len(want.Samples)); s.Counts[RecordSample] != n {
-			t.Errorf("%s: counted %d samples, Load has %d", name, s.Counts[RecordSample], n)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: the stream differs from Load:\n got %+v\nwant %+v", name, got, want)
+			if n := uint64(len(want.Samples)); s.Counts[RecordSample] != n {
+				t.Errorf("%s: counted %d samples, Load has %d", name, s.Counts[RecordSample], n)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, hold %d: the stream differs from Load:\n got %+v\nwant %+v", name, hold, got, want)
+			}
 		}
 	}
 }
@@ -113,7 +125,7 @@ func TestStreamReorders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, got, err := streamed(t, buf.Bytes())
+	s, got, err := streamed(t, buf.Bytes(), maxHeld)
 	if err != nil {
 		t.Fatal(err)
 	}
