@@ -288,15 +288,16 @@ func TestCtlListStale(t *testing.T) {
 // peerEnv makes the test binary a ctl client of the socket it names.
 const peerEnv = "TRUEPROF_CTL_TEST_CLIENT"
 
-// TestCtlPeerCredHelper is the client TestCtlPeerCred runs as another
-// user; it prints the answer's error.
-func TestCtlPeerCredHelper(t *testing.T) {
-	sock := os.Getenv(peerEnv)
-	if sock == "" {
-		t.Skip("run by TestCtlPeerCred")
+// TestMain makes the test binary, run with peerEnv set, the client
+// TestCtlPeerCred runs as another user: it prints the answer's error
+// and exits, running no test.
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(peerEnv); sock != "" {
+		_, err := Call(Info{ID: "peer", Socket: sock}, Request{Cmd: CmdStop}, nil)
+		os.Stdout.WriteString("answer: " + errString(err) + "\n")
+		os.Exit(0)
 	}
-	_, err := Call(Info{ID: "peer", Socket: sock}, Request{Cmd: CmdStop}, nil)
-	os.Stdout.WriteString("answer: " + errString(err) + "\n")
+	os.Exit(m.Run())
 }
 
 func errString(err error) string {
@@ -335,7 +336,7 @@ func TestCtlPeerCred(t *testing.T) {
 	for dir := filepath.Dir(info.Socket); dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
 		os.Chmod(dir, 0o755) // t.TempDir's parents
 	}
-	cmd := exec.Command(exe, "-test.run", "^TestCtlPeerCredHelper$", "-test.v")
+	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), peerEnv+"="+info.Socket)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()

@@ -15,7 +15,7 @@ import (
 func TestReadLost(t *testing.T) {
 	testutil.RequirePerf(t)
 	if !LostSupported() {
-		t.Skip("the kernel has no PERF_FORMAT_LOST (Linux 6.0)")
+		testutil.Missing(t, "the kernel has no PERF_FORMAT_LOST (Linux 6.0)")
 	}
 	ev, err := ParseEvent("cpu-clock")
 	if err != nil {
