@@ -92,13 +92,15 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A file no pattern names is no match, stripped or not: a stripped
+	// executable must not refuse --trace 'libz.so.1:deflate'.
+	if match == nil {
+		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, strings.Join(modules, " or "))
+	}
 	unwinds := unwindsThrough(f)
 	funcs := f.Functions()
 	if len(funcs) == 0 {
 		return nil, fmt.Errorf("%s: %w; rebuild it without -s or strip, or probe an unstripped copy", path, ErrStripped)
-	}
-	if match == nil {
-		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, strings.Join(modules, " or "))
 	}
 	var sites []Site
 	skip := &SkipError{Path: path}

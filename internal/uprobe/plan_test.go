@@ -195,6 +195,11 @@ func TestPlanStripped(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, bin) || !strings.Contains(msg, "stripped") {
 		t.Errorf("message %q does not name the file and say it is stripped", msg)
 	}
+	// Patterns that name only another module do not concern it (a
+	// distribution's stripped executable, probed in its libraries).
+	if _, err := Plan(bin, []string{"liblzma.so.5:lzma_code"}); !errors.Is(err, ErrNoMatch) {
+		t.Errorf("a pattern of another module on a stripped file: %v, want ErrNoMatch", err)
+	}
 }
 
 func TestPlanGoStripped(t *testing.T) {
