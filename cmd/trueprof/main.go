@@ -131,8 +131,8 @@ samples (and always all module and thread records); continuous has no limit.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%s), %d events (%d lost) written to %s (%s); stopped: %s; recorder CPU %.2f s\n",
-				res.Samples, completeness(res), res.Events, res.Lost, out, formatBytes(res.Bytes), res.Reason, res.RecorderCPU.Seconds())
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%s), %d events, %d lost%s; written to %s (%s); stopped: %s; recorder CPU %.2f s\n",
+				res.Samples, completeness(res), res.Events, res.Lost, discarded(res), out, formatBytes(res.Bytes), res.Reason, res.RecorderCPU.Seconds())
 			if res.ExitCode != 0 {
 				return exitError(res.ExitCode)
 			}
@@ -178,6 +178,16 @@ func completeness(res *record.Result) string {
 		msg += fmt.Sprintf(", %d %s", n, r)
 	}
 	return msg
+}
+
+// discarded says how many samples and events wrap mode dropped to stay
+// within --size: the counts before it include them, and the report's
+// header shows them as lost (wrap).
+func discarded(res *record.Result) string {
+	if res.Discarded == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d discarded by --mode wrap (the oldest, to stay within --size)", res.Discarded)
 }
 
 // parseMmapPages parses -m as perf does: a number of pages, or a size

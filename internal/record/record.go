@@ -40,10 +40,13 @@ type Result struct {
 	ExitCode int    // the launched target's exit status (128+signal if killed); 0 when attached
 	Samples  uint64 // samples written
 	Events   uint64 // function entries and exits written
-	Lost     uint64 // samples lost in the kernel or dropped by a limit
-	Bytes    int64  // trace file size
-	Reason   string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
-	UserOnly bool   // kernel sampling was not permitted
+	Lost     uint64 // samples and events lost in the kernel or refused at the --size limit
+	// Discarded counts, in wrap mode, the samples and events written and
+	// then dropped, the oldest first, to keep the trace within --size.
+	Discarded uint64
+	Bytes     int64  // trace file size
+	Reason    string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
+	UserOnly  bool   // kernel sampling was not permitted
 	// Truncated counts the samples whose stack stops short of the
 	// thread's entry, by reason.
 	Truncated [trace.NumUnwindReasons]uint64
@@ -390,6 +393,7 @@ func (s *session) finish() (*Result, error) {
 		return nil, err
 	}
 	s.result.Bytes = s.w.Size()
+	s.result.Discarded = s.w.Stats().Discarded
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.result.RecorderCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
