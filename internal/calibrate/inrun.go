@@ -165,7 +165,10 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		cmd.Wait()
 		return err
 	}
-	defer set.Close()
+	// Removing the links waits for the kernel's RCU grace periods, about
+	// 0.13 s here, which the recording need not wait for: the target has
+	// exited by then, and the probes filter on its pid.
+	defer func() { go set.Close() }()
 	var events []uprobe.Event
 	keep := func(e uprobe.Event) { events = append(events, e) }
 	// The ring holds a quarter of a second of the fastest probes: read

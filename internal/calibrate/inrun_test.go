@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf/features"
 
@@ -68,9 +69,11 @@ func TestUprobeInRun(t *testing.T) {
 	for try := 1; ; try++ {
 		u := NewUprobeInRun()
 		for range 2 {
+			start := time.Now()
 			if err := u.Burst(context.Background()); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("burst: %v", time.Since(start).Round(time.Millisecond))
 		}
 		c = u.Calibration()
 		if c.Refused == "" {
