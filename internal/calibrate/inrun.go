@@ -121,7 +121,11 @@ func burstArgs() (args, copies []string, shapes []int) {
 func (u *UprobeInRun) Burst(ctx context.Context) error {
 	err := u.burst(ctx)
 	if err != nil {
-		u.errs = append(u.errs, err.Error())
+		// A compiler's empty output leaves a newline; the same failure
+		// twice is said once.
+		if msg := strings.TrimSpace(err.Error()); !slices.Contains(u.errs, msg) {
+			u.errs = append(u.errs, msg)
+		}
 	}
 	return err
 }

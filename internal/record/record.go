@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -430,7 +431,7 @@ func (s *session) calibrationBurst(ctx context.Context, when string) {
 	start := time.Now()
 	defer func() { s.calBursts += time.Since(start) }()
 	if err := s.cfg.UprobeCalibration.Burst(ctx); err != nil {
-		fmt.Fprintf(s.log, "trueprof: uprobe calibration burst at the %s failed: %v\n", when, err)
+		fmt.Fprintf(s.log, "trueprof: uprobe calibration burst at the %s failed: %s\n", when, strings.TrimSpace(err.Error()))
 	}
 }
 
