@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"trueprof/internal/perf"
 	"trueprof/internal/testutil"
@@ -79,6 +81,15 @@ func TestUprobeCalibrationBursts(t *testing.T) {
 			}
 			if !strings.Contains(log.String(), tc.log) {
 				t.Errorf("log %q: want %q", log.String(), tc.log)
+			}
+			if tc.fake.err == nil {
+				// leaf is a frameless leaf: a single-stepped entry and a
+				// return probe, priced as the calibration says.
+				n := entries(p)["leaf"]
+				cost := time.Duration(float64(n) * (cal.Sites.EntryStepped + cal.Sites.ExitReturn)).Round(time.Millisecond)
+				if want := fmt.Sprintf("probes on leaf: %d hits cost about %v", 2*n, cost); !strings.Contains(log.String(), want) {
+					t.Errorf("log %q: want %q", log.String(), want)
+				}
 			}
 		})
 	}
