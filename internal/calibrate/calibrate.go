@@ -32,7 +32,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -352,17 +351,7 @@ func uninstrumented(ctx context.Context, bin string, shapes []string) ([]float64
 	if err != nil {
 		return nil, fmt.Errorf("running the calibration target: %w", err)
 	}
-	lines := strings.Fields(string(out))
-	if len(lines) != len(shapes) {
-		return nil, fmt.Errorf("calibration target printed %q for %d shapes", out, len(shapes))
-	}
-	ns := make([]float64, len(lines))
-	for i, l := range lines {
-		if ns[i], err = strconv.ParseFloat(l, 64); err != nil {
-			return nil, fmt.Errorf("calibration target printed %q", out)
-		}
-	}
-	return ns, nil
+	return parseTimes(string(out), len(shapes))
 }
 
 // isCal reports whether fn is one of the calibration functions.

@@ -384,7 +384,7 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// parseTimes parses the n loop times the target printed.
+// parseTimes parses the n loop times (ns) the target printed, one a line.
 func parseTimes(out string, n int) ([]float64, error) {
 	lines := strings.Fields(out)
 	if len(lines) != n {
