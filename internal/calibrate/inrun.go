@@ -67,8 +67,8 @@ const (
 )
 
 // inRunShapes are a burst's validation shapes: trueprof calibrate's for
-// uprobes at a sixth of their rounds (loops of 30-90 µs uninstrumented),
-// so that some of the repetitions run undisturbed on a busy machine.
+// uprobes at a sixth of their rounds (loops of 20-100 µs uninstrumented),
+// leaf-heavy first.
 func inRunShapes() []shape {
 	s := validationShapes("uprobe")
 	for i := range s {
@@ -79,7 +79,7 @@ func inRunShapes() []shape {
 
 // Burst sizes: the empty shape's rounds (its intervals split the fitted
 // sums) and how many times each validation shape runs, plain and probed
-// alternately; each shape's time is the fastest of its runs.
+// alternately (pairedShape takes the medians).
 const (
 	inRunEmptyRounds = 1000
 	inRunReps        = 10
@@ -98,8 +98,8 @@ func burstArgs() (args, copies []string, shapes []int) {
 	vs := inRunShapes()
 	for range inRunReps {
 		for i, s := range vs {
-			// The long shape's loops are few calls and long bodies: their
-			// minimum needs more runs to settle on a busy machine.
+			// The long shape's loops are few calls and long bodies: its
+			// differences vary most, and its loops cost little.
 			for range 1 + 2*btoi(s.Name == "long") {
 				add(copyRef, i, s)
 				add(copyCal, i, s)
@@ -115,8 +115,8 @@ func burstArgs() (args, copies []string, shapes []int) {
 }
 
 // Burst runs one calibration burst: it starts the target, places its
-// probes, lets it run its loops and keeps each shape's fastest runs. A
-// failed burst is remembered: Calibration names it when no burst
+// probes, lets it run its loops and keeps their times and transitions.
+// A failed burst is remembered: Calibration names it when no burst
 // succeeded.
 func (u *UprobeInRun) Burst(ctx context.Context) error {
 	err := u.burst(ctx)
@@ -202,7 +202,7 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := u.runs(events, sites)
+	runs, empty, err := burstRuns(events, sites)
 	if err != nil {
 		return err
 	}
@@ -211,6 +211,9 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	// a 0.1 ms loop here), neighbours share the speed, and the median of
 	// their differences is robust where the fastest runs of each kind
 	// (the stored calibration's statistic) come from different moments.
+	// Kept only once the whole burst is known to be good.
+	pairs := make([][]pairedRun, len(u.pairs))
+	extra := map[string][]float64{}
 	var plain, leafHeavy = make([]float64, len(inRunShapes())), calfit.Run{}
 	var probed []calfit.Run
 	for j, c := range copies {
@@ -232,34 +235,45 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		switch {
 		case i < 0: // the empty shape
 		case c == copyCal:
-			u.pairs[i] = append(u.pairs[i], pairedRun{r, plain[i]})
+			pairs[i] = append(pairs[i], pairedRun{r, plain[i]})
 			if i == 0 {
 				leafHeavy = r
 			}
 		case r.Leaves > 0 && leafHeavy.Leaves == r.Leaves:
-			u.extra[c] = append(u.extra[c], (r.Raw-leafHeavy.Raw)/float64(r.Leaves))
+			extra[c] = append(extra[c], (r.Raw-leafHeavy.Raw)/float64(r.Leaves))
 		}
 	}
 	if len(probed) != len(runs) {
 		return fmt.Errorf("calibration target recorded %d loops for %d probed ones", len(runs), len(probed))
 	}
+	for i := range pairs {
+		u.pairs[i] = append(u.pairs[i], pairs[i]...)
+	}
+	for c, v := range extra {
+		u.extra[c] = append(u.extra[c], v...)
+	}
+	for k := range empty {
+		u.intervals[k] = append(u.intervals[k], empty[k]...)
+	}
 	u.bursts++
 	return nil
 }
 
-// runs returns the probed loops of a burst's events, in order: from each
-// entry of a *_shape function to its exit, the intervals of each
+// burstRuns returns the probed loops of a burst's events, in order: from
+// each entry of a *_shape function to its exit, the intervals of each
 // transition kind and the calls in it (Raw is the events' span, which
-// Burst replaces by the loop's CPU time). The empty loop's (the first)
-// intervals inside its calls are kept for the split of the fitted sums.
-func (u *UprobeInRun) runs(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, error) {
+// Burst replaces by the loop's CPU time); and the durations of the empty
+// loop's (the first) intervals inside its calls, which split the fitted
+// sums.
+func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, [trace.Transitions][]uint64, error) {
 	var out []calfit.Run
+	var empty [trace.Transitions][]uint64
 	var cur *calfit.Run
 	var start uint64
 	var stack []string
 	for i, e := range events {
 		if e.Site < 0 || e.Site >= len(sites) {
-			return nil, fmt.Errorf("calibration burst: event of unknown site %d", e.Site)
+			return nil, empty, fmt.Errorf("calibration burst: event of unknown site %d", e.Site)
 		}
 		_, fn, _ := strings.Cut(sites[e.Site].Function, "_")
 		if cur != nil && i > 0 {
@@ -267,7 +281,7 @@ func (u *UprobeInRun) runs(events []uprobe.Event, sites []uprobe.Site) ([]calfit
 			k := calltree.Transition(prev.Entry, e.Entry)
 			cur.Count[k]++
 			if len(out) == 1 && len(stack) > 0 && stack[len(stack)-1] != "shape" && e.Time >= prev.Time {
-				u.intervals[k] = append(u.intervals[k], e.Time-prev.Time)
+				empty[k] = append(empty[k], e.Time-prev.Time)
 			}
 		}
 		if e.Entry {
@@ -289,11 +303,8 @@ func (u *UprobeInRun) runs(events []uprobe.Event, sites []uprobe.Site) ([]calfit
 			cur = nil
 		}
 	}
-	return out, nil
+	return out, empty, nil
 }
-
-// Bursts returns how many bursts completed.
-func (u *UprobeInRun) Bursts() int { return u.bursts }
 
 // Calibration fits the bursts' shapes (calfit.Judge) and returns the
 // calibration, Source "in-run", with the cost per hit of each site class

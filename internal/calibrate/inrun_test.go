@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"trueprof/internal/calltree"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
+	"trueprof/internal/uprobe"
 )
 
 // TestPairedShape: each probed run is compared with the plain run beside
@@ -111,5 +113,55 @@ func TestUprobeInRun(t *testing.T) {
 	// trampoline, 13-17 µs single-stepped.
 	if sc.EntryStepped < 3*sc.EntryEmulated || sc.ExitRetInsn < 3*sc.ExitReturn {
 		t.Errorf("site costs %+v: single-stepped sites must cost several times the others", sc)
+	}
+}
+
+// TestBurstRuns reads a burst's loops from its events: the empty loop (a
+// cal_outer calling cal_leaf twice) gives the intervals inside its calls,
+// one of each transition kind, and each loop its transitions and calls
+// between its *_shape's entry and exit.
+func TestBurstRuns(t *testing.T) {
+	sites := []uprobe.Site{{Function: "cal_shape"}, {Function: "cal_outer"}, {Function: "cal_leaf"}, {Function: "step_shape"}, {Function: "step_leaf"}}
+	var evs []uprobe.Event
+	at := uint64(0)
+	ev := func(site int, entry bool, dt uint64) {
+		at += dt
+		evs = append(evs, uprobe.Event{Time: at, Entry: entry, Site: site})
+	}
+	// The empty loop: shape { outer { leaf leaf } }.
+	ev(0, true, 0)
+	ev(1, true, 100)  // shape's own interval: not probe cost alone
+	ev(2, true, 10)   // entry->entry
+	ev(2, false, 20)  // entry->exit
+	ev(2, true, 30)   // exit->entry
+	ev(2, false, 20)  // entry->exit
+	ev(1, false, 40)  // exit->exit
+	ev(0, false, 100) // shape's
+	// A step loop: shape { leaf }.
+	ev(3, true, 1000)
+	ev(4, true, 5)
+	ev(4, false, 500)
+	ev(3, false, 5)
+	runs, empty, err := burstRuns(evs, sites)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	if r := runs[0]; r.Raw != 320 || r.Calls != 3 || r.Leaves != 2 || r.Count != [trace.Transitions]uint64{2, 2, 1, 2} {
+		t.Errorf("empty loop %+v: want 320 ns, 3 calls, 2 leaves, EE/EX/XE/XX 2/2/1/2", r)
+	}
+	if r := runs[1]; r.Raw != 510 || r.Calls != 1 || r.Leaves != 1 {
+		t.Errorf("step loop %+v: want 510 ns, 1 call, 1 leaf", r)
+	}
+	want := [trace.Transitions][]uint64{{10}, {20, 20}, {30}, {40}}
+	for k := range empty {
+		if !slices.Equal(empty[k], want[k]) {
+			t.Errorf("%s intervals %v, want %v", calltree.TransitionName(k), empty[k], want[k])
+		}
+	}
+	if _, _, err := burstRuns([]uprobe.Event{{Site: 9}}, sites); err == nil {
+		t.Error("an event of an unknown site: no error")
 	}
 }
