@@ -224,9 +224,8 @@ exit->exit) so that the calibrated loops match the uninstrumented ones, and
 stores each shape's residual and the resolution (the shortest call shown to
 be measured within 10%) with it. A calibration that fits badly is refused,
 not stored. The result is stored per machine (see docs/calibration.md) and
-copied into uprobe traces (record measures it on first use) and into hooks
-traces recorded with --stored-calibration; hooks recordings otherwise
-calibrate in the run itself. --counters checks whether per-call hardware
+copied into traces recorded with --stored-calibration (record measures it
+on first use); recordings otherwise calibrate in the run itself. --counters checks whether per-call hardware
 counters can be measured here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
