@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -24,6 +25,9 @@ type Event struct {
 	PID, TID uint32
 	Entry    bool // an entry probe; otherwise an exit (RET probe or uretprobe)
 	Site     int  // index into the sites given to Attach
+	// Held says that this entry stopped the process (a site that holds:
+	// Site.Hold, not yet released).
+	Held bool
 }
 
 // Set is a set of attached probes and the ring their events arrive in.
@@ -37,6 +41,9 @@ type Set struct {
 	entries link.Link
 	hits    [][2]uint64 // per site: entries, exits read
 	live    uint64      // when every probe was in place
+	// hold is, per site, 1 while its entries stop the process (Site.Hold
+	// until Release); nil when no site holds.
+	hold *ebpf.Map
 }
 
 // multiSpec is what one uprobe_multi link probes.
@@ -75,11 +82,14 @@ const ringSize = 8 << 20
 // pid_tgid and cookie, each a u64.
 const recordSize = 24
 
-// The cookie of a probe is site<<2 | kind.
+// The cookie of a probe is site<<2 | kind. The program sets heldBit in
+// the cookie it writes for an entry that stopped the process.
 const (
 	kindEntry = 0
 	kindExit  = 1
 	kindBoth  = 2 // a one-instruction function: its entry is its RET
+
+	heldBit = 1 << 62
 )
 
 // ErrPermission is wrapped by Attach when the kernel refused for lack of
@@ -104,6 +114,14 @@ var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need
 // exec only if its main thread calls exec (tested: an exec from another
 // thread leaves the probes on the old leader, and no event arrives), as
 // for perf events opened on the process.
+//
+// A site with Hold set stops the process at each entry until Release:
+// the BPF program sends SIGSTOP to the entering thread (the whole thread
+// group stops, as for kill -STOP), writes the entry with Event.Held and
+// wakes the reader at once, so that the caller can act before the
+// function runs (probe what it calls) and then resume the process with
+// SIGCONT. The stop is the caller's to end: the program never resumes
+// anything.
 //
 // Attach fails, having placed nothing, if any probe cannot be placed.
 func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
@@ -140,7 +158,15 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 	}
 	rets.ret = true
 	s := &Set{sites: sites, hits: make([][2]uint64, len(sites))}
-	if err := s.load("trueprof", ringSize, program); err != nil {
+	if err := s.loadHold(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	hold := -1
+	if s.hold != nil {
+		hold = s.hold.FD()
+	}
+	if err := s.load("trueprof", ringSize, func(events, lost int) asm.Instructions { return program(events, lost, hold) }); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -168,6 +194,43 @@ func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
 	// The kernel has registered every probe when the last link returns.
 	s.live = perf.Now()
 	return s, nil
+}
+
+// loadHold creates the hold map when a site of s holds, each holding
+// site's entry set to 1.
+func (s *Set) loadHold() error {
+	if !slices.ContainsFunc(s.sites, func(site Site) bool { return site.Hold }) {
+		return nil
+	}
+	var err error
+	s.hold, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_hold", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: uint32(len(s.sites))})
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("uprobe: %w: creating a BPF map needs CAP_BPF (or root): %w", ErrPermission, err)
+	}
+	if err != nil {
+		return fmt.Errorf("uprobe: creating the hold map: %w", err)
+	}
+	for i, site := range s.sites {
+		if site.Hold {
+			if err := s.hold.Update(uint32(i), uint32(1), ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("uprobe: setting the hold map: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Release makes the entries of site stop the process no more (Site.Hold);
+// releasing a site that never held does nothing. The process, if stopped,
+// stays stopped: resuming it is the caller's.
+func (s *Set) Release(site int) error {
+	if s.hold == nil || site < 0 || site >= len(s.sites) || !s.sites[site].Hold {
+		return nil
+	}
+	if err := s.hold.Update(uint32(site), uint32(0), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("uprobe: releasing %s: %w", s.sites[site].Function, err)
+	}
+	return nil
 }
 
 // attachMulti places one uprobe_multi link of prog on path for pid
@@ -232,9 +295,10 @@ func (r *ring) load(name string, size uint32, body func(events, lost int) asm.In
 
 // program is the BPF program every probe runs. It writes
 // {bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), bpf_get_attach_cookie()}
-// to the ring.
-func program(events, lost int) asm.Instructions {
-	return append(asm.Instructions{
+// to the ring. With a hold map (hold >= 0), an entry of a site whose
+// entry in it is not 0 first stops the process (holdCheck).
+func program(events, lost, hold int) asm.Instructions {
+	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
 		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.FnGetAttachCookie.Call(),
@@ -243,7 +307,50 @@ func program(events, lost int) asm.Instructions {
 		asm.StoreMem(asm.RFP, -16, asm.R0, asm.DWord),
 		asm.FnKtimeGetNs.Call(), // CLOCK_MONOTONIC
 		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
-	}, output(events, lost, ringSize, recordSize)...)
+	}
+	out := output(events, lost, ringSize, recordSize)
+	if hold < 0 {
+		return append(insns, out...)
+	}
+	out[0] = out[0].WithSymbol("unheld")
+	return append(append(insns, holdCheck(hold)...), out...)
+}
+
+// holdCheck stops the process at an entry of a site that holds: it looks
+// the site up in the hold map, and when its value is not 0 sends SIGSTOP
+// to the current thread, sets heldBit in the cookie written at fp-8 and
+// continues at "output" with the flag that wakes the reader at once (R4).
+// Exits and sites that do not hold continue at "unheld", which follows.
+// The signal is delivered when the thread returns to user space, after
+// the probe, before the function's first instruction; bpf_send_signal_thread
+// sends it at once in a uprobe's context, where interrupts are enabled.
+func holdCheck(hold int) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
+		asm.Mov.Reg(asm.R2, asm.R1),
+		asm.And.Imm(asm.R2, 3),
+		asm.JEq.Imm(asm.R2, kindExit, "unheld"),
+		asm.RSh.Imm(asm.R1, 2),
+		asm.StoreMem(asm.RFP, -32, asm.R1, asm.Word),
+		asm.LoadMapPtr(asm.R1, hold),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -32),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "unheld"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.JEq.Imm(asm.R1, 0, "unheld"),
+		asm.Mov.Imm(asm.R1, int32(syscall.SIGSTOP)),
+		asm.FnSendSignalThread.Call(),
+		// Not sent (a busy irq_work in a context with interrupts off):
+		// the entry is an ordinary one, the process runs on.
+		asm.JNE.Imm(asm.R0, 0, "unheld"),
+		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
+		asm.LoadImm(asm.R2, heldBit, asm.DWord),
+		asm.Or.Reg(asm.R1, asm.R2),
+		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R4, 2), // BPF_RB_FORCE_WAKEUP
+		asm.Ja.Label("output"),
+	}
 }
 
 // output ends a probe program: it writes the size bytes below the frame
@@ -309,7 +416,7 @@ func (r *ring) Fds() []int { return []int{r.events.FD()} }
 // a few microseconds of disorder in Time.
 func (s *Set) Read(fn func(Event)) int {
 	return s.each(recordSize, func(time uint64, pid, tid uint32, cookie uint64) int {
-		ev := Event{Time: time, PID: pid, TID: tid, Site: int(cookie >> 2)}
+		ev := Event{Time: time, PID: pid, TID: tid, Site: int(cookie &^ heldBit >> 2), Held: cookie&heldBit != 0}
 		if ev.Site >= len(s.sites) {
 			return 0
 		}
@@ -404,7 +511,12 @@ func closeLinks(links *[]link.Link) error {
 // Close removes every probe, then frees the ring. Events not yet read are
 // discarded. The process continues unharmed.
 func (s *Set) Close() error {
-	return errors.Join(s.Detach(), closeAll(&s.links, &s.ring))
+	err := errors.Join(s.Detach(), closeAll(&s.links, &s.ring))
+	if s.hold != nil {
+		err = errors.Join(err, s.hold.Close())
+		s.hold = nil
+	}
+	return err
 }
 
 // closeAll closes the links, then the ring and its program.
