@@ -99,7 +99,9 @@ type session struct {
 	region    *hook.Region
 	// pauses finds the waits of the target's threads while probes are
 	// placed in it (pauses.go); nil without uprobes.
-	pauses   *pauseWatch
+	pauses *pauseWatch
+	// poller is the loop's, while it runs: sources added then join it.
+	poller   *perf.Poller
 	detached uint64      // when the probes came off (probes.go detach)
 	eventRec trace.Event // reused by processEvent
 	// cal collects the in-run calibration bursts (Config.CalibrateInRun
@@ -770,7 +772,11 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer poller.Close()
+	s.poller = poller
+	defer func() {
+		s.poller = nil
+		poller.Close()
+	}()
 	var deadline <-chan time.Time
 	if s.cfg.Duration > 0 {
 		t := time.NewTimer(s.cfg.Duration)
@@ -880,6 +886,9 @@ func (s *session) drain(final bool) error {
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	s.drainEvents(final)
+	if err := s.releaseHolds(); err != nil {
+		return err
+	}
 	if err := s.writePauses(final); err != nil {
 		return err
 	}
