@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"trueprof/internal/control"
 	"trueprof/internal/resolve"
@@ -313,6 +314,11 @@ func (p *uprobePlanner) close() {
 	if len(p.held) > 0 {
 		p.resume(int(p.held[0].pid))
 		p.held = nil
+	}
+	if p.holds > 0 {
+		fmt.Fprintf(p.log, "trueprof: --root: the target was held %d times, %v in all, while the callees of the functions it entered were probed (removed from its times: the report's Paused line)\n",
+			p.holds, time.Duration(p.heldNS).Round(time.Microsecond))
+		p.holds = 0
 	}
 	for _, g := range p.graphs {
 		g.close()
