@@ -195,18 +195,31 @@ func TestRootHoldAttached(t *testing.T) {
 // TestCtlRootHold: ctl root in a running sampling recording holds as
 // --root does.
 func TestCtlRootHold(t *testing.T) {
+	p := ctlGated(t, Config{Freq: 999}, func(s control.Info) {
+		if ch := ctlProbes(t, s, control.CmdRoot, "root"); ch.Count != 1 {
+			t.Errorf("root: %+v", ch)
+		}
+	})
+	checkHeld(t, p)
+}
+
+// ctlGated records shortRootFixture launched with cfg under a control
+// session, runs ctl while the program waits for its gate, then lets it
+// run and returns the trace, its output checked against the unprobed
+// one.
+func ctlGated(t *testing.T, cfg Config, ctl func(control.Info)) *model.Profile {
+	t.Helper()
 	bin, want, gate, open := shortRootTarget(t)
 	var out bytes.Buffer
-	s, wait := ctlSession(t, Config{Command: []string{bin, gate}, Freq: 999, Stdout: &out})
-	if ch := ctlProbes(t, s, control.CmdRoot, "root"); ch.Count != 1 {
-		t.Errorf("root: %+v", ch)
-	}
+	cfg.Command, cfg.Stdout = []string{bin, gate}, &out
+	s, wait := ctlSession(t, cfg)
+	ctl(s)
 	open()
 	p := wait()
 	if out.String() != want {
 		t.Errorf("output %q, unprobed %q", out.String(), want)
 	}
-	checkHeld(t, p)
+	return p
 }
 
 // TestPendingStop: a stop sent to a process held already is seen
@@ -236,5 +249,22 @@ func TestPendingStop(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGCONT)
 	if sig := pendingStop(pid); sig != 0 {
 		t.Errorf("pending %v after SIGCONT", sig)
+	}
+}
+
+// TestCtlRemoveReleasesHold: a root removed with ctl trace remove while
+// another function placed with it stays probed holds no more: the target
+// never stops (before, every call of the removed root stopped it).
+func TestCtlRemoveReleasesHold(t *testing.T) {
+	p := ctlGated(t, Config{Root: "root", Trace: []string{"outside"}, NoSampling: true}, func(s control.Info) {
+		if ch := ctlProbes(t, s, control.CmdTraceRemove, "root"); ch.Count != 1 {
+			t.Errorf("remove root: %+v", ch)
+		}
+	})
+	if got := entries(p); got["outside"] != 15 || got["root"] != 0 || got["mid"] != 0 {
+		t.Errorf("calls %v, want outside's 15 and nothing of the removed root's subgraph", got)
+	}
+	if len(p.Pauses) != 0 {
+		t.Errorf("%d pauses: the removed root still held the target", len(p.Pauses))
 	}
 }

@@ -626,6 +626,8 @@ func (p *uprobePlanner) removeKeys(keys []liveKey, t uint64) (*control.ProbeChan
 			}
 		}
 		u.siteEnd[lp.site] = t
+		// A site that stays in the kernel with others must not hold.
+		p.release(k)
 		if u.removed++; u.removed == len(u.starts) {
 			emptied = append(emptied, u)
 		}

@@ -121,7 +121,8 @@ var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need
 // wakes the reader at once, so that the caller can act before the
 // function runs (probe what it calls) and then resume the process with
 // SIGCONT. The stop is the caller's to end: the program never resumes
-// anything.
+// anything. An entry that the ring has no room for is counted lost
+// (Lost) and stops nothing.
 //
 // Attach fails, having placed nothing, if any probe cannot be placed.
 func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
@@ -313,18 +314,20 @@ func program(events, lost, hold int) asm.Instructions {
 		return append(insns, out...)
 	}
 	out[0] = out[0].WithSymbol("unheld")
-	return append(append(insns, holdCheck(hold)...), out...)
+	return append(append(insns, holdCheck(events, hold)...), out...)
 }
 
 // holdCheck stops the process at an entry of a site that holds: it looks
-// the site up in the hold map, and when its value is not 0 sends SIGSTOP
-// to the current thread, sets heldBit in the cookie written at fp-8 and
-// continues at "output" with the flag that wakes the reader at once (R4).
-// Exits and sites that do not hold continue at "unheld", which follows.
-// The signal is delivered when the thread returns to user space, after
-// the probe, before the function's first instruction; bpf_send_signal_thread
-// sends it at once in a uprobe's context, where interrupts are enabled.
-func holdCheck(hold int) asm.Instructions {
+// the site up in the hold map, and when its value is not 0 writes the
+// record at fp-24 with heldBit set in its cookie, waking the reader at
+// once, then sends SIGSTOP to the current thread and exits. A record the
+// ring has no room for is counted lost and stops nothing: no stop is left
+// that the reader cannot see. Exits and sites that do not hold continue
+// at "unheld", which follows. The signal is delivered when the thread
+// returns to user space, after the probe, before the function's first
+// instruction; bpf_send_signal_thread sends it at once in a uprobe's
+// context, where interrupts are enabled.
+func holdCheck(events, hold int) asm.Instructions {
 	return asm.Instructions{
 		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
 		asm.Mov.Reg(asm.R2, asm.R1),
@@ -339,17 +342,20 @@ func holdCheck(hold int) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "unheld"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.JEq.Imm(asm.R1, 0, "unheld"),
-		asm.Mov.Imm(asm.R1, int32(syscall.SIGSTOP)),
-		asm.FnSendSignalThread.Call(),
-		// Not sent (a busy irq_work in a context with interrupts off):
-		// the entry is an ordinary one, the process runs on.
-		asm.JNE.Imm(asm.R0, 0, "unheld"),
 		asm.LoadMem(asm.R1, asm.RFP, -8, asm.DWord),
 		asm.LoadImm(asm.R2, heldBit, asm.DWord),
 		asm.Or.Reg(asm.R1, asm.R2),
 		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, events),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -recordSize),
+		asm.Mov.Imm(asm.R3, recordSize),
 		asm.Mov.Imm(asm.R4, 2), // BPF_RB_FORCE_WAKEUP
-		asm.Ja.Label("output"),
+		asm.FnRingbufOutput.Call(),
+		asm.JNE.Imm(asm.R0, 0, "lost"),
+		asm.Mov.Imm(asm.R1, int32(syscall.SIGSTOP)),
+		asm.FnSendSignalThread.Call(),
+		asm.Ja.Label("exit"),
 	}
 }
 
