@@ -87,8 +87,9 @@ func shortRootTarget(t *testing.T) (bin, want, gate string, open func()) {
 // every call of the root's subgraph counted, as the program makes them,
 // and nothing outside it; no recursive node, no negative time; the holds
 // written as pauses, as many as the functions that call others (root and
-// mid; a thread that the stop reached late may add one), each an Adjust
-// of every thread stopped, removed from the calls of root it fell in.
+// mid; a thread that the stop reached late may add one), with no event in
+// them, each with an Adjust of every thread stopped at its end, at least
+// as long, removed from the calls of root it fell in.
 func checkHeld(t *testing.T, p *model.Profile) {
 	t.Helper()
 	got := entries(p)
@@ -135,8 +136,14 @@ func checkHeld(t *testing.T, p *model.Profile) {
 		held += ps.Duration
 		adjusts := 0
 		for _, a := range p.Adjusts {
-			if a.Time == ps.Time && a.Duration == ps.Duration {
+			if a.Time == ps.Time && a.Duration >= ps.Duration {
 				adjusts++
+			}
+		}
+		for _, e := range p.Events {
+			if e.Time > ps.Time-ps.Duration && e.Time < ps.Time {
+				t.Errorf("an event at %d, inside the hold (%d, %d)", e.Time, ps.Time-ps.Duration, ps.Time)
+				break
 			}
 		}
 		if adjusts == 0 || adjusts > 4 {

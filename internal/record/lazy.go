@@ -60,9 +60,10 @@ func (g *callGraph) callees(vaddr uint64) []string {
 // entries run on, and resumes the target with SIGCONT. The first call of
 // every function below the root is then seen, and the target stops once
 // per function of the subgraph that it runs and that calls others. The
-// time stopped is an Adjust record for each thread that stopped, which
-// the analysis removes from the calls it falls in, and a Pause record,
-// which the report's header counts.
+// time stopped is an Adjust record for each thread that stopped, from the
+// first held entry on, which the analysis removes from the calls it falls
+// in, and a Pause record from the moment every thread was stopped, which
+// the report's header counts.
 
 // heldEntry is an entry that held the target: the function, when, and
 // in which process.
@@ -94,6 +95,10 @@ func (s *session) releaseHolds() error {
 	}
 	pid := int(p.held[0].pid)
 	stopped := waitStopped(pid, holdWait)
+	// From now on no thread runs, so no event falls in the Pause record
+	// (the held entries and the events of the threads the stop reached
+	// later come before).
+	still := perf.Now()
 	// A thread that entered a function that holds before the stop
 	// reached it has its entry in the ring now: its function is expanded
 	// with the others, before SIGCONT drops its pending SIGSTOP.
@@ -112,13 +117,13 @@ func (s *session) releaseHolds() error {
 		return nil // the process was gone, or never stopped
 	}
 	p.holds++
-	p.heldNS += end - start
+	p.heldNS += end - min(still, end)
 	// Written in time order with the events, as the hooks' adjustments
 	// are (processEvent): every event drained so far is older.
 	for _, tid := range stopped {
 		s.pendingEvents = append(s.pendingEvents, instrEvent{time: end, pid: uint32(pid), tid: tid, addr: end - start})
 	}
-	return s.w.Write(&trace.Pause{Time: end, Duration: end - start})
+	return s.w.Write(&trace.Pause{Time: end, Duration: end - min(still, end)})
 }
 
 // waitStopped waits up to limit for every thread of process pid to be
