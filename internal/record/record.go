@@ -790,7 +790,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	lastFlush := time.Now()
 	reason := ""
 	for reason == "" {
-		if err := poller.Wait(s.pollTimeout(timeout)); err != nil {
+		if err := poller.Wait(timeout); err != nil {
 			return "", err
 		}
 		if s.reader.wake != nil {
@@ -839,16 +839,6 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	return reason, nil
 }
 
-// pollTimeout is the loop's poll timeout in ms: timeout, or 5 under a
-// root function (--root, ctl root), which places probes when a function
-// first runs: its events are looked at soon, so its callees miss as few
-// calls as possible.
-func (s *session) pollTimeout(timeout int) int {
-	if s.uprobes != nil && s.uprobes.root != "" {
-		return 5
-	}
-	return timeout
-}
 
 // drain reads every ring and processes the records that are old enough
 // to be in time order; final processes all of them.
