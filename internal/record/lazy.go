@@ -113,6 +113,7 @@ func (s *session) releaseHolds() error {
 	// next event must come after the hold's end.
 	end := perf.Now()
 	p.resume(pid)
+	p.refill()
 	if len(stopped) == 0 || end <= start {
 		return nil // the process was gone, or never stopped
 	}
@@ -188,4 +189,17 @@ func pendingStop(pid int) syscall.Signal {
 		}
 	}
 	return 0
+}
+
+// refill loads the BPF side of the next set an expansion places while
+// the target is not held (uprobe.Load): creating its ring took 2 of the
+// 2.5 ms of placing a set here. Without it, the set is placed whole.
+func (p *uprobePlanner) refill() {
+	if p.spare != nil || p.root == "" || p.stopped {
+		return
+	}
+	var err error
+	if p.spare, err = uprobe.Load(); err != nil {
+		p.spare = nil
+	}
 }

@@ -37,8 +37,12 @@ type planner interface {
 }
 
 // attachUprobes places uprobes: uprobe.Attach, which only the uprobe
-// planner calls (tests replace it to see who does).
-var attachUprobes = uprobe.Attach
+// planner calls (tests replace it to see who does), and attachLoaded the
+// same with the BPF side loaded beforehand (uprobe.AttachLoaded).
+var (
+	attachUprobes = uprobe.Attach
+	attachLoaded  = uprobe.AttachLoaded
+)
 
 // uprobePlanner plans and places uprobes: the functions that match the
 // patterns, in the executable and the libraries it needs when the target
@@ -66,6 +70,9 @@ type uprobePlanner struct {
 	held   []heldEntry
 	holds  int
 	heldNS uint64
+	// spare is the BPF side of the next set --root's expansion places,
+	// loaded outside the holds (refill): most of what placing costs.
+	spare *uprobe.Loaded
 	// What placing needs from the session, from start on: names of files
 	// and functions, the trace for Probe records, the watch of the waits
 	// placing causes, and the loop's sources.
@@ -206,6 +213,7 @@ func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *
 			return err
 		}
 	}
+	p.refill()
 	return nil
 }
 
@@ -320,6 +328,10 @@ func (p *uprobePlanner) close() {
 			p.holds, time.Duration(p.heldNS).Round(time.Microsecond))
 		p.holds = 0
 	}
+	if p.spare != nil {
+		p.spare.Close()
+		p.spare = nil
+	}
 	for _, g := range p.graphs {
 		g.close()
 	}
@@ -372,7 +384,13 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 			m.sites[i].Hold, holds = true, true
 		}
 	}
-	set, err := attachUprobes(pid, m.path, m.sites, launched)
+	var set *uprobe.Set
+	if lazy && p.spare != nil && len(m.sites) <= uprobe.LoadedSites {
+		set, err = attachLoaded(p.spare, pid, m.path, m.sites, launched)
+		p.spare = nil
+	} else {
+		set, err = attachUprobes(pid, m.path, m.sites, launched)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -689,5 +707,6 @@ func (p *uprobePlanner) replaceRoot(pid int, fn string, t uint64) (*control.Prob
 	if ch != nil {
 		ch.Removed = removed
 	}
+	p.refill()
 	return ch, err
 }

@@ -839,7 +839,6 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	return reason, nil
 }
 
-
 // drain reads every ring and processes the records that are old enough
 // to be in time order; final processes all of them.
 func (s *session) drain(final bool) error {

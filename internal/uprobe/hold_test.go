@@ -42,9 +42,15 @@ func procState(t *testing.T, pid int) byte {
 // TestHold: the first entry of a site that holds stops the process, which
 // stays stopped until resumed; after Release its entries no longer stop
 // it, and the other site's never did. Every entry and exit is delivered,
-// and the program's output is what it prints unprobed.
+// and the program's output is what it prints unprobed; the same with the
+// BPF side loaded beforehand (AttachLoaded).
 func TestHold(t *testing.T) {
 	requireUprobes(t)
+	t.Run("attach", func(t *testing.T) { testHold(t, false) })
+	t.Run("loaded", func(t *testing.T) { testHold(t, true) })
+}
+
+func testHold(t *testing.T, loaded bool) {
 	dir := t.TempDir()
 	bin := testutil.BuildC(t, dir, "held", holdFixture, "-O2")
 	cmd := exec.Command(bin)
@@ -60,7 +66,16 @@ func TestHold(t *testing.T) {
 	sites[0].Hold = true
 	cmd = exec.Command(bin)
 	in, out := testutil.StartGated(t, cmd, bin)
-	set, err := Attach(cmd.Process.Pid, bin, sites, false)
+	var set *Set
+	if loaded {
+		var l *Loaded
+		if l, err = Load(); err != nil {
+			t.Fatal(err)
+		}
+		set, err = AttachLoaded(l, cmd.Process.Pid, bin, sites, false)
+	} else {
+		set, err = Attach(cmd.Process.Pid, bin, sites, false)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,5 +141,21 @@ func TestHold(t *testing.T) {
 	}
 	if out.String() != string(want) {
 		t.Errorf("held output %q, unheld %q", out.String(), want)
+	}
+}
+
+// TestAttachLoadedTooMany: a loaded set takes LoadedSites sites at most;
+// more is an error, and the loaded side is freed.
+func TestAttachLoadedTooMany(t *testing.T) {
+	requireUprobes(t)
+	l, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AttachLoaded(l, os.Getpid(), "/bin/true", make([]Site, LoadedSites+1), false); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("AttachLoaded of %d sites: %v", LoadedSites+1, err)
+	}
+	if l.events != nil || l.hold != nil {
+		t.Error("the loaded side was not freed")
 	}
 }
