@@ -246,10 +246,14 @@ type replay struct {
 	detached uint64
 	removals []model.Probe
 
-	// t names the functions the replay knows by id; buf holds the
-	// function ids of the sample at hand.
-	t   *Table
-	buf []FuncID
+	// t names the functions the replay knows by id; stacks holds the
+	// function ids (Table.Stack) of each sample stack seen, by stack id,
+	// up to maxStacks of them (samples share few stacks, and walking
+	// each sample's cost a tenth of a sampling report); buf those of
+	// the sample at hand past that.
+	t      *Table
+	stacks map[uint32][]FuncID
+	buf    []FuncID
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
@@ -1139,6 +1143,11 @@ func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d *Metrics) 
 		Name: f.Name, Module: f.Module, Delta: delta})
 }
 
+// maxStacks bounds the sample stacks whose functions a replay keeps
+// (replay.stacks): a few MiB, however many distinct stacks a long
+// recording samples.
+const maxStacks = 1 << 16
+
 // sample merges a sample of th into its tree: below the
 // innermost open traced call whose function the sample's stack holds, the
 // frames deeper than it; outside any call, its whole stack below the
@@ -1150,8 +1159,19 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
-	a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
-	fs := a.buf
+	fs, ok := a.stacks[s.Stack]
+	switch {
+	case ok:
+	case len(a.stacks) < maxStacks:
+		if a.stacks == nil {
+			a.stacks = map[uint32][]FuncID{}
+		}
+		fs, _ = a.t.Stack(s.Stack, nil)
+		a.stacks[s.Stack] = fs
+	default:
+		a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
+		fs = a.buf
+	}
 	n, depth, chain := int32(0), 0, fs
 	for depth = len(th.stack); depth > 0; depth-- {
 		cur := th.nodes[th.stack[depth-1].node].fn
