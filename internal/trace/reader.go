@@ -264,10 +264,11 @@ func (r *Reader) Scan() (Record, error) {
 // SkimEvents consumes the events that follow in the chunk at hand as
 // Scan would return them, as long as each is of the thread of the last
 // event decoded (call it right after Scan returned an Event), of a
-// function in [1, maxFunc) and at most until in time; it folds their times into span and returns how many it
-// consumed (0 when the next record is another). A reader that only
-// counts events and checks them (model's first pass of a stream) skims
-// runs of them at a third of Scan's cost.
+// function in [1, maxFunc) and at most until in time; it folds their
+// times into span and returns how many it consumed (0 when the next
+// record is another). A reader that only counts events and checks them
+// (model's first pass of a stream) skims runs of them in a third of the
+// instructions that Scan and its own work on each event took.
 func (r *Reader) SkimEvents(maxFunc uint32, until uint64, span *TimeSpan) int {
 	if r.err != nil {
 		return 0
