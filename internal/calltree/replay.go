@@ -246,10 +246,14 @@ type replay struct {
 	detached uint64
 	removals []model.Probe
 
-	// t names the functions the replay knows by id; buf holds the
-	// function ids of the sample at hand.
-	t   *Table
-	buf []FuncID
+	// t names the functions the replay knows by id; stacks holds the
+	// function ids (Table.Stack) of each sample stack seen, by stack id,
+	// up to maxStacks of them (samples share few stacks, and walking
+	// each sample's cost a tenth of a sampling report); buf those of
+	// the sample at hand past that.
+	t      *Table
+	stacks map[uint32][]FuncID
+	buf    []FuncID
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
@@ -1064,7 +1068,7 @@ func (a *replay) event(th *thread, e *model.Event) {
 		th.stack = append(th.stack, frame{node: n, loc: e.Function})
 		*count(&th.onLoc, int(e.Function))++
 		*count(&th.onFunc, int(f))++
-		a.line(th, e.Time, FlowEntry, n, d)
+		a.line(th, e.Time, FlowEntry, n, &d)
 	} else {
 		i := th.match(e.Function, f)
 		if i < 0 {
@@ -1076,9 +1080,9 @@ func (a *replay) event(th *thread, e *model.Event) {
 		} else {
 			for len(th.stack)-1 > i {
 				th.repairs.Popped++
-				a.pop(th, e.Time, FlowPopped, Metrics{})
+				a.pop(th, e.Time, FlowPopped, nil)
 			}
-			a.pop(th, e.Time, FlowExit, d)
+			a.pop(th, e.Time, FlowExit, &d)
 		}
 	}
 	if !a.inside(th) {
@@ -1106,8 +1110,9 @@ func (th *thread) match(loc uint32, f FuncID) int {
 	return -1
 }
 
-// pop closes the call on top of th's shadow stack at time t.
-func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
+// pop closes the call on top of th's shadow stack at time t, with the
+// metrics d of the interval that ended then for a callflow (nil: zero).
+func (a *replay) pop(th *thread, t uint64, kind FlowKind, d *Metrics) {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
 	n := &th.nodes[fr.node]
@@ -1122,16 +1127,26 @@ func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
 	a.line(th, t, kind, fr.node, d)
 }
 
-// line appends a callflow line for node n when a callflow is wanted.
-func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
+// line appends a callflow line for node n, with the metrics d of the
+// interval that ended then (nil: zero), when a callflow is wanted.
+func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d *Metrics) {
 	if !a.flow {
 		return
+	}
+	var delta Metrics
+	if d != nil {
+		delta = *d
 	}
 	nd := &th.nodes[n]
 	f := a.fn(th, n)
 	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
-		Name: f.Name, Module: f.Module, Delta: d})
+		Name: f.Name, Module: f.Module, Delta: delta})
 }
+
+// maxStacks bounds the sample stacks whose functions a replay keeps
+// (replay.stacks): a few MiB, however many distinct stacks a long
+// recording samples.
+const maxStacks = 1 << 16
 
 // sample merges a sample of th into its tree: below the
 // innermost open traced call whose function the sample's stack holds, the
@@ -1144,8 +1159,19 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
-	a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
-	fs := a.buf
+	fs, ok := a.stacks[s.Stack]
+	switch {
+	case ok:
+	case len(a.stacks) < maxStacks:
+		if a.stacks == nil {
+			a.stacks = map[uint32][]FuncID{}
+		}
+		fs, _ = a.t.Stack(s.Stack, nil)
+		a.stacks[s.Stack] = fs
+	default:
+		a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
+		fs = a.buf
+	}
 	n, depth, chain := int32(0), 0, fs
 	for depth = len(th.stack); depth > 0; depth-- {
 		cur := th.nodes[th.stack[depth-1].node].fn
@@ -1246,7 +1272,7 @@ func (a *replay) closeDownTo(th *thread, depth int, t uint64, end, unclosed Flow
 	}
 	for len(th.stack) > depth {
 		*n++
-		a.pop(th, t, unclosed, Metrics{})
+		a.pop(th, t, unclosed, nil)
 	}
 	if !a.inside(th) {
 		th.open = false // left the Root subgraph
