@@ -115,11 +115,17 @@ type session struct {
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
 	// counters.go), side reads the rings of the last two (siderings.go).
-	threads  targetThreads
-	irq      irqState
-	counters counterState
-	side     sideRings
-	loss     samplingLoss // the sampling rings' losses (lost.go)
+	threads targetThreads
+	irq     irqState
+	// irqOpening is the interrupt tracepoints being opened, until
+	// adoptIRQ takes them (irq.go).
+	irqOpening *irqOpening
+	// tcOpening is the in-kernel counting being loaded, until the first
+	// thread's counters take it (counters.go).
+	tcOpening *threadCountsOpening
+	counters  counterState
+	side      sideRings
+	loss      samplingLoss // the sampling rings' losses (lost.go)
 	// ctl serves trueprof ctl (control.go); hooks filters the hooks'
 	// events by function (ctl trace remove, liveprobes.go).
 	ctl   controlState
@@ -226,6 +232,12 @@ func (s *session) close() {
 		s.file.Close()
 	}
 	s.closeSources()
+	if o := s.irqOpening; o != nil {
+		// Opened but never adopted (Run failed first): closed with the rest.
+		<-o.done
+		s.events = append(s.events, o.opened...)
+	}
+	s.dropThreadCounts()
 	s.closeEvents()
 }
 
@@ -255,6 +267,8 @@ func (s *session) launchOrAttach() error {
 func (s *session) open() error {
 	launched := s.tgt != nil
 	kernel := true
+	s.startIRQ()
+	s.startThreadCounts()
 	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
@@ -266,7 +280,6 @@ func (s *session) open() error {
 		return err
 	}
 	s.result.UserOnly = !kernel
-	s.openIRQ()
 	s.openPauses()
 	if err := s.openTrace(kernel); err != nil {
 		return err
@@ -317,7 +330,11 @@ func (s *session) record(ctx context.Context) error {
 			return fmt.Errorf("starting the target: %w", err)
 		}
 		s.released = true
+		// The target starts while the interrupt tracepoints may still
+		// be opening (irqOpening).
+		s.adoptIRQ(perf.Now())
 	} else {
+		s.adoptIRQ(0)
 		if err := s.synthesize(s.pid); err != nil {
 			return err
 		}
