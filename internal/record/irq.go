@@ -103,16 +103,26 @@ func (s *session) startIRQ() {
 	}()
 }
 
-// adoptIRQ waits for startIRQ's tracepoints and makes them the session's.
-// Interrupts before they were enabled are not recorded: when that was
-// after the target was released (since, 0 when it was not), it says from
-// when they are. When the tracepoints or the permission to trace every
-// task are missing it says so in one line and recording goes on without
-// interrupts.
-func (s *session) adoptIRQ(since uint64) {
+// adoptIRQ makes startIRQ's tracepoints the session's once they are
+// open, waiting for them when wait is set (before an attached process's
+// events are enabled, and when recording stops); without wait it returns
+// at once while they are still opening, so the loop processes the
+// target's events meanwhile. Interrupts before the tracepoints were
+// enabled are not recorded: when that was after the target was released
+// (since, 0 when it was not), it says from when they are. When the
+// tracepoints or the permission to trace every task are missing it says
+// so in one line and recording goes on without interrupts.
+func (s *session) adoptIRQ(since uint64, wait bool) {
 	o := s.irqOpening
 	if o == nil {
 		return
+	}
+	if !wait {
+		select {
+		case <-o.done:
+		default:
+			return
+		}
 	}
 	s.irqOpening = nil
 	<-o.done
@@ -120,7 +130,8 @@ func (s *session) adoptIRQ(since uint64) {
 		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: %v\n", o.err)
 		return
 	}
-	// The poll loop waits on these rings too, and closeEvents closes them.
+	// closeEvents closes them with the others; the side rings' reader
+	// (siderings.go) waits on their rings.
 	s.events = append(s.events, o.opened...)
 	s.irq = o.st
 	if since > 0 && o.at > since+uint64(irqLate) {

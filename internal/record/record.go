@@ -80,7 +80,9 @@ type session struct {
 	// wrapper) or attached, and its pid.
 	tgt      *target
 	released bool
-	pid      int
+	// releasedAt is when the launched target was released (perf.Now).
+	releasedAt uint64
+	pid        int
 	// file is the trace file until finish closes it, hdr its header.
 	file *os.File
 	hdr  *trace.Header
@@ -331,10 +333,10 @@ func (s *session) record(ctx context.Context) error {
 		}
 		s.released = true
 		// The target starts while the interrupt tracepoints may still
-		// be opening (irqOpening).
-		s.adoptIRQ(perf.Now())
+		// be opening (irqOpening): the loop takes them when they are.
+		s.releasedAt = perf.Now()
 	} else {
-		s.adoptIRQ(0)
+		s.adoptIRQ(0, true)
 		if err := s.synthesize(s.pid); err != nil {
 			return err
 		}
@@ -820,6 +822,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 				return "", err
 			}
 		}
+		s.adoptIRQ(s.releasedAt, reason != "")
 		if err := s.drain(reason != ""); err != nil {
 			return "", err
 		}
