@@ -25,15 +25,13 @@ type eventSource interface {
 	close() error
 }
 
-// chunkSource is an eventSource that delivers its events in whole
-// chunks: the hooks' tens of millions of events a second are copied
-// into the session's buffer a chunk at a time rather than through a
-// call per event.
-type chunkSource interface {
+// batchSource is an eventSource that decodes its events straight into
+// the session's buffer: the hooks' tens of millions of events a second
+// are not passed through a call per event, nor copied.
+type batchSource interface {
 	eventSource
-	// drainChunks passes every available event to fn, in chunks that fn
-	// must not retain, after telling grow how many there will be at most.
-	drainChunks(grow func(n int), fn func([]instrEvent))
+	// drainInto appends every available event to dst and returns it.
+	drainInto(dst []instrEvent) []instrEvent
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -60,13 +58,8 @@ func (s *session) drainEvents(final bool) {
 		s.detached = s.detach()
 	}
 	for _, src := range s.sources {
-		if c, ok := src.(chunkSource); ok {
-			// Grown once to hold them all: appending would double the
-			// slice again and again, the old copies alive meanwhile (the
-			// final drain of the dense load, 1M events and more, peaked
-			// at 200 MiB of heap).
-			c.drainChunks(func(n int) { s.pendingEvents = slices.Grow(s.pendingEvents, n) },
-				func(c []instrEvent) { s.pendingEvents = append(s.pendingEvents, c...) })
+		if b, ok := src.(batchSource); ok {
+			s.pendingEvents = b.drainInto(s.pendingEvents)
 			continue
 		}
 		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
