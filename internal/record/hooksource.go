@@ -15,7 +15,7 @@ import (
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else: it copies the records as they are, 32 bytes each,
+// does nothing else: it copies the records as they are, 16 bytes each,
 // into batches (hook.DrainBatch), and the recording loop decodes them
 // (drainInto). Copying keeps up with the hooks where decoding on the
 // drainer did not (it cost the target a wait for every event it was
@@ -48,10 +48,10 @@ type hookSource struct {
 	dst []instrEvent
 }
 
-// hookChunk is the number of records per batch (512 KiB).
+// hookChunk is the number of records per batch (256 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the batches waiting to be processed (32 MiB, 1M
+// hookSpool bounds the batches waiting to be processed (16 MiB, 1M
 // events, some 50 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
