@@ -27,11 +27,13 @@ type eventSource interface {
 
 // batchSource is an eventSource that decodes its events straight into
 // the session's buffer: the hooks' tens of millions of events a second
-// are not passed through a call per event, nor copied.
+// are not passed through a call per event, nor copied. It hands over a
+// few batches at a time, also once finished.
 type batchSource interface {
 	eventSource
-	// drainInto appends every available event to dst and returns it.
-	drainInto(dst []instrEvent) []instrEvent
+	// drainInto appends the available events of a few batches to dst
+	// and returns it, and whether more are available.
+	drainInto(dst []instrEvent) ([]instrEvent, bool)
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -50,24 +52,38 @@ type instrEvent struct {
 }
 
 // drainEvents collects the sources' events into s.pendingEvents; final
-// collects the last ones. Each source delivers a thread's events in
-// order and, with one busy thread, usually everything in order: the
-// stable sort runs only when threads interleave.
-func (s *session) drainEvents(final bool) {
+// detaches the probes and collects the last ones. It reports whether a
+// source holds more than it handed over (collectEvents takes them).
+func (s *session) drainEvents(final bool) bool {
 	if final {
 		s.detached = s.detach()
 	}
 	for _, src := range s.sources {
-		if b, ok := src.(batchSource); ok {
-			s.pendingEvents = b.drainInto(s.pendingEvents)
-			continue
+		if _, ok := src.(batchSource); !ok {
+			src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 		}
-		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
+	}
+	return s.collectEvents()
+}
+
+// collectEvents takes the batch sources' events into s.pendingEvents,
+// sorts them all by time and reports whether a source holds more. Each source delivers a thread's events in order and, with
+// one busy thread, usually everything in order: the stable sort runs
+// only when threads interleave.
+func (s *session) collectEvents() bool {
+	more := false
+	for _, src := range s.sources {
+		if b, ok := src.(batchSource); ok {
+			var left bool
+			s.pendingEvents, left = b.drainInto(s.pendingEvents)
+			more = more || left
+		}
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }
 	if !slices.IsSortedFunc(s.pendingEvents, byTime) {
 		slices.SortStableFunc(s.pendingEvents, byTime)
 	}
+	return more
 }
 
 // processEvent writes the trace record of one event. The function is

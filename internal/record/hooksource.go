@@ -51,11 +51,11 @@ type hookSource struct {
 // hookChunk is the number of records per batch (256 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the batches waiting to be processed (16 MiB, 1M
-// events, some 50 ms of the densest load): enough to ride out the
+// hookSpool bounds the batches waiting to be processed (32 MiB, 2M
+// events, some 100 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
-const hookSpool = 64
+const hookSpool = 128
 
 // hookTake is the number of batches drainInto decodes at a time.
 const hookTake = 4
@@ -202,47 +202,52 @@ func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
 // drain passes the events of drainInto one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
-	for _, e := range h.drainInto(nil) {
-		fn(e)
+	for more := true; more; {
+		var evs []instrEvent
+		evs, more = h.drainInto(nil)
+		for _, e := range evs {
+			fn(e)
+		}
 	}
 }
 
-// drainInto decodes the filled batches straight into dst, grown once to
-// hold them all, returns it and gives the batches back to the free list:
-// decoding into a buffer of the source's own, from which the session
-// copied the events, cost the dense load a copy of 40 bytes an event. The
-// batch being filled stays with the drainer until it is full or the
-// drainer has stopped.
-func (h *hookSource) drainInto(dst []instrEvent) []instrEvent {
+// drainInto decodes a few of the filled batches straight into dst,
+// grown once to hold them all, returns it and gives the batches back to
+// the free list: decoding into a buffer of the source's own, from which
+// the session copied the events, cost the dense load a copy of 40 bytes
+// an event. The batch being filled stays with the drainer until it is
+// full or the drainer has stopped. Once stopped, it reports whether
+// batches are left for the next call.
+func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
-	// A few batches at a time: the session holds their events until it
-	// has processed them, and the whole spool decoded at once would
-	// double the memory the spool bounds. Once closed (the final drain),
-	// all of them.
+	// A few batches at a time, also once closed (the final drain): the
+	// session holds their events until it has processed them, and the
+	// whole spool decoded at once would take 40 bytes an event of 16.
 	full := h.full
-	if len(full) > hookTake && !h.closed {
+	if len(full) > hookTake {
 		full = slices.Clone(full[:hookTake])
 		h.full = h.full[hookTake:]
-		h.ready.Signal() // the rest on the next round
+		if !h.closed {
+			h.ready.Signal() // the rest on the next round
+		}
 	} else {
 		h.full = nil
+		if h.closed && h.cur != nil && h.cur.Len() > 0 {
+			full = append(full, h.cur)
+			h.cur = nil
+		}
 	}
-	if h.closed && h.cur != nil && h.cur.Len() > 0 {
-		full = append(full, h.cur)
-		h.cur = nil
-	}
+	more := h.closed && (len(h.full) > 0 || (h.cur != nil && h.cur.Len() > 0))
 	h.mu.Unlock()
 	n := 0
 	for _, b := range full {
 		n += b.Len()
 	}
 	// Grown once: appending would double the slice again and again, the
-	// old copies alive meanwhile (the final drain of the dense load, 1M
-	// events and more, peaked at 200 MiB of heap). Decode delivers one
-	// event per record.
+	// old copies alive meanwhile. Decode delivers one event per record.
 	h.dst = slices.Grow(dst, n)
 	for _, b := range full {
 		h.dec.Decode(b, h.push)
@@ -257,7 +262,7 @@ func (h *hookSource) drainInto(dst []instrEvent) []instrEvent {
 		default:
 		}
 	}
-	return dst
+	return dst, more
 }
 
 // finish stops the drainer once the target is done and collects what

@@ -884,30 +884,67 @@ func (s *session) drain(final bool) error {
 	s.warnFull()
 	s.readOtherRings(final)
 	slices.SortStableFunc(s.pending, byTime)
-	n := len(s.pending)
-	if !final {
-		n, _ = slices.BinarySearchFunc(s.pending, horizon, func(r perf.Record, t uint64) int {
-			if r.Time < t {
-				return -1
-			}
-			return 1
-		})
-	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
-	s.drainEvents(final)
+	more := s.drainEvents(final) && final
 	if err := s.writePauses(final); err != nil {
 		return err
 	}
-	m := len(s.pendingEvents)
-	if !final {
-		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
-			if e.time < t {
-				return -1
-			}
-			return 1
-		})
+	for {
+		n, m := len(s.pending), len(s.pendingEvents)
+		switch {
+		case !final:
+			n, m = before(s.pending, horizon), beforeEvent(s.pendingEvents, horizon)
+		case more && m > 0:
+			// The final drain takes the hooks' backlog a few batches at a
+			// time (its events at once would take 40 bytes each, for up
+			// to the spool's 2M): the kernel's records up to the last of
+			// these events now, the rest with the next batches.
+			n = before(s.pending, s.pendingEvents[m-1].time+1)
+		case more:
+			n = 0
+		}
+		if err := s.merge(n, m); err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		more = s.collectEvents()
 	}
+	if final {
+		s.unreportedLoss()
+	}
+	return nil
+}
+
+// before returns the number of records of the time-ordered recs earlier
+// than t.
+func before(recs []perf.Record, t uint64) int {
+	n, _ := slices.BinarySearchFunc(recs, t, func(r perf.Record, t uint64) int {
+		if r.Time < t {
+			return -1
+		}
+		return 1
+	})
+	return n
+}
+
+// beforeEvent returns the number of events of the time-ordered evs
+// earlier than t.
+func beforeEvent(evs []instrEvent, t uint64) int {
+	n, _ := slices.BinarySearchFunc(evs, t, func(e instrEvent, t uint64) int {
+		if e.time < t {
+			return -1
+		}
+		return 1
+	})
+	return n
+}
+
+// merge processes the first n kernel records and the first m events in
+// time order and keeps the rest for the next drain.
+func (s *session) merge(n, m int) error {
 	i, j := 0, 0
 	for i < n || j < m {
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
@@ -931,9 +968,6 @@ func (s *session) drain(final bool) error {
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
 	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
-	if final {
-		s.unreportedLoss()
-	}
 	return nil
 }
 
