@@ -105,9 +105,9 @@ func (s *session) startIRQ() {
 
 // adoptIRQ makes startIRQ's tracepoints the session's once they are
 // open, waiting for them when wait is set (before an attached process's
-// events are enabled, and when recording stops); without wait it returns
-// at once while they are still opening, so the loop processes the
-// target's events meanwhile. Interrupts before the tracepoints were
+// events are enabled); without wait it returns at once while they are
+// still opening, so the loop processes the target's events meanwhile
+// (abandonIRQ when it stops first). Interrupts before the tracepoints were
 // enabled are not recorded: when that was after the target was released
 // (since, 0 when it was not), it says from when they are. When the
 // tracepoints or the permission to trace every task are missing it says
@@ -137,6 +137,18 @@ func (s *session) adoptIRQ(since uint64, wait bool) {
 	if since > 0 && o.at > since+uint64(irqLate) {
 		fmt.Fprintf(s.log, "trueprof: interrupts recorded from %.0f ms after the target started: their tracepoints waited for the kernel (a previous recording's teardown)\n",
 			float64(o.at-since)/1e6)
+	}
+}
+
+// abandonIRQ says, when recording stops while the interrupt tracepoints
+// are still opening, that no interrupt was recorded: none of the
+// target's could be. Waiting for them (a previous recording's teardown
+// held them up to 200 ms) would only delay the end; session.close
+// closes them once open.
+func (s *session) abandonIRQ() {
+	if s.irqOpening != nil && !s.irqAbandoned {
+		s.irqAbandoned = true
+		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: their tracepoints waited for the kernel (a previous recording's teardown) until recording stopped\n")
 	}
 }
 

@@ -150,3 +150,26 @@ func TestAdoptIRQ(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonIRQ checks that recording stopped while the interrupt
+// tracepoints are still opening says once that no interrupt was recorded
+// and leaves them for the session's close.
+func TestAbandonIRQ(t *testing.T) {
+	var log bytes.Buffer
+	o := &irqOpening{done: make(chan struct{})}
+	s := &session{log: &log, irqOpening: o}
+	s.abandonIRQ()
+	s.abandonIRQ()
+	if n := bytes.Count(log.Bytes(), []byte("interrupts not recorded")); n != 1 {
+		t.Errorf("said %d times: %q", n, log.String())
+	}
+	if s.irqOpening != o {
+		t.Error("the opening was dropped: close could not close its events")
+	}
+	log.Reset()
+	s = &session{log: &log}
+	s.abandonIRQ()
+	if log.Len() > 0 {
+		t.Errorf("said %q without an opening", log.String())
+	}
+}

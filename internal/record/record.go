@@ -122,6 +122,8 @@ type session struct {
 	// irqOpening is the interrupt tracepoints being opened, until
 	// adoptIRQ takes them (irq.go).
 	irqOpening *irqOpening
+	// irqAbandoned: recording stopped before they were open.
+	irqAbandoned bool
 	// tcOpening is the in-kernel counting being loaded, until the first
 	// thread's counters take it (counters.go).
 	tcOpening *threadCountsOpening
@@ -235,7 +237,8 @@ func (s *session) close() {
 	}
 	s.closeSources()
 	if o := s.irqOpening; o != nil {
-		// Opened but never adopted (Run failed first): closed with the rest.
+		// Never adopted (still opening when recording stopped, or Run
+		// failed first): closed with the rest, once open.
 		<-o.done
 		s.events = append(s.events, o.opened...)
 	}
@@ -879,7 +882,10 @@ func (s *session) loop(ctx context.Context) (string, error) {
 				return "", err
 			}
 		}
-		s.adoptIRQ(s.releasedAt, reason != "")
+		s.adoptIRQ(s.releasedAt, false)
+		if reason != "" {
+			s.abandonIRQ()
+		}
 		if err := s.drain(reason != ""); err != nil {
 			return "", err
 		}
@@ -888,6 +894,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 			fmt.Fprintf(s.log, "trueprof: trace reached --size %d bytes; sampling stopped\n", s.cfg.SizeLimit)
 			// As for every other stop: the events off, the ring reader
 			// stopped, the probes detached, what is left processed.
+			s.abandonIRQ()
 			if err := s.drain(true); err != nil {
 				return "", err
 			}
