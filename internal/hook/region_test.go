@@ -178,7 +178,7 @@ func TestClockConversion(t *testing.T) {
 		fixed := int64(first.mono(p.tsc)) - int64(p.mono)
 		worstFixed = max(worstFixed, fixed, -fixed)
 	}
-	t.Logf("over %v: worst error %d ns with pairs every %v; %d ns with only the first two pairs", d, worst, pairEvery, worstFixed)
+	t.Logf("over %v: worst error %d ns with pairs every %v; %d ns with only the first pair and rate", d, worst, pairEvery, worstFixed)
 	if worst > 1000 {
 		t.Errorf("conversion off by %d ns", worst)
 	}
