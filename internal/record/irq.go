@@ -131,9 +131,11 @@ func (s *session) adoptIRQ(since uint64, wait bool) {
 		return
 	}
 	// closeEvents closes them with the others; the side rings' reader
-	// (siderings.go) waits on their rings.
+	// (siderings.go) reads their rings, under its lock.
 	s.events = append(s.events, o.opened...)
+	s.side.mu.Lock()
 	s.irq = o.st
+	s.side.mu.Unlock()
 	if since > 0 && o.at > since+uint64(irqLate) {
 		fmt.Fprintf(s.log, "trueprof: interrupts recorded from %.0f ms after the target started: their tracepoints waited for the kernel (a previous recording's teardown)\n",
 			float64(o.at-since)/1e6)
