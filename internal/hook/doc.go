@@ -82,9 +82,8 @@
 // a time) and writes, after its event, an adjust record with the time it
 // waited: the analysis subtracts it from the calls open at that point.
 // After Options.MaxWait it drops events instead and counts them in its
-// slot; when space returns it first writes an adjust with the time
-// waited and the count (a wait and a drop record), timed at the first
-// drop. Counts a thread could not
+// slot; when space returns it first writes an adjust with the count and
+// the time waited (a drop and a wait record), timed at the first drop. Counts a thread could not
 // write before it ended are reported by Drain when it frees the slot.
 // When no slot is free a new thread likewise waits, then drops and counts
 // in the header (Drain reports those as an adjust with PID and TID 0),

@@ -461,12 +461,14 @@ func (r *Region) free(i int, b *Batch) {
 	s := &r.slots[i]
 	dropped := s.PendDropped + atomic.LoadUint64(&s.Nested)
 	ru := slotRun{slot: uint32(i), pid: s.PID, tid: s.TID, reset: true}
-	if s.PendWait != 0 {
-		b.recs = append(b.recs, rec{Time: s.PendSince, W: word(recWait, s.PendWait)})
-		ru.n++
-	}
+	// The drop first, as the library writes them: a wait is stamped with
+	// its end.
 	if dropped != 0 {
 		b.recs = append(b.recs, rec{Time: s.PendSince, W: word(recDrop, dropped)})
+		ru.n++
+	}
+	if s.PendWait != 0 {
+		b.recs = append(b.recs, rec{Time: s.PendSince, W: word(recWait, s.PendWait)})
 		ru.n++
 	}
 	b.spans = append(b.spans, ru)

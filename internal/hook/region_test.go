@@ -86,9 +86,9 @@ func TestDrainAdjustsAndFree(t *testing.T) {
 		{Time: 60, PID: 10, TID: 11, Kind: KindAdjust, Duration: 7},
 		{Time: 60, PID: 10, TID: 11, Kind: KindExit, Addr: 1}, // clamped: times never go back
 		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Dropped: 1},
-		// What it owed: the wait and the drops, one adjust each.
-		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Duration: 3},
+		// What it owed: the drops and the wait, one adjust each.
 		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Dropped: 7},
+		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Duration: 3},
 	}
 	if len(evs) != len(want) {
 		t.Fatalf("got %+v", evs)

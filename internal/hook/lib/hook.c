@@ -322,13 +322,15 @@ static inline NOINST void put(struct tstate *t, uint64_t time, uint64_t kind, ui
 #define ADJ_RECS 2
 
 /* put_pending writes the slot's pending adjust (its drops and waits since
- * pend_since), a record for each that is not zero, and clears it. */
+ * pend_since), a record for each that is not zero, and clears it. The
+ * drop first: the recorder stamps a wait with its end, so the two stay in
+ * time order. */
 static inline NOINST void put_pending(struct tstate *t, struct tp_slot *s)
 {
-	if (s->pend_wait)
-		put(t, s->pend_since, K_WAIT, s->pend_wait);
 	if (s->pend_dropped)
 		put(t, s->pend_since, K_DROP, s->pend_dropped);
+	if (s->pend_wait)
+		put(t, s->pend_since, K_WAIT, s->pend_wait);
 	s->pend_dropped = s->pend_wait = s->pend_since = 0;
 }
 
