@@ -32,8 +32,9 @@ type eventSource interface {
 type batchSource interface {
 	eventSource
 	// drainInto appends the available events of a few batches to dst
-	// and returns it, and whether more are available.
-	drainInto(dst []instrEvent) ([]instrEvent, bool)
+	// and returns it, whether more are available, and whether the
+	// events it appended are in time order, after dst's last.
+	drainInto(dst []instrEvent) (out []instrEvent, more, ordered bool)
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -58,29 +59,32 @@ func (s *session) drainEvents(final bool) bool {
 	if final {
 		s.detached = s.detach()
 	}
+	n := len(s.pendingEvents)
 	for _, src := range s.sources {
 		if _, ok := src.(batchSource); !ok {
 			src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 		}
 	}
-	return s.collectEvents()
+	return s.collectEvents(len(s.pendingEvents) > n)
 }
 
 // collectEvents takes the batch sources' events into s.pendingEvents,
-// sorts them all by time and reports whether a source holds more. Each source delivers a thread's events in order and, with
+// sorts them all by time and reports whether a source holds more. What
+// the last merge left is in order; check says that other events were
+// appended since, which are looked at. Each source delivers a thread's events in order and, with
 // one busy thread, usually everything in order: the stable sort runs
 // only when threads interleave.
-func (s *session) collectEvents() bool {
-	more := false
+func (s *session) collectEvents(check bool) bool {
+	more, ordered := false, true
 	for _, src := range s.sources {
 		if b, ok := src.(batchSource); ok {
-			var left bool
-			s.pendingEvents, left = b.drainInto(s.pendingEvents)
-			more = more || left
+			var left, ord bool
+			s.pendingEvents, left, ord = b.drainInto(s.pendingEvents)
+			more, ordered = more || left, ordered && ord
 		}
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }
-	if !slices.IsSortedFunc(s.pendingEvents, byTime) {
+	if !ordered || check && !slices.IsSortedFunc(s.pendingEvents, byTime) {
 		slices.SortStableFunc(s.pendingEvents, byTime)
 	}
 	return more

@@ -46,6 +46,11 @@ type hookSource struct {
 	// (drainInto's, while it runs).
 	dec *hook.Decoder
 	dst []instrEvent
+	// last is the time of the event push appended last, and unordered
+	// whether one came before its predecessor in dst: the session sorts
+	// only then, rather than reading every event again to find out.
+	last      uint64
+	unordered bool
 }
 
 // hookChunk is the number of records per batch (256 KiB).
@@ -196,6 +201,10 @@ func (h *hookSource) push(e hook.Event) {
 		ev.time += e.Duration
 		ev.addr, ev.dropped = e.Duration, e.Dropped
 	}
+	if ev.time < h.last {
+		h.unordered = true
+	}
+	h.last = ev.time
 }
 
 func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
@@ -204,7 +213,7 @@ func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 func (h *hookSource) drain(fn func(instrEvent)) {
 	for more := true; more; {
 		var evs []instrEvent
-		evs, more = h.drainInto(nil)
+		evs, more, _ = h.drainInto(nil)
 		for _, e := range evs {
 			fn(e)
 		}
@@ -217,8 +226,9 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 // the session copied the events, cost the dense load a copy of 40 bytes
 // an event. The batch being filled stays with the drainer until it is
 // full or the drainer has stopped. Once stopped, it reports whether
-// batches are left for the next call.
-func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool) {
+// batches are left for the next call. It also reports whether the
+// events it appended are in time order, after dst's last.
+func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
@@ -249,6 +259,10 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool) {
 	// Grown once: appending would double the slice again and again, the
 	// old copies alive meanwhile. Decode delivers one event per record.
 	h.dst = slices.Grow(dst, n)
+	h.last, h.unordered = 0, false
+	if len(dst) > 0 {
+		h.last = dst[len(dst)-1].time
+	}
 	for _, b := range full {
 		h.dec.Decode(b, h.push)
 	}
@@ -262,7 +276,7 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool) {
 		default:
 		}
 	}
-	return dst, more
+	return dst, more, !h.unordered
 }
 
 // finish stops the drainer once the target is done and collects what

@@ -974,7 +974,7 @@ func (s *session) drain(final bool) error {
 		if !more {
 			break
 		}
-		more = s.collectEvents()
+		more = s.collectEvents(false)
 	}
 	if final {
 		s.unreportedLoss()
