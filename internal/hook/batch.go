@@ -88,7 +88,9 @@ func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
 				t = last
 			case c != nil:
 				if dt := t - lo; dt < span {
-					t = base + uint64(float64(int64(dt))*slope)
+					// Through int64: a float64 to uint64 conversion
+					// takes a compare and two paths (the offset fits).
+					t = base + uint64(int64(float64(int64(dt))*slope))
 				} else {
 					t = c.monoSeg(t)
 					lo, span, base, slope = c.lo, c.span, c.base, c.slope

@@ -133,7 +133,7 @@ func (c *clock) update() {
 // mono converts TSC value t. The common case is small enough to inline.
 func (c *clock) mono(t uint64) uint64 {
 	if d := t - c.lo; d < c.span {
-		return c.base + uint64(float64(int64(d))*c.slope)
+		return c.base + uint64(int64(float64(int64(d))*c.slope))
 	}
 	return c.monoSeg(t)
 }
@@ -154,7 +154,7 @@ func (c *clock) monoSeg(t uint64) uint64 {
 	if i+1 < len(ps) {
 		c.span = ps[i+1].tsc - p.tsc
 	}
-	return c.base + uint64(float64(int64(t-c.lo))*c.slope)
+	return c.base + uint64(int64(float64(int64(t-c.lo))*c.slope))
 }
 
 // ticks converts a duration to TSC ticks at the latest rate.
