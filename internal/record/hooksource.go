@@ -15,9 +15,9 @@ import (
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else: it copies the records as they are, 32 bytes each,
+// does nothing else: it copies the records as they are, 16 bytes each,
 // into batches (hook.DrainBatch), and the recording loop decodes them
-// (drainChunks). Copying keeps up with the hooks where decoding on the
+// (drainInto). Copying keeps up with the hooks where decoding on the
 // drainer did not (it cost the target a wait for every event it was
 // slower than the hooks). Batches are recycled through a free list: a
 // growing slice would stop the drainer for tens of milliseconds to
@@ -42,31 +42,28 @@ type hookSource struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
-	// dec and events decode the batches on the recording loop's side:
-	// events are the decoded ones not yet handed to hand, drainChunks'
-	// fn.
-	dec    *hook.Decoder
-	events []instrEvent
-	hand   func([]instrEvent)
+	// dec decodes the batches on the recording loop's side, into dst
+	// (drainInto's, while it runs).
+	dec *hook.Decoder
+	dst []instrEvent
+	// last is the time of the event push appended last, and unordered
+	// whether one came before its predecessor in dst: the session sorts
+	// only then, rather than reading every event again to find out.
+	last      uint64
+	unordered bool
 }
 
-// hookChunk is the number of records per batch (512 KiB).
+// hookChunk is the number of records per batch (256 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the batches waiting to be processed (32 MiB, 1M
-// events, some 50 ms of the densest load): enough to ride out the
+// hookSpool bounds the batches waiting to be processed (32 MiB, 2M
+// events, some 100 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
-const hookSpool = 64
+const hookSpool = 128
 
-// hookTake is the number of batches drainChunks decodes at a time.
+// hookTake is the number of batches drainInto decodes at a time.
 const hookTake = 4
-
-// hookHand is the number of decoded events handed to drainChunks' fn at
-// a time (40 KiB): a batch's 16K events decoded whole (640 KiB) left the
-// cache before the session copied them, and every store of the decoder
-// missed it (a fifth of the recorder's time on the dense load).
-const hookHand = 1 << 10
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
@@ -79,7 +76,7 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 		return nil, err
 	}
 	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		dec: hook.NewDecoder(), events: make([]instrEvent, 0, hookHand)}
+		dec: hook.NewDecoder()}
 	go h.run()
 	return h, nil
 }
@@ -182,20 +179,15 @@ func (h *hookSource) stopping() bool {
 	}
 }
 
-// push appends one decoded event to those handed to drainChunks' fn,
-// handing them over when hookHand are waiting. It writes the event's
-// fields one by one into place: copying e and an instrEvent whole, with
-// wide loads of what Decode had just stored field by field, stalled on
-// store forwarding (16 ns an event, a fifth of the recorder's time on
-// the dense load).
+// push appends one decoded event to h.dst, which drainInto grew to hold
+// them all. It writes the event's fields one by one into place: copying
+// e and an instrEvent whole, with wide loads of what Decode had just
+// stored field by field, stalled on store forwarding (16 ns an event, a
+// fifth of the recorder's time on the dense load).
 func (h *hookSource) push(e hook.Event) {
-	if len(h.events) == cap(h.events) {
-		h.hand(h.events)
-		h.events = h.events[:0]
-	}
-	n := len(h.events)
-	h.events = h.events[:n+1]
-	ev := &h.events[n]
+	n := len(h.dst)
+	h.dst = h.dst[:n+1]
+	ev := &h.dst[n]
 	ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
 	switch e.Kind {
 	case hook.KindEntry:
@@ -209,56 +201,72 @@ func (h *hookSource) push(e hook.Event) {
 		ev.time += e.Duration
 		ev.addr, ev.dropped = e.Duration, e.Dropped
 	}
+	if ev.time < h.last {
+		h.unordered = true
+	}
+	h.last = ev.time
 }
 
 func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
-// drain passes the events of drainChunks one at a time.
+// drain passes the events of drainInto one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
-	h.drainChunks(func(int) {}, func(c []instrEvent) {
-		for i := range c {
-			fn(c[i])
+	for more := true; more; {
+		var evs []instrEvent
+		evs, more, _ = h.drainInto(nil)
+		for _, e := range evs {
+			fn(e)
 		}
-	})
+	}
 }
 
-// drainChunks hands over the filled chunks and returns them to the free
-// list. The chunk being filled stays with the drainer until it is full
-// or the drainer has stopped.
-func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
+// drainInto decodes a few of the filled batches straight into dst,
+// grown once to hold them all, returns it and gives the batches back to
+// the free list: decoding into a buffer of the source's own, from which
+// the session copied the events, cost the dense load a copy of 40 bytes
+// an event. The batch being filled stays with the drainer until it is
+// full or the drainer has stopped. Once stopped, it reports whether
+// batches are left for the next call. It also reports whether the
+// events it appended are in time order, after dst's last.
+func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
-	// A few batches at a time: the session holds their events until it
-	// has processed them, and the whole spool decoded at once would
-	// double the memory the spool bounds. Once closed (the final drain),
-	// all of them.
+	// A few batches at a time, also once closed (the final drain): the
+	// session holds their events until it has processed them, and the
+	// whole spool decoded at once would take 40 bytes an event of 16.
 	full := h.full
-	if len(full) > hookTake && !h.closed {
+	if len(full) > hookTake {
 		full = slices.Clone(full[:hookTake])
 		h.full = h.full[hookTake:]
-		h.ready.Signal() // the rest on the next round
+		if !h.closed {
+			h.ready.Signal() // the rest on the next round
+		}
 	} else {
 		h.full = nil
+		if h.closed && h.cur != nil && h.cur.Len() > 0 {
+			full = append(full, h.cur)
+			h.cur = nil
+		}
 	}
-	if h.closed && h.cur != nil && h.cur.Len() > 0 {
-		full = append(full, h.cur)
-		h.cur = nil
-	}
+	more := h.closed && (len(h.full) > 0 || (h.cur != nil && h.cur.Len() > 0))
 	h.mu.Unlock()
 	n := 0
 	for _, b := range full {
 		n += b.Len()
 	}
-	grow(n)
-	h.hand = fn
-	for _, b := range full {
-		h.events = h.events[:0]
-		h.dec.Decode(b, h.push)
-		fn(h.events)
+	// Grown once: appending would double the slice again and again, the
+	// old copies alive meanwhile. Decode delivers one event per record.
+	h.dst = slices.Grow(dst, n)
+	h.last, h.unordered = 0, false
+	if len(dst) > 0 {
+		h.last = dst[len(dst)-1].time
 	}
-	h.hand = nil
+	for _, b := range full {
+		h.dec.Decode(b, h.push)
+	}
+	dst, h.dst = h.dst, nil
 	h.mu.Lock()
 	h.free = append(h.free, full...)
 	h.mu.Unlock()
@@ -268,6 +276,7 @@ func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
 		default:
 		}
 	}
+	return dst, more, !h.unordered
 }
 
 // finish stops the drainer once the target is done and collects what
