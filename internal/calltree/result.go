@@ -68,7 +68,8 @@ type Options struct {
 type Metrics struct {
 	// WallNS is the elapsed time, calibrated: each interval's raw time
 	// minus the profiler's lost time (Adjust records) and the probe cost
-	// of its transition kind, never below zero. With Options.Raw, or
+	// of its transition kind, summed per node and never below zero there
+	// (a single interval of a callflow may be). With Options.Raw, or
 	// without calibration and adjustments, it equals WallNSRaw.
 	WallNS float64 `json:"wall_ns"`
 	// WallNSRaw is the elapsed time between the events, as recorded.
