@@ -208,6 +208,13 @@ type thread struct {
 
 	repairs Repairs
 	flow    []FlowEvent
+
+	// clean and switched are its intervals for the switch cost
+	// (switchcost.go), clean by node index × 4 + transition kind;
+	// switchCost is, by node, the cost of its switches, once measured.
+	clean      []cleanCPU
+	switched   []switched
+	switchCost []float64
 }
 
 // osThread is the scheduling state of a thread incarnation: whether it
@@ -236,6 +243,11 @@ type replay struct {
 	// overheads were fitted on (Calibration.Sites).
 	siteTail map[uint32][2]float64
 	cpu      bool // the recording has context switches
+	// switchCost says that the calibrated CPU times lose the switches'
+	// cost (switchcost.go): calibrating, with context switches; sc is
+	// that cost, once measured.
+	switchCost bool
+	sc         SwitchCost
 	// switchIns index the switches by CPU once a lost one needs them.
 	switchIns cpuSwitchIns
 	// start and end bound the recording: the header's start (else its
@@ -381,6 +393,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		}
 		a.cal, a.ovh = c, c.Overhead
 		a.siteTail = siteTails(c.Sites, p.Probes)
+		a.switchCost = a.cpu && c.Refused == ""
 	}
 	return a, nil
 }
@@ -983,6 +996,9 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 		wall = float64(raw-min(adjWall, raw)) - ovh
 		cpu = float64(cpuRaw-min(adjCPU, cpuRaw)) - ovh
 	}
+	if a.switchCost && kind >= 0 {
+		th.noteSwitchCost(kind, cpu)
+	}
 	// Charged field by field, in the order of Metrics.Add: this runs at
 	// every event.
 	b := &th.nodes[th.current()].base
@@ -1293,6 +1309,13 @@ func (a *replay) result() *Result {
 		Warnings:           []string{},
 	}
 	threads := a.sorted()
+	if a.switchCost {
+		a.sc = measureSwitchCost(threads)
+		r.SwitchCost = &a.sc
+		for _, th := range threads {
+			th.switchCost = switchCosts(th, &a.sc)
+		}
+	}
 	if a.flow {
 		r.Flows = a.flows(threads)
 	}
@@ -1378,6 +1401,12 @@ func (a *replay) tree(th *thread, i int32) Node {
 	if n.Base.WallNS < 0 {
 		n.Base.DeltaNS += n.Base.WallNS
 		n.Base.WallNS = 0
+	}
+	if th.switchCost != nil {
+		// What its preemptions cost is not the program's (switchcost.go).
+		removed := min(th.switchCost[i], max(0, n.Base.CPUNS))
+		n.Base.CPUNS -= removed
+		a.sc.Removed += removed
 	}
 	n.Base.CPUNS = max(0, n.Base.CPUNS)
 	n.Cum = n.Base

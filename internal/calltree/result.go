@@ -328,6 +328,11 @@ type Result struct {
 	ExcludeInterrupts bool `json:"exclude_interrupts"`
 	ByGoroutine       bool `json:"by_goroutine"`
 
+	// SwitchCost is what a context switch cost the threads on CPU,
+	// measured in the recording and removed from their calibrated CPU
+	// time; nil when not calibrating or without context switches.
+	SwitchCost *SwitchCost `json:"switch_cost,omitempty"`
+
 	Total Metrics `json:"total"` // sum of every thread's root cum
 	Calls uint64  `json:"calls"` // entries analysed
 	// Events counts the analysed events; Dropped the events the recorder
