@@ -175,7 +175,8 @@ type thread struct {
 	last      uint64
 	lastEntry bool
 	// tail is the probe cost of the last event's site beyond the fitted
-	// overheads (replay.siteTail), in the interval after it.
+	// overheads (replay.siteTail), in the interval after it; the next
+	// event adds its own part in the interval before it.
 	tail      float64
 	first     uint64 // the first event's time
 	lastEvent uint64
@@ -238,10 +239,11 @@ type replay struct {
 	cal  *trace.Calibration
 	// siteTail is, per probed location, the probe cost beyond the fitted
 	// overheads that its entry ([0]) and exit ([1]) events leave in the
-	// interval after them: a single-stepped entry instruction or a RET
-	// probe costs more than the emulated entries and return probes the
+	// interval after them, and its entry in the interval before it ([2],
+	// the caller's): a single-stepped entry instruction or a RET probe
+	// costs more than the emulated entries and return probes the
 	// overheads were fitted on (Calibration.Sites).
-	siteTail map[uint32][2]float64
+	siteTail map[uint32][3]float64
 	cpu      bool // the recording has context switches
 	// switchCost says that the calibrated CPU times lose the switches'
 	// cost (switchcost.go): calibrating, with context switches; sc is
@@ -402,22 +404,26 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 // sites cost more than those the calibration was fitted on: the
 // single-step of an entry instruction the kernel cannot emulate, and of
 // a RET instruction probed instead of a return probe. Both come after the
-// probe's timestamp, so they lie in the interval after the event. Nil
-// without site costs.
-func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][2]float64 {
+// probe's timestamp, so they lie in the interval after the event, but for
+// the part of a stepped entry's that the calibration measured in the
+// caller's intervals (SiteCosts.EntrySteppedCaller), which the interval
+// before the entry loses. Nil without site costs.
+func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][3]float64 {
 	if c == nil {
 		return nil
 	}
-	tails := map[uint32][2]float64{}
+	tails := map[uint32][3]float64{}
 	for _, pr := range probes {
 		t := tails[pr.Function]
 		if pr.Stepped && pr.Mech != trace.ProbeHook {
-			t[0] = max(c.EntryStepped-c.EntryEmulated, 0)
+			extra := max(c.EntryStepped-c.EntryEmulated, 0)
+			t[2] = min(max(c.EntrySteppedCaller, 0), extra)
+			t[0] = extra - t[2]
 		}
 		if pr.Mech == trace.ProbeRetInsn {
 			t[1] = max(c.ExitRetInsn-c.ExitReturn, 0)
 		}
-		if t != ([2]float64{}) {
+		if t != ([3]float64{}) {
 			tails[pr.Function] = t
 		}
 	}
@@ -1063,6 +1069,9 @@ func (a *replay) event(th *thread, e *model.Event) {
 		kind := -1
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
+			if e.Entry && a.siteTail != nil {
+				th.tail += a.siteTail[e.Function][2] // the caller's part of a stepped entry
+			}
 		}
 		a.closeInterval(th, e.Time, kind, a.delta(&d))
 	} else {

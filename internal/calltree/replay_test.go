@@ -830,8 +830,9 @@ func callflow(p *model.Profile, o calltree.Options) ([]calltree.FlowThread, erro
 // TestSiteCosts: a probed function whose entry instruction is
 // single-stepped, or whose exits are RET probes, loses the extra cost of
 // its sites (Calibration.Sites) from the interval after each such event,
-// on top of the fitted overheads; a function on emulated sites loses
-// only the overheads.
+// on top of the fitted overheads, but for the part of a stepped entry's
+// measured in the caller, which the interval before it loses; a function
+// on emulated sites loses only the overheads.
 func TestSiteCosts(t *testing.T) {
 	b := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 100 +f 200 -f 300 +g 400 -g 500 -main")
@@ -853,6 +854,17 @@ func TestSiteCosts(t *testing.T) {
 	}
 	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe", m.Base.WallNS)
+	}
+
+	// 6 of the stepped entry's 20 ns measured in the caller's intervals
+	// come off main's interval before f's entry, the other 14 off f's.
+	p.Header.Calibration.Sites.EntrySteppedCaller = 6
+	r = build(t, p, calltree.Options{})
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); !near(f.Base.WallNS, 100-1-14) {
+		t.Errorf("f self %v, want 100 − 1 − 14", f.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7-6) {
+		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe − 6 before f's entry", m.Base.WallNS)
 	}
 }
 
