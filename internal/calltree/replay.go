@@ -1320,7 +1320,9 @@ func (a *replay) result() *Result {
 	threads := a.sorted()
 	if a.switchCost {
 		a.sc = measureSwitchCost(threads)
-		r.SwitchCost = &a.sc
+		if a.sc.NS > 0 {
+			r.SwitchCost = &a.sc
+		}
 		for _, th := range threads {
 			th.switchCost = switchCosts(th, &a.sc)
 		}

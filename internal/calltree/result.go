@@ -330,7 +330,8 @@ type Result struct {
 
 	// SwitchCost is what a context switch cost the threads on CPU,
 	// measured in the recording and removed from their calibrated CPU
-	// time; nil when not calibrating or without context switches.
+	// time; nil when not calibrating, without context switches or with
+	// too few switched intervals to measure it.
 	SwitchCost *SwitchCost `json:"switch_cost,omitempty"`
 
 	Total Metrics `json:"total"` // sum of every thread's root cum
