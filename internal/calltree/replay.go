@@ -210,11 +210,10 @@ type thread struct {
 	repairs Repairs
 	flow    []FlowEvent
 
-	// clean and switched are its intervals for the switch cost
-	// (switchcost.go), clean by node index × 4 + transition kind;
-	// switchCost is, by node, the cost of its switches, once measured.
-	clean      []cleanCPU
-	switched   []switched
+	// groups are its intervals for the switch cost (switchcost.go), by
+	// node index × 4 + transition kind; switchCost is, by node, the cost
+	// of its switches, once measured.
+	groups     []groupCPU
 	switchCost []float64
 }
 

@@ -31,17 +31,15 @@ const (
 	minCleanIntervals  = 16
 )
 
-// cleanCPU is the sum and number of a group's clean intervals.
-type cleanCPU struct {
-	sum float64
-	n   uint32
-}
-
-// switched is an interval with one involuntary switch in it: its group
-// (node index × 4 + transition kind) and on-CPU time (calibrated).
-type switched struct {
-	group int
-	cpu   float64
+// groupCPU is what the switch cost needs of a group of intervals: the
+// on-CPU time (calibrated) and number of those without a switch (clean)
+// and of those with exactly one involuntary switch and nothing else in
+// them (switched). Sums, not the intervals: a switched interval's
+// excess over its group's clean mean adds up to the switched sum less
+// their number times that mean.
+type groupCPU struct {
+	clean, switched   float64
+	nClean, nSwitched uint32
 }
 
 // SwitchCost is the CPU time preemptions cost the threads of a
@@ -59,30 +57,30 @@ type SwitchCost struct {
 // noteSwitchCost notes an interval of th's current node between two
 // events of transition kind, of on-CPU time cpu, for the switch cost.
 func (th *thread) noteSwitchCost(kind int, cpu float64) {
-	if th.pend.adjWall > 0 {
-		return // the profiler paused inside
+	if th.pend.adjWall > 0 || th.pend.dispatches > 1 || th.pend.dispatches != th.pend.invol {
+		return // the profiler paused inside, or not one preemption
 	}
 	g := int(th.current())*4 + kind
-	switch {
-	case th.pend.dispatches == 0:
-		if g >= len(th.clean) {
-			th.clean = append(th.clean, make([]cleanCPU, g+1-len(th.clean)+4*8)...)
-		}
-		th.clean[g].sum += cpu
-		th.clean[g].n++
-	case th.pend.dispatches == 1 && th.pend.invol == 1:
-		th.switched = append(th.switched, switched{group: g, cpu: cpu})
+	if g >= len(th.groups) {
+		th.groups = append(th.groups, make([]groupCPU, g+1-len(th.groups)+4*8)...)
+	}
+	gr := &th.groups[g]
+	if th.pend.dispatches == 0 {
+		gr.clean += cpu
+		gr.nClean++
+	} else {
+		gr.switched += cpu
+		gr.nSwitched++
 	}
 }
 
-// excess returns how much more CPU time s held than its group's clean
-// intervals' mean, and false when the group has too few of them.
-func (th *thread) excess(s switched) (float64, bool) {
-	if s.group >= len(th.clean) || th.clean[s.group].n < minCleanIntervals {
+// excess returns the summed excess of a group's switched intervals over
+// its clean intervals' mean, and false when it has too few clean ones.
+func (gr *groupCPU) excess() (float64, bool) {
+	if gr.nClean < minCleanIntervals || gr.nSwitched == 0 {
 		return 0, false
 	}
-	c := &th.clean[s.group]
-	return s.cpu - c.sum/float64(c.n), true
+	return gr.switched - float64(gr.nSwitched)*gr.clean/float64(gr.nClean), true
 }
 
 // measureSwitchCost returns the mean switch cost the threads' switched
@@ -91,10 +89,10 @@ func measureSwitchCost(threads []*thread) SwitchCost {
 	var sc SwitchCost
 	sum := 0.0
 	for _, th := range threads {
-		for _, s := range th.switched {
-			if x, ok := th.excess(s); ok {
+		for i := range th.groups {
+			if x, ok := th.groups[i].excess(); ok {
 				sum += x
-				sc.Intervals++
+				sc.Intervals += int(th.groups[i].nSwitched)
 			}
 		}
 	}
@@ -112,25 +110,15 @@ func switchCosts(th *thread, sc *SwitchCost) []float64 {
 	if sc.NS == 0 {
 		return nil
 	}
-	type stat struct {
-		sum float64
-		n   int
-	}
-	groups := map[int]stat{}
-	for _, s := range th.switched {
-		if x, ok := th.excess(s); ok {
-			st := groups[s.group]
-			st.sum, st.n = st.sum+x, st.n+1
-			groups[s.group] = st
-		}
-	}
 	cost := make([]float64, len(th.nodes))
 	for i := range th.nodes {
 		cost[i] = sc.NS * float64(th.nodes[i].base.Involuntary)
 	}
-	for g, st := range groups {
-		if st.n >= minSwitchIntervals {
-			cost[g/4] += float64(st.n) * (max(0, st.sum/float64(st.n)) - sc.NS)
+	for g := range th.groups {
+		gr := &th.groups[g]
+		if x, ok := gr.excess(); ok && gr.nSwitched >= minSwitchIntervals {
+			n := float64(gr.nSwitched)
+			cost[g/4] += n * (max(0, x/n) - sc.NS)
 		}
 	}
 	return cost
