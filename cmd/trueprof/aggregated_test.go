@@ -119,8 +119,18 @@ func TestAggregateCtl(t *testing.T) {
 	if _, err := ctl(t, env, "pause"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The recorder folds what the target made before the pause until its
+	// backlog (up to the hook spool's 2M events) is drained: the count is
+	// final once it stops changing.
 	beforeStop := ctlStatus(t, env)
+	for settle := time.Now().Add(30 * time.Second); time.Now().Before(settle); {
+		time.Sleep(300 * time.Millisecond)
+		now := ctlStatus(t, env)
+		if now.Events == beforeStop.Events {
+			break
+		}
+		beforeStop = now
+	}
 	if beforeStop.Resets != 1 {
 		t.Errorf("status after reset: %+v", beforeStop)
 	}
