@@ -83,7 +83,10 @@ const irqFilter = "common_pid != 0"
 // tracepoint in a VM (closeEventFDs), so recordings started one after
 // another waited 40-120 ms here before their target could start.
 type irqOpening struct {
-	done   chan struct{}
+	done chan struct{}
+	// stop, closed by the session's close, makes the opening give up
+	// before its next tracepoint (errOpeningStopped).
+	stop   chan struct{}
 	st     irqState
 	opened []event
 	err    error
@@ -94,11 +97,11 @@ type irqOpening struct {
 // enabled: their records count only once a target thread is known, which
 // a launched target becomes at its exec. adoptIRQ takes the result.
 func (s *session) startIRQ() {
-	o := &irqOpening{done: make(chan struct{})}
+	o := &irqOpening{done: make(chan struct{}), stop: make(chan struct{})}
 	s.irqOpening = o
 	go func() {
 		defer close(o.done)
-		o.st, o.opened, o.err = s.openIRQEvents()
+		o.st, o.opened, o.err = s.openIRQEvents(o.stop)
 		o.at = perf.Now()
 	}()
 }
@@ -161,7 +164,9 @@ const irqLate = time.Millisecond
 
 // openIRQEvents opens the interrupt tracepoints. It runs on startIRQ's
 // goroutine: it reads the session's settings and changes nothing of it.
-func (s *session) openIRQEvents() (irqState, []event, error) {
+// Stopped (stop closed), it returns what it opened so far with
+// errOpeningStopped, for the caller to close.
+func (s *session) openIRQEvents(stop <-chan struct{}) (irqState, []event, error) {
 	st := irqState{points: map[uint64]irqPoint{}, running: map[uint32][]irqRunning{}}
 	var tps []*perf.Tracepoint
 	for _, t := range irqTracepoints {
@@ -178,9 +183,9 @@ func (s *session) openIRQEvents() (irqState, []event, error) {
 		st.common = tp.Fields["common_type"]
 		tps = append(tps, tp)
 	}
-	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{}, irqFilter)
+	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{}, irqFilter, stop)
 	if err != nil {
-		return st, nil, err
+		return st, opened, err
 	}
 	st.rings, st.fds = rings, owners
 	return st, opened, nil

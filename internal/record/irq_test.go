@@ -3,8 +3,10 @@ package record
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
@@ -171,5 +173,43 @@ func TestAbandonIRQ(t *testing.T) {
 	s.abandonIRQ()
 	if log.Len() > 0 {
 		t.Errorf("said %q without an opening", log.String())
+	}
+}
+
+// TestCloseStopsIRQOpening checks that a session closed while the
+// interrupt tracepoints are still opening stops the opening rather than
+// waiting for every tracepoint (each may wait tens of milliseconds for
+// a previous recording's teardown), and closes what it opened.
+func TestCloseStopsIRQOpening(t *testing.T) {
+	o := &irqOpening{done: make(chan struct{}), stop: make(chan struct{})}
+	go func() {
+		// An opening that only ends when told to stop.
+		<-o.stop
+		o.err = errOpeningStopped
+		close(o.done)
+	}()
+	s := &session{log: io.Discard, irqOpening: o}
+	closed := make(chan struct{})
+	go func() {
+		s.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close waited for the opening to finish by itself")
+	}
+}
+
+// TestIRQOpeningStopped checks that the interrupt tracepoints' opening,
+// told to stop before it began, opens none and says why.
+func TestIRQOpeningStopped(t *testing.T) {
+	requireIRQ(t)
+	stop := make(chan struct{})
+	close(stop)
+	s := &session{log: io.Discard}
+	_, opened, err := s.openIRQEvents(stop)
+	if !errors.Is(err, errOpeningStopped) || len(opened) != 0 {
+		t.Errorf("opened %d events, error %v; want none and errOpeningStopped", len(opened), err)
 	}
 }

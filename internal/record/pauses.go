@@ -82,7 +82,7 @@ func (s *session) openPauseEvents() error {
 	if pw.flags, ok = tps[0].Fields["flags"]; !ok {
 		return fmt.Errorf("tracepoint lock:contention_begin has no field flags")
 	}
-	opened, rings, _, err := s.openTracepoints(tps, perf.TracepointOptions{Disabled: true}, "")
+	opened, rings, _, err := s.openTracepoints(tps, perf.TracepointOptions{Disabled: true}, "", nil)
 	if err != nil {
 		return err
 	}
