@@ -84,6 +84,19 @@ func (s *session) writerOptions(h *trace.Header) (trace.Options, error) {
 	return opt, nil
 }
 
+// aggregateGoroutines makes an aggregated recording of a Go target
+// keep its trees by goroutine too (calltree.Live.FollowGoroutines), so
+// that report --by goroutine reads them: called when the goroutine
+// switches are followed, before the target runs.
+func (s *session) aggregateGoroutines() {
+	if s.agg == nil {
+		return
+	}
+	if err := s.agg.live.FollowGoroutines(); err != nil {
+		fmt.Fprintf(s.log, "trueprof: aggregated per thread only: %v\n", err)
+	}
+}
+
 // observe reads a record the writer accepted into the tables (and, for
 // the time-ordered ones, the trees).
 func (ag *aggregator) observe(r trace.Record) {
