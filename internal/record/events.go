@@ -31,9 +31,10 @@ type eventSource interface {
 // call per event.
 type chunkSource interface {
 	eventSource
-	// drainChunks passes every available event to fn, in chunks that fn
-	// must not retain, after telling grow how many there will be at most.
-	drainChunks(grow func(n int), fn func([]instrEvent))
+	// drainChunks passes available events to fn, in chunks that fn
+	// must not retain, after telling grow how many there will be at most,
+	// and reports whether it holds more, which a later call passes.
+	drainChunks(grow func(n int), fn func([]instrEvent)) (more bool)
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -52,21 +53,33 @@ type instrEvent struct {
 }
 
 // drainEvents collects the sources' events into s.pendingEvents; final
-// collects the last ones. Each source delivers a thread's events in
-// order and, with one busy thread, usually everything in order: the
-// stable sort runs only when threads interleave.
-func (s *session) drainEvents(final bool) {
+// detaches the probes and collects the last ones. It reports whether a
+// source holds more than it delivered (collectEvents).
+func (s *session) drainEvents(final bool) (more bool) {
 	if final {
 		s.detached = s.detach()
 	}
+	return s.collectEvents()
+}
+
+// collectEvents collects the events the sources deliver into
+// s.pendingEvents and reports whether a source holds more: a hook source
+// delivers a few batches at a time, at the end too (its whole spool,
+// decoded at once, doubled the recorder's memory at the end of the dense
+// load). Each source delivers a thread's events in order and, with one
+// busy thread, usually everything in order: the stable sort runs only
+// when threads interleave.
+func (s *session) collectEvents() (more bool) {
 	for _, src := range s.sources {
 		if c, ok := src.(chunkSource); ok {
 			// Grown once to hold them all: appending would double the
 			// slice again and again, the old copies alive meanwhile (the
 			// final drain of the dense load, 1M events and more, peaked
 			// at 200 MiB of heap).
-			c.drainChunks(func(n int) { s.pendingEvents = slices.Grow(s.pendingEvents, n) },
-				func(c []instrEvent) { s.pendingEvents = append(s.pendingEvents, c...) })
+			if c.drainChunks(func(n int) { s.pendingEvents = slices.Grow(s.pendingEvents, n) },
+				func(c []instrEvent) { s.pendingEvents = append(s.pendingEvents, c...) }) {
+				more = true
+			}
 			continue
 		}
 		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
@@ -75,6 +88,7 @@ func (s *session) drainEvents(final bool) {
 	if !slices.IsSortedFunc(s.pendingEvents, byTime) {
 		slices.SortStableFunc(s.pendingEvents, byTime)
 	}
+	return more
 }
 
 // processEvent writes the trace record of one event. The function is

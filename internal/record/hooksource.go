@@ -215,37 +215,39 @@ func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
 // drain passes the events of drainChunks one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
-	h.drainChunks(func(int) {}, func(c []instrEvent) {
+	for h.drainChunks(func(int) {}, func(c []instrEvent) {
 		for i := range c {
 			fn(c[i])
 		}
-	})
+	}) {
+	}
 }
 
 // drainChunks hands over the filled chunks and returns them to the free
-// list. The chunk being filled stays with the drainer until it is full
-// or the drainer has stopped.
-func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
+// list, a few at a time: it reports whether more are waiting. The chunk
+// being filled stays with the drainer until it is full or the drainer
+// has stopped.
+func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) (more bool) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
 	// A few batches at a time: the session holds their events until it
 	// has processed them, and the whole spool decoded at once would
-	// double the memory the spool bounds. Once closed (the final drain),
-	// all of them.
+	// double the memory the spool bounds, at the final drain too.
 	full := h.full
-	if len(full) > hookTake && !h.closed {
+	if more = len(full) > hookTake; more {
 		full = slices.Clone(full[:hookTake])
 		h.full = h.full[hookTake:]
 		h.ready.Signal() // the rest on the next round
 	} else {
 		h.full = nil
 	}
-	if h.closed && h.cur != nil && h.cur.Len() > 0 {
+	if h.closed && !more && h.cur != nil && h.cur.Len() > 0 {
 		full = append(full, h.cur)
 		h.cur = nil
 	}
+	closed := h.closed
 	h.mu.Unlock()
 	n := 0
 	for _, b := range full {
@@ -259,6 +261,9 @@ func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
 		fn(h.events)
 	}
 	h.hand = nil
+	if closed {
+		return more // the drainer is done: the batches go to the collector
+	}
 	h.mu.Lock()
 	h.free = append(h.free, full...)
 	h.mu.Unlock()
@@ -268,6 +273,7 @@ func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) {
 		default:
 		}
 	}
+	return more
 }
 
 // finish stops the drainer once the target is done and collects what

@@ -875,19 +875,51 @@ func (s *session) drain(final bool) error {
 	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
-	s.drainEvents(final)
+	more := s.drainEvents(final)
 	if err := s.writePauses(final); err != nil {
 		return err
 	}
-	m := len(s.pendingEvents)
-	if !final {
-		m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
-			if e.time < t {
-				return -1
+	for {
+		m := len(s.pendingEvents)
+		if !final {
+			m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
+				if e.time < t {
+					return -1
+				}
+				return 1
+			})
+		} else if more {
+			// The last events come a few batches at a time (drainEvents):
+			// the kernel's records go with the events up to the last
+			// one taken, the rest with the next batches.
+			n = 0
+			if m > 0 {
+				n, _ = slices.BinarySearchFunc(s.pending, s.pendingEvents[m-1].time, func(r perf.Record, t uint64) int {
+					if r.Time <= t {
+						return -1
+					}
+					return 1
+				})
 			}
-			return 1
-		})
+		}
+		if err := s.mergeRecords(n, m); err != nil {
+			return err
+		}
+		if !final || !more {
+			break
+		}
+		more = s.collectEvents()
+		n = len(s.pending)
 	}
+	if final {
+		s.unreportedLoss()
+	}
+	return nil
+}
+
+// mergeRecords processes the first n kernel records (s.pending) and the
+// first m events (s.pendingEvents) in time order and keeps the rest.
+func (s *session) mergeRecords(n, m int) error {
 	i, j := 0, 0
 	for i < n || j < m {
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
@@ -911,9 +943,6 @@ func (s *session) drain(final bool) error {
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
 	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
-	if final {
-		s.unreportedLoss()
-	}
 	return nil
 }
 
