@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"trueprof/internal/calltree"
@@ -44,6 +45,26 @@ func checkAggregate(cfg *Config, mech Mech) error {
 		cfg.Snapshot = DefaultSnapshot
 	}
 	return nil
+}
+
+// aggregateGCPercent is the collector's setting (GOGC) while recording
+// with --aggregate. The recorder's heap is then mostly the hook spool and
+// the trees, which allocate nothing per event; the little it allocates
+// meanwhile (the hook clock's copies, the trace's chunks: about 1 MB/s
+// on the dense load) let the heap grow to twice what is live with the
+// default of 100, and the RSS rose from 70 to 110 MB over the first 35 s
+// of a dense recording. At 25 the heap stays within a quarter of what is
+// live, at a collection every ten seconds or so.
+const aggregateGCPercent = 25
+
+// aggregateGC sets the collector for an aggregated recording (nothing
+// otherwise) and returns what restores it.
+func aggregateGC(cfg *Config) (restore func()) {
+	if !cfg.Aggregate {
+		return func() {}
+	}
+	old := debug.SetGCPercent(aggregateGCPercent)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // aggregator folds the recording's records, as they are written, into

@@ -155,6 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
+	defer aggregateGC(&s.cfg)()
 	if err := s.launchOrAttach(); err != nil {
 		return nil, err
 	}
