@@ -923,6 +923,11 @@ func (s *session) drain(final bool) error {
 func (s *session) mergeRecords(n, m int) error {
 	i, j := 0, 0
 	for i < n || j < m {
+		if (i+j)%tickCheck == tickCheck-1 {
+			if err := s.tick(); err != nil {
+				return err
+			}
+		}
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
 			err := s.process(&s.pending[i])
 			if b := s.pending[i].UserStack; b != nil {
