@@ -4,19 +4,21 @@
 // the bars, each PASS or FAIL, measured in the same run:
 //
 //   - held-out program (held_loop -> outer -> short_fn x2, long_fn ->
-//     short_fn; 0.13-1.5 µs functions), recorded with hooks (in-run
-//     calibration) and with uprobes (the stored calibration, per-site
-//     costs): the calibrated cum of the loop against the uninstrumented
-//     loop (bars: within 5% with hooks, 10% with uprobes), and the self
-//     shares under hooks against callgrind's instruction shares (bar:
-//     within 3 points).
+//     short_fn; 0.13-1.5 µs functions), recorded with hooks and with
+//     uprobes (both calibrated in the run; uprobes also with the stored
+//     calibration, and on a build whose entries are all emulated): the
+//     calibrated cum of the loop against the uninstrumented loop (bars:
+//     within 5% with hooks, 10% with uprobes), and the self shares under
+//     hooks against callgrind's instruction shares (bar: within 3
+//     points); uftrace's raw total beside.
 //   - hooks: a -finstrument-functions program dominated by ~1e6 calls of
 //     tiny functions (a few ns each): the calibrated cum of the loop
 //     against the uninstrumented build (goal: within 15%, below the
 //     calibration's resolution), the self shares against callgrind's;
 //     uftrace's raw figure beside.
 //   - uprobes: a function of about 60 µs per call, probed in a plain
-//     build, against its uninstrumented time (bar: within 5%).
+//     build, against its uninstrumented time (bar: within 5%; in-run
+//     calibration, the stored one beside).
 //
 // Usage (root, from the repository root; run `trueprof calibrate` first or
 // let record calibrate):
@@ -27,6 +29,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	_ "embed"
 	"flag"
 	"fmt"
@@ -43,6 +46,7 @@ import (
 	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/trace"
 )
 
 //go:embed fixture.c.txt
@@ -82,10 +86,12 @@ func main() {
 	hooked := filepath.Join(dir, "hooked")
 	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", plain, src)
 	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-finstrument-functions", "-o", hooked, src)
+	nopped := filepath.Join(dir, "nopped")
+	benchutil.Run("gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-fpatchable-function-entry=1", "-o", nopped, src)
 	tinyArgs := []string{"tiny", strconv.Itoa(*tinyN)}
 	coarseArgs := []string{"coarse", strconv.Itoa(*coarseN), strconv.Itoa(*coarseIt)}
 
-	heldLoop(trueprof, dir, plain, hooked)
+	heldLoop(trueprof, dir, plain, hooked, nopped)
 
 	// Hooks on tiny functions.
 	var ref, cal, calCPU, raw, progUnder, uft []float64
@@ -95,13 +101,13 @@ func main() {
 		tr := filepath.Join(dir, "tiny.trace")
 		out := benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, tinyArgs...)...)...)
 		progUnder = append(progUnder, parseNS(out))
-		res := analyse(tr)
+		res, _ := analyse(tr)
 		f := function(res, "tiny_loop")
 		cal = append(cal, f.Total.WallNS)
 		calCPU = append(calCPU, f.Total.CPUNS)
 		raw = append(raw, float64(f.Total.WallNSRaw))
 		shares = append(shares, selfShares(res, "tiny_loop", "tiny_loop", "tiny_a", "tiny_b"))
-		if u, ok := uftraceLoop(dir, hooked, tinyArgs); ok {
+		if u, ok := uftraceTotal(dir, hooked, tinyArgs, "tiny_loop"); ok {
 			uft = append(uft, u)
 		}
 	}
@@ -138,21 +144,41 @@ func main() {
 	fmt.Printf("  same-run calibration: tiny loop  %10.3f ms  (%+.1f%%; bursts of the calibration functions inside the loop)\n",
 		medianOrNaN(inrun)/1e6, pct(medianOrNaN(inrun), medianOrNaN(ref)))
 
-	// Uprobes on a coarse function.
-	var cref, ccal, craw []float64
+	// Uprobes on a coarse function, calibrated in the run (the bar) and
+	// by the stored calibration.
+	var cref, ccal, cstored, craw []float64
+	var cfits []string
 	for i := 0; i < *runs; i++ {
 		cref = append(cref, programTime(append([]string{plain}, coarseArgs...))/float64(*coarseN))
-		tr := filepath.Join(dir, "coarse.trace")
-		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--trace", "coarse", "--"}, append([]string{plain}, coarseArgs...)...)...)
-		f := function(analyse(tr), "coarse")
-		ccal = append(ccal, f.Total.WallNS/float64(f.Calls))
-		craw = append(craw, float64(f.Total.WallNSRaw)/float64(f.Calls))
+		for _, stored := range []bool{false, true} {
+			tr := filepath.Join(dir, "coarse.trace")
+			argv := []string{trueprof, "record", "-o", tr, "--trace", "coarse"}
+			if stored {
+				argv = append(argv, "--stored-calibration")
+			}
+			benchutil.Output(append(append(argv, "--", plain), coarseArgs...)...)
+			res, fit := analyse(tr)
+			f := function(res, "coarse")
+			// On CPU, as the fixture times it: a probe hit invites the
+			// scheduler, and descheduled time is not the program's.
+			if stored {
+				cstored = append(cstored, f.Total.CPUNS/float64(f.Calls))
+				continue
+			}
+			ccal = append(ccal, f.Total.CPUNS/float64(f.Calls))
+			craw = append(craw, float64(f.Total.WallNSRaw)/float64(f.Calls))
+			cfits = append(cfits, fit)
+		}
 	}
 	fmt.Printf("\nuprobes: coarse function, %d calls, %d runs, medians\n", *coarseN, *runs)
-	fmt.Printf("  uninstrumented per call          %10.2f µs\n", medianOrNaN(cref)/1e3)
-	fmt.Printf("  trueprof raw per call            %10.2f µs  (%+.1f%%)\n", medianOrNaN(craw)/1e3, pct(medianOrNaN(craw), medianOrNaN(cref)))
-	fmt.Printf("  trueprof calibrated per call     %10.2f µs  (%+.1f%%; goal within 5%%)\n", medianOrNaN(ccal)/1e3, pct(medianOrNaN(ccal), medianOrNaN(cref)))
-	check("uprobes, >= 50 µs function: calibrated vs uninstrumented", pct(medianOrNaN(ccal), medianOrNaN(cref)), 5, "%")
+	fmt.Printf("  uninstrumented per call (CPU)    %10.2f µs\n", medianOrNaN(cref)/1e3)
+	fmt.Printf("  trueprof raw per call (wall)     %10.2f µs  (%+.1f%%)\n", medianOrNaN(craw)/1e3, pct(medianOrNaN(craw), medianOrNaN(cref)))
+	fmt.Printf("  trueprof calibrated on CPU       %10.2f µs  (%+.1f%%; in-run; goal within 5%%)\n", medianOrNaN(ccal)/1e3, pct(medianOrNaN(ccal), medianOrNaN(cref)))
+	fmt.Printf("  trueprof calibrated on CPU       %10.2f µs  (%+.1f%%; stored calibration)\n", medianOrNaN(cstored)/1e3, pct(medianOrNaN(cstored), medianOrNaN(cref)))
+	for _, f := range cfits {
+		fmt.Printf("      %s\n", f)
+	}
+	check("uprobes, >= 50 µs function: calibrated (on CPU) vs uninstrumented", pct(medianOrNaN(ccal), medianOrNaN(cref)), 5, "%")
 
 	fmt.Printf("\nbars (this run)\n")
 	for _, b := range bars {
@@ -165,51 +191,92 @@ func main() {
 }
 
 // heldLoop measures the held-out program of 0.1-3 µs functions under
-// hooks and uprobes against its uninstrumented loop, and its self shares
-// under hooks against callgrind's.
-func heldLoop(trueprof, dir, plain, hooked string) {
+// hooks and uprobes against its uninstrumented loop, and the self shares
+// against callgrind's; uftrace's raw figure beside. Uprobes record the
+// plain build with in-run calibration (the bar) and with the stored one,
+// and a build whose functions all begin with a nop
+// (-fpatchable-function-entry=1), where every entry probe is emulated:
+// the plain build's short_fn begins with a mov, which the kernel
+// single-steps.
+func heldLoop(trueprof, dir, plain, hooked, nopped string) {
 	args := []string{"held", strconv.Itoa(*heldN)}
 	fns := []string{"outer", "short_fn", "long_fn"}
-	var ref, hook, hookCPU, hookRaw, up, upCPU, upRaw []float64
-	var shares []map[string]float64
+	var ref, refNop []float64
+	hooks := &heldRuns{}
+	uprobes := map[string]*heldRuns{"in-run": {}, "stored": {}, "emulated": {}}
+	uprobeArgs := []string{"--mech", "uprobe", "--trace", "held_loop", "--trace", "outer", "--trace", "short_fn", "--trace", "long_fn"}
 	for range *runs {
 		ref = append(ref, programTime(append([]string{plain}, args...)))
-		tr := filepath.Join(dir, "held-hooks.trace")
-		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--"}, append([]string{hooked}, args...)...)...)
-		res := analyse(tr)
-		f := function(res, "held_loop")
-		hook, hookCPU, hookRaw = append(hook, f.Total.WallNS), append(hookCPU, f.Total.CPUNS), append(hookRaw, float64(f.Total.WallNSRaw))
-		shares = append(shares, selfShares(res, "held_loop", fns...))
-		tr = filepath.Join(dir, "held-uprobes.trace")
-		benchutil.Output(append([]string{trueprof, "record", "-o", tr, "--mech", "uprobe", "--trace", "held_loop", "--trace", "outer",
-			"--trace", "short_fn", "--trace", "long_fn", "--"}, append([]string{plain}, args...)...)...)
-		f = function(analyse(tr), "held_loop")
-		up, upCPU, upRaw = append(up, f.Total.WallNS), append(upCPU, f.Total.CPUNS), append(upRaw, float64(f.Total.WallNSRaw))
+		refNop = append(refNop, programTime(append([]string{nopped}, args...)))
+		hooks.record(trueprof, dir, nil, hooked, args, fns)
+		uprobes["in-run"].record(trueprof, dir, uprobeArgs, plain, args, fns)
+		uprobes["stored"].record(trueprof, dir, append([]string{"--stored-calibration"}, uprobeArgs...), plain, args, fns)
+		uprobes["emulated"].record(trueprof, dir, uprobeArgs, nopped, args, fns)
 	}
 	cg := callgrindShares(dir, plain, args, "held_loop", fns...)
-	r := medianOrNaN(ref)
+	r, rn := medianOrNaN(ref), medianOrNaN(refNop)
 	fmt.Printf("held-out program: %d calls of outer (short_fn x2, long_fn -> short_fn), %d runs, medians\n", *heldN, *runs)
-	fmt.Printf("  uninstrumented loop              %10.3f ms\n", r/1e6)
-	fmt.Printf("  hooks raw cum of held_loop       %10.3f ms  (%+.1f%%)\n", medianOrNaN(hookRaw)/1e6, pct(medianOrNaN(hookRaw), r))
+	fmt.Printf("  uninstrumented loop (CPU)        %10.3f ms (nop-entry build %.3f ms)\n", r/1e6, rn/1e6)
+	if u, ok := uftraceTotal(dir, hooked, args, "held_loop"); ok {
+		fmt.Printf("  uftrace total of held_loop       %10.3f ms  (%+.1f%%, uncompensated, hooks)\n", u/1e6, pct(u, r))
+	}
 	// Each probe hit is a point where a busy machine deschedules the
 	// target: the bars use the on-CPU cum, as the tiny loop's goal does.
-	fmt.Printf("  hooks calibrated cum (in-run)    %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 5%%)\n",
-		medianOrNaN(hook)/1e6, pct(medianOrNaN(hook), r), medianOrNaN(hookCPU)/1e6, pct(medianOrNaN(hookCPU), r))
-	fmt.Printf("  uprobes raw cum of held_loop     %10.3f ms  (%+.1f%%)\n", medianOrNaN(upRaw)/1e6, pct(medianOrNaN(upRaw), r))
-	fmt.Printf("  uprobes calibrated cum (stored)  %10.3f ms  (%+.1f%%), on CPU %.3f ms (%+.1f%%; bar within 10%%)\n",
-		medianOrNaN(up)/1e6, pct(medianOrNaN(up), r), medianOrNaN(upCPU)/1e6, pct(medianOrNaN(upCPU), r))
-	check("hooks, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(hookCPU), r), 5, "%")
-	check("uprobes, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(upCPU), r), 10, "%")
-	fmt.Printf("  self shares (hooks)  trueprof  callgrind (instructions)\n")
+	hooks.print("hooks (in-run)", r, 5)
+	uprobes["in-run"].print("uprobes (in-run)", r, 10)
+	uprobes["stored"].print("uprobes (stored)", r, 10)
+	uprobes["emulated"].print("uprobes, nop entries (in-run)", rn, 10)
+	check("hooks, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(hooks.cpu), r), 5, "%")
+	check("uprobes, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(uprobes["in-run"].cpu), r), 10, "%")
+	fmt.Printf("  self shares          callgrind  hooks  uprobes  uprobes, nop entries\n")
 	for _, fn := range fns {
-		var v []float64
-		for _, s := range shares {
-			v = append(v, s[fn])
-		}
-		fmt.Printf("    %-12s        %6.1f%%   %6.1f%%   (%+.1f points; bar within 3)\n", fn, medianOrNaN(v), cg[fn], medianOrNaN(v)-cg[fn])
-		check("hooks, self share of "+fn+" vs callgrind", medianOrNaN(v)-cg[fn], 3, " points")
+		fmt.Printf("    %-12s        %6.1f%%  %6.1f%%  %6.1f%%  %6.1f%%   (hooks %+.1f points; bar within 3)\n", fn, cg[fn],
+			hooks.share(fn), uprobes["in-run"].share(fn), uprobes["emulated"].share(fn), hooks.share(fn)-cg[fn])
+		check("hooks, self share of "+fn+" vs callgrind", hooks.share(fn)-cg[fn], 3, " points")
 	}
 	fmt.Println()
+}
+
+// heldRuns are the recordings of the held-out program under one set of
+// options: held_loop's calibrated cum (wall and on CPU) and raw cum, and
+// the functions' self shares.
+type heldRuns struct {
+	wall, cpu, raw []float64
+	shares         []map[string]float64
+	fits           []string // each recording's calibration, as its header says
+}
+
+// record records bin args with trueprof's record options opts and adds
+// the run.
+func (h *heldRuns) record(trueprof, dir string, opts []string, bin string, args, fns []string) {
+	tr := filepath.Join(dir, "held.trace")
+	argv := append(append([]string{trueprof, "record", "-o", tr}, opts...), "--", bin)
+	benchutil.Output(append(argv, args...)...)
+	res, cal := analyse(tr)
+	f := function(res, "held_loop")
+	h.wall, h.cpu, h.raw = append(h.wall, f.Total.WallNS), append(h.cpu, f.Total.CPUNS), append(h.raw, float64(f.Total.WallNSRaw))
+	h.shares = append(h.shares, selfShares(res, "held_loop", fns...))
+	h.fits = append(h.fits, cal)
+}
+
+// print prints the runs' medians against the uninstrumented loop r, with
+// the bar (within limit %).
+func (h *heldRuns) print(name string, r, limit float64) {
+	fmt.Printf("  %-30s raw %8.3f ms (%+.1f%%), calibrated %8.3f ms (%+.1f%%), on CPU %8.3f ms (%+.1f%%; bar within %g%%)\n", name,
+		medianOrNaN(h.raw)/1e6, pct(medianOrNaN(h.raw), r), medianOrNaN(h.wall)/1e6, pct(medianOrNaN(h.wall), r),
+		medianOrNaN(h.cpu)/1e6, pct(medianOrNaN(h.cpu), r), limit)
+	for _, f := range h.fits {
+		fmt.Printf("      %s\n", f)
+	}
+}
+
+// share is fn's median self share.
+func (h *heldRuns) share(fn string) float64 {
+	var v []float64
+	for _, s := range h.shares {
+		v = append(v, s[fn])
+	}
+	return medianOrNaN(v)
 }
 
 func pct(a, b float64) float64 { return 100 * (a - b) / b }
@@ -286,7 +353,9 @@ func parseNS(out string) float64 {
 
 func programTime(argv []string) float64 { return parseNS(benchutil.Output(argv...)) }
 
-func analyse(path string) *calltree.Result {
+// analyse builds the calibrated call tree of the trace at path, and says
+// in a line what calibration it applied.
+func analyse(path string) (*calltree.Result, string) {
 	p, err := model.Open(path)
 	if err != nil {
 		log.Fatal(err)
@@ -298,7 +367,29 @@ func analyse(path string) *calltree.Result {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return res
+	return res, calibrationLine(p.Header.Calibration)
+}
+
+// calibrationLine sums up a calibration: where it was measured, its cost
+// per call and per stepped entry, its fit's residuals, or why it was
+// refused.
+func calibrationLine(c *trace.Calibration) string {
+	if c == nil {
+		return "no calibration"
+	}
+	src := cmp.Or(c.Source, "stored")
+	if c.Refused != "" {
+		return src + ": refused: " + c.Refused
+	}
+	line := fmt.Sprintf("%s: %.0f ns per call", src, c.PerCall)
+	if sc := c.Sites; sc != nil {
+		line += fmt.Sprintf(", stepped entry %.0f ns, RET probe %.0f ns", sc.EntryStepped, sc.ExitRetInsn)
+	}
+	var fit []string
+	for _, f := range c.Fit {
+		fit = append(fit, fmt.Sprintf("%s %+.1f%%", f.Name, 100*f.Error()))
+	}
+	return line + "; fit " + strings.Join(fit, ", ")
 }
 
 func function(res *calltree.Result, name string) calltree.Function {
@@ -358,11 +449,9 @@ func annotate(out string, inclusive bool) map[string]float64 {
 	return m
 }
 
-var uftraceTotal = regexp.MustCompile(`^\s*([\d.]+)\s+(ns|us|ms|s)\s+[\d.]+\s+(?:ns|us|ms|s)\s+\d+\s+tiny_loop\s*$`)
-
-// uftraceLoop records the hooked build with uftrace and returns its total
-// time of tiny_loop (uftrace reports raw, uncompensated times).
-func uftraceLoop(dir, bin string, args []string) (float64, bool) {
+// uftraceTotal records the hooked build with uftrace and returns its
+// total time of fn (uftrace reports raw, uncompensated times).
+func uftraceTotal(dir, bin string, args []string, fn string) (float64, bool) {
 	if _, err := exec.LookPath("uftrace"); err != nil {
 		return 0, false
 	}
@@ -375,9 +464,10 @@ func uftraceLoop(dir, bin string, args []string) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	total := regexp.MustCompile(`^\s*([\d.]+)\s+(ns|us|ms|s)\s+[\d.]+\s+(?:ns|us|ms|s)\s+\d+\s+` + regexp.QuoteMeta(fn) + `\s*$`)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		if g := uftraceTotal.FindStringSubmatch(sc.Text()); g != nil {
+		if g := total.FindStringSubmatch(sc.Text()); g != nil {
 			v, _ := strconv.ParseFloat(g[1], 64)
 			return v * map[string]float64{"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[g[2]], true
 		}

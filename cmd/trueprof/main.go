@@ -122,17 +122,18 @@ samples (and always all module and thread records); continuous has no limit.`,
 				}
 			}
 			if !noCalibrate {
-				// Hooks calibrate in the run unless told to use the
-				// stored calibration; uprobes use the stored one.
+				// Hooks and uprobes calibrate in the run unless told
+				// to use the stored calibration.
 				cfg.CalibrateInRun = !stored
+				cfg.UprobeCalibration = calibrate.NewUprobeInRun()
 				cfg.Calibration = func(m record.Mech) (*trace.Calibration, error) { return calibration(cmd, string(m)) }
 			}
 			res, err := record.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%s), %d events (%d lost) written to %s (%s); stopped: %s; recorder CPU %.2f s\n",
-				res.Samples, completeness(res), res.Events, res.Lost, out, formatBytes(res.Bytes), res.Reason, res.RecorderCPU.Seconds())
+			fmt.Fprintf(cmd.ErrOrStderr(), "trueprof: %d samples (%s), %d events, %d lost%s; written to %s (%s); stopped: %s; recorder CPU %.2f s\n",
+				res.Samples, completeness(res), res.Events, res.Lost, discarded(res), out, formatBytes(res.Bytes), res.Reason, res.RecorderCPU.Seconds())
 			if res.ExitCode != 0 {
 				return exitError(res.ExitCode)
 			}
@@ -152,7 +153,7 @@ samples (and always all module and thread records); continuous has no limit.`,
 	f.StringVar(&mech, "mech", "", "probe mechanism: hook (-finstrument-functions builds) or uprobe; default: hook when compiled in")
 	f.StringVar(&root, "root", "", "instrument this function and, lazily, what it calls")
 	f.BoolVar(&noCalibrate, "no-calibrate", false, "instrumented recordings: no calibration (reports show raw times, probe cost included)")
-	f.BoolVar(&stored, "stored-calibration", false, "hooks: use this machine's stored calibration (trueprof calibrate) instead of calibrating in the run")
+	f.BoolVar(&stored, "stored-calibration", false, "instrumented recordings: use this machine's stored calibration (trueprof calibrate) instead of calibrating in the run")
 	c.MarkFlagsMutuallyExclusive("no-calibrate", "stored-calibration")
 	f.BoolVar(&aggregate, "aggregate", false, "fold the events into call trees while recording and write their snapshots instead of every event: hours of tracing in megabytes (callflow and timeline then have no events to show)")
 	f.DurationVar(&snapshot, "snapshot", 0, "with --aggregate: the interval between tree snapshots; a killed recorder loses at most one (default 1s)")
@@ -178,6 +179,16 @@ func completeness(res *record.Result) string {
 		msg += fmt.Sprintf(", %d %s", n, r)
 	}
 	return msg
+}
+
+// discarded says how many samples and events wrap mode dropped to stay
+// within --size: the counts before it include them, and the report's
+// header shows them as lost (wrap).
+func discarded(res *record.Result) string {
+	if res.Discarded == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d discarded by --mode wrap (the oldest, to stay within --size)", res.Discarded)
 }
 
 // parseMmapPages parses -m as perf does: a number of pages, or a size
@@ -223,9 +234,8 @@ exit->exit) so that the calibrated loops match the uninstrumented ones, and
 stores each shape's residual and the resolution (the shortest call shown to
 be measured within 10%) with it. A calibration that fits badly is refused,
 not stored. The result is stored per machine (see docs/calibration.md) and
-copied into uprobe traces (record measures it on first use) and into hooks
-traces recorded with --stored-calibration; hooks recordings otherwise
-calibrate in the run itself. --counters checks whether per-call hardware
+copied into traces recorded with --stored-calibration (record measures it
+on first use); recordings otherwise calibrate in the run itself. --counters checks whether per-call hardware
 counters can be measured here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

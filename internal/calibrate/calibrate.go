@@ -30,8 +30,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -294,20 +294,26 @@ func round(v [trace.Transitions]float64) [trace.Transitions]float64 {
 	return v
 }
 
+// targetFlags are the C compiler's flags for the calibration target.
+// Functions and loops are aligned to 64 bytes so that the copies of a
+// function (target.c's cal_, ref_, ...) run at the same speed.
+var targetFlags = []string{"-O1", "-fno-omit-frame-pointer", "-falign-functions=64", "-falign-loops=64"}
+
 // build compiles the calibration target for the mechanism.
 func build(ctx context.Context, dir, mech string) (string, error) {
 	src := filepath.Join(dir, "target.c")
 	if err := os.WriteFile(src, []byte(targetSource), 0o644); err != nil {
 		return "", err
 	}
-	args := []string{"-O1", "-fno-omit-frame-pointer", "-o", filepath.Join(dir, "target-"+mech), src}
+	bin := filepath.Join(dir, "target-"+mech)
+	args := append(slices.Clone(targetFlags), "-o", bin, src)
 	if mech == "hook" {
 		args = append(args, "-finstrument-functions")
 	}
 	if out, err := exec.CommandContext(ctx, "cc", args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the calibration target (a C compiler is required): %w\n%s", err, out)
 	}
-	return args[3], nil
+	return bin, nil
 }
 
 // recordTarget records one run of the target under the mechanism.
@@ -345,17 +351,7 @@ func uninstrumented(ctx context.Context, bin string, shapes []string) ([]float64
 	if err != nil {
 		return nil, fmt.Errorf("running the calibration target: %w", err)
 	}
-	lines := strings.Fields(string(out))
-	if len(lines) != len(shapes) {
-		return nil, fmt.Errorf("calibration target printed %q for %d shapes", out, len(shapes))
-	}
-	ns := make([]float64, len(lines))
-	for i, l := range lines {
-		if ns[i], err = strconv.ParseFloat(l, 64); err != nil {
-			return nil, fmt.Errorf("calibration target printed %q", out)
-		}
-	}
-	return ns, nil
+	return parseTimes(string(out), len(shapes))
 }
 
 // isCal reports whether fn is one of the calibration functions.

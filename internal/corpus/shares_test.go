@@ -75,8 +75,9 @@ func normName(name string) string {
 
 // stripSignature removes the parameter list, the qualifiers after it and
 // the return type before the name from a demangled C++ (or JVM perf map)
-// name: perf demangles without them ("std::sort<...>"), trueprof with
-// them ("void std::sort<...>(It, It)"). Names that do not end in a
+// name: perf demangles without them ("std::sort<...>"), trueprof with the
+// parameters ("std::sort<...>(It, It)"), a JVM's perf map with both. Names
+// that do not end in a
 // parameter list (C, kernel, node's "JS:*f file:1:2") are unchanged.
 func stripSignature(name string) string {
 	s := name

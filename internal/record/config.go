@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,13 @@ type Config struct {
 	// use it in place of the header's (docs/calibration.md, "In-run
 	// calibration"). Calibration is then not called for hooks.
 	CalibrateInRun bool
+	// UprobeCalibration calibrates a uprobe recording in the run when
+	// CalibrateInRun is set: a burst once the probes are in place and
+	// another when recording ends, whose fit is written at the end of the
+	// trace as for hooks (docs/calibration.md, "In-run calibration for
+	// uprobes"); Calibration is then not called for uprobes. Nil: uprobe
+	// recordings use Calibration.
+	UprobeCalibration UprobeCalibrator
 	// Aggregate folds the events into call trees while recording and
 	// writes their snapshots, every Snapshot (DefaultSnapshot when 0),
 	// instead of the events (aggregate.go); TreeMemory bounds the trees'
@@ -246,4 +254,15 @@ func stackBytes(cfg Config) int {
 		return defaultStackBytes(perf.UnlimitedRings())
 	}
 	return cfg.StackBytes
+}
+
+// UprobeCalibrator runs a uprobe recording's in-run calibration bursts
+// and fits them (calibrate.UprobeInRun).
+type UprobeCalibrator interface {
+	// Burst runs one calibration burst; an error says why it failed,
+	// and the recording goes on.
+	Burst(ctx context.Context) error
+	// Calibration returns the fit of the bursts, refused (with the
+	// reason) when none completed or the fit is bad.
+	Calibration() *trace.Calibration
 }

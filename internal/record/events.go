@@ -149,6 +149,7 @@ func (s *session) processEvent(e *instrEvent) error {
 		// Events count against --size like samples; the writer counts
 		// the refused ones in a Lost record at Close, and the recording
 		// goes on with its other records.
+		s.result.Lost++
 		return nil
 	case err != nil:
 		return err

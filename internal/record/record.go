@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,10 +41,13 @@ type Result struct {
 	ExitCode int    // the launched target's exit status (128+signal if killed); 0 when attached
 	Samples  uint64 // samples written
 	Events   uint64 // function entries and exits written
-	Lost     uint64 // samples lost in the kernel or dropped by a limit
-	Bytes    int64  // trace file size
-	Reason   string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
-	UserOnly bool   // kernel sampling was not permitted
+	Lost     uint64 // samples and events lost in the kernel or refused at the --size limit
+	// Discarded counts, in wrap mode, the samples and events written and
+	// then dropped, the oldest first, to keep the trace within --size.
+	Discarded uint64
+	Bytes     int64  // trace file size
+	Reason    string // why recording stopped: "exited", "signal", "duration", "size", "ctl"
+	UserOnly  bool   // kernel sampling was not permitted
 	// Truncated counts the samples whose stack stops short of the
 	// thread's entry, by reason.
 	Truncated [trace.NumUnwindReasons]uint64
@@ -102,6 +106,7 @@ type session struct {
 	// cal collects the in-run calibration bursts (Config.CalibrateInRun
 	// with hooks); nil otherwise.
 	cal       *calfit.Collector
+	calBursts time.Duration // the uprobe calibration bursts' time (calibrationBurst)
 	sampleRec trace.Sample
 	result    Result
 	full      bool // the size limit was reached
@@ -165,6 +170,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := s.record(ctx); err != nil {
 		return nil, err
 	}
+	// An interrupted recording still calibrates its end.
+	s.calibrationBurst(context.WithoutCancel(ctx), "end")
 	return s.finish()
 }
 
@@ -292,6 +299,8 @@ func (s *session) openTrace(kernel bool) error {
 		s.hdr.Root = s.cfg.Root
 		if s.mech == MechHook && s.cfg.CalibrateInRun {
 			s.cal = calfit.NewCollector()
+		} else if s.uprobeInRun() {
+			// Fitted from the bursts at the end (calibrationBurst).
 		} else if s.cfg.Calibration != nil {
 			if s.hdr.Calibration, err = s.cfg.Calibration(s.mech); err != nil {
 				return err
@@ -313,6 +322,8 @@ func (s *session) openTrace(kernel bool) error {
 // attached one by writing its threads and mappings so far and enabling
 // the events, and drains the rings until recording stops.
 func (s *session) record(ctx context.Context) error {
+	// The probes are in place; a launched target has not started yet.
+	s.calibrationBurst(ctx, "start")
 	if s.tgt != nil {
 		if err := s.tgt.release(); err != nil {
 			return fmt.Errorf("starting the target: %w", err)
@@ -365,8 +376,18 @@ func (s *session) finish() (*Result, error) {
 			fmt.Fprintf(s.log, "trueprof: no in-run calibration burst completed (the target never loaded the hook library's constructor, or was killed); reports show raw times\n")
 		}
 	}
+	if s.uprobeInRun() {
+		cal = s.cfg.UprobeCalibration.Calibration()
+		cal.Host, cal.Kernel, cal.Time = s.hdr.Host, s.hdr.Kernel, time.Now().UTC()
+		if err := s.w.Write(&trace.CalibrationRecord{Calibration: cal}); err != nil {
+			return nil, err
+		}
+		if cal.Refused != "" {
+			fmt.Fprintf(s.log, "trueprof: in-run calibration refused: %s; reports show raw times\n", cal.Refused)
+		}
+	}
 	if s.mech != MechAuto && cal != nil {
-		s.warnHot(s.mech, cal, time.Duration(perf.Now()-s.hdr.StartNS))
+		s.warnHot(s.mech, cal, time.Duration(perf.Now()-s.hdr.StartNS)-s.calBursts)
 	}
 	// Probes come off as soon as recording stops: an attached process
 	// goes on unharmed. What they could not deliver is counted.
@@ -391,11 +412,32 @@ func (s *session) finish() (*Result, error) {
 		return nil, err
 	}
 	s.result.Bytes = s.w.Size()
+	s.result.Discarded = s.w.Stats().Discarded
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.result.RecorderCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return &s.result, nil
+}
+
+// uprobeInRun reports whether the recording calibrates uprobes in the
+// run (Config.UprobeCalibration).
+func (s *session) uprobeInRun() bool {
+	return s.mech == MechUprobe && s.cfg.CalibrateInRun && s.cfg.UprobeCalibration != nil
+}
+
+// calibrationBurst runs a uprobe recording's in-run calibration burst
+// (when, "start" or "end", names it in a failure's warning): a failed
+// burst does not stop the recording.
+func (s *session) calibrationBurst(ctx context.Context, when string) {
+	if !s.uprobeInRun() {
+		return
+	}
+	start := time.Now()
+	defer func() { s.calBursts += time.Since(start) }()
+	if err := s.cfg.UprobeCalibration.Burst(ctx); err != nil {
+		fmt.Fprintf(s.log, "trueprof: uprobe calibration burst at the %s failed: %s\n", when, strings.TrimSpace(err.Error()))
+	}
 }
 
 // warnHot says what the probes cost the target, which calibration
@@ -412,7 +454,7 @@ func (s *session) warnHot(mech Mech, cal *trace.Calibration, elapsed time.Durati
 		cost = 0
 		for _, src := range s.sources {
 			if u, ok := src.(*uprobeSource); ok {
-				for _, h := range u.set.Hot(sc.EntryEmulated, sc.EntryStepped, elapsed, 0) {
+				for _, h := range u.set.Hot(*sc, elapsed, 0) {
 					cost += h.Cost
 					if h.Share > 0.05 {
 						hot = append(hot, h)

@@ -358,6 +358,9 @@ func TestModes(t *testing.T) {
 		if res.Reason != "size" && p.Lost.Size == 0 {
 			t.Errorf("normal mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
 		}
+		if res.Lost != p.Lost.Size+p.Lost.Kernel || res.Discarded != 0 {
+			t.Errorf("record's result says %d lost, %d discarded; the trace %+v", res.Lost, res.Discarded, p.Lost)
+		}
 	})
 	t.Run("wrap", func(t *testing.T) {
 		// Enough rounds for several times the limit's samples even when
@@ -365,6 +368,10 @@ func TestModes(t *testing.T) {
 		res, p := recordCmd(t, Config{Command: []string{bin, "4000"}, Mode: trace.ModeWrap, SizeLimit: 16 << 10, Freq: 4000})
 		if p.Lost.Wrap == 0 || res.Reason != "exited" {
 			t.Errorf("wrap mode with a 16 KiB limit: reason %q, lost %+v", res.Reason, p.Lost)
+		}
+		// record's summary counts what the report's header shows.
+		if res.Discarded != p.Lost.Wrap || res.Lost != p.Lost.Kernel {
+			t.Errorf("record's result says %d lost, %d discarded; the trace %+v", res.Lost, res.Discarded, p.Lost)
 		}
 		// The newest samples are kept: the last one is near the target's
 		// exit (the recorder's own end may come later on a busy machine).

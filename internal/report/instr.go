@@ -406,6 +406,13 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 			fmt.Fprintf(w, "Resolution: %s per call (calls shorter than that are estimates); fit: %s\n",
 				formatNS(c.Resolution), strings.Join(fit, ", "))
 		}
+		if sc := c.Sites; sc != nil {
+			// What each class of uprobe site costs a hit: the entries
+			// and exits of other classes than the fitted one's lose the
+			// difference too (record's cost warning used these numbers).
+			fmt.Fprintf(w, "Sites:      per hit: entry %s emulated, %s single-stepped; exit %s return probe, %s RET probe\n",
+				formatNS(sc.EntryEmulated), formatNS(sc.EntryStepped), formatNS(sc.ExitReturn), formatNS(sc.ExitRetInsn))
+		}
 		fmt.Fprintf(w, "Times:      calibrated (probe cost and profiler pauses removed); --raw for unadjusted\n")
 	case h.Raw:
 		fmt.Fprintf(w, "Calibration: not applied (--raw)\n")

@@ -783,3 +783,19 @@ func TestInstrResolution(t *testing.T) {
 		t.Errorf("refused calibration: want no marks and the reason:\n%s", out)
 	}
 }
+
+// TestInstrSiteCosts: a uprobe calibration's cost per hit of each site
+// class is in the header, where its numbers can be compared with
+// record's cost warning; a hook calibration has no such line.
+func TestInstrSiteCosts(t *testing.T) {
+	p := modeltest.InstrFixture()
+	if out := writeText(t, p, report.Options{View: "flat"}); strings.Contains(out, "Sites:") {
+		t.Errorf("a calibration without site costs has a Sites line:\n%s", out)
+	}
+	p.Header.Calibration.Sites = &trace.SiteCosts{EntryEmulated: 502, EntryStepped: 14480, ExitReturn: 209.8, ExitRetInsn: 14550}
+	out := writeText(t, p, report.Options{View: "flat"})
+	want := "Sites:      per hit: entry 502ns emulated, 14.48µs single-stepped; exit 209.8ns return probe, 14.55µs RET probe\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("header without %q:\n%s", want, out)
+	}
+}

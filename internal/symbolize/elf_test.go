@@ -285,8 +285,8 @@ func TestCXXDemangled(t *testing.T) {
 	tests := []struct{ mangled, want string }{
 		{"_ZN3geo4areaEll", "geo::area(long, long)"},
 		{"_ZN3geo4areaEd", "geo::area(double)"},
-		{"_ZN3geo5twiceIlEET_S1_", "long geo::twice<long>(long)"},
-		{"_ZN3geo5twiceIdEET_S1_", "double geo::twice<double>(double)"},
+		{"_ZN3geo5twiceIlEET_S1_", "geo::twice<long>(long)"},
+		{"_ZN3geo5twiceIdEET_S1_", "geo::twice<double>(double)"},
 		{"_ZNK3geo6Square4sizeEv", "geo::Square::size() const"},
 	}
 	for _, tt := range tests {

@@ -213,7 +213,9 @@ func TestPLTStubsObjdump(t *testing.T) {
 					ifuncs++
 					continue
 				}
-				if name != want {
+				// objdump -C spells a template function with its
+				// return type first; trueprof drops it, as perf does.
+				if name != want && !strings.HasSuffix(want, " "+name) {
 					t.Errorf("%#x: Resolve = %q, objdump -C <%s>", p.lo, name, want)
 				}
 			}

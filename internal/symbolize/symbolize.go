@@ -48,7 +48,7 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Demangle returns the human-readable form of a C++ (_Z...) or Rust (legacy
 // _ZN...17h<hash>E, whose hash is dropped, or v0 _R...) symbol name. C++
 // names keep their parameter types so that overloads stay distinct, as in
-// perf and callgrind. Any other name, and any name that fails to demangle,
+// callgrind, and lose the return type of template functions, as in perf. Any other name, and any name that fails to demangle,
 // is returned unchanged.
 func Demangle(name string) string {
 	if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") {
@@ -62,11 +62,55 @@ func Demangle(name string) string {
 	if i := strings.IndexByte(name, '@'); i > 0 {
 		base, ver = name[:i], name[i:]
 	}
+	if strings.HasPrefix(base, "_Z") && !rustLegacy(base) {
+		a, err := demangle.ToAST(base, demangle.MaxLength(16))
+		if err != nil {
+			return name
+		}
+		return demangle.ASTToString(dropReturnType(a)) + ver
+	}
 	s, err := demangle.ToString(base, demangle.MaxLength(16))
 	if err != nil {
 		return name
 	}
 	return s + ver
+}
+
+// rustLegacy reports whether name is a legacy Rust symbol
+// (_ZN...17h<16 hex digits>E, optionally followed by ".suffix"), which only
+// demangle.ToString turns into Rust's spelling without the hash.
+func rustLegacy(name string) bool {
+	if i := strings.LastIndex(name, "E."); i > 0 {
+		name = name[:i+1]
+	}
+	return strings.HasPrefix(name, "_ZN") && strings.HasSuffix(name, "E") &&
+		len(name) > 23 && name[len(name)-20:len(name)-17] == "17h"
+}
+
+// dropReturnType removes the return type that the Itanium ABI mangles into
+// template functions, so that "std::__introsort_loop<...>(...)" reads as
+// perf and callgrind show it rather than "void std::__introsort_loop<...>
+// (...)": a name that starts with its return type sorts, shortens (pprof
+// drops everything after the first parenthesis, not what is before the
+// name) and truncates badly.
+func dropReturnType(a demangle.AST) demangle.AST {
+	switch a := a.(type) {
+	case *demangle.Clone:
+		c := *a
+		c.Base = dropReturnType(a.Base)
+		return &c
+	case *demangle.Typed:
+		ft, ok := a.Type.(*demangle.FunctionType)
+		if !ok || ft.Return == nil {
+			return a
+		}
+		f := *ft
+		f.Return = nil
+		t := *a
+		t.Type = &f
+		return &t
+	}
+	return a
 }
 
 // addrName is the name given to an address with no known function:

@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"trueprof/internal/perf"
+	"trueprof/internal/trace"
 )
 
 // Event is one probe hit.
@@ -452,23 +453,24 @@ func (h Hot) String() string {
 }
 
 // Hot returns the sites whose events read so far cost more than share
-// (0.05 for 5%) of elapsed, costliest first. The cost of a hit is
-// emulated or stepped ns (from Cost) depending on the probed instruction:
-// a RET probe is always stepped, a uretprobe's return costs about an
-// emulated hit. It returns nil if elapsed is not positive.
-func (s *Set) Hot(emulated, stepped float64, elapsed time.Duration, share float64) []Hot {
+// (0.05 for 5%) of elapsed, costliest first. A hit costs what its site's
+// class costs per c (the numbers calibrated reports subtract): an entry
+// on an emulated or a single-stepped instruction, an exit through a
+// return probe or a RET-instruction probe. It returns nil if elapsed is
+// not positive.
+func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot {
 	if elapsed <= 0 {
 		return nil
 	}
 	var hot []Hot
 	for i, h := range s.hits {
 		site := s.sites[i]
-		entry, exit := stepped, emulated
+		entry, exit := c.EntryStepped, c.ExitReturn
 		if site.Emulated {
-			entry = emulated
+			entry = c.EntryEmulated
 		}
 		if !site.Return {
-			exit = stepped
+			exit = c.ExitRetInsn
 		}
 		cost := time.Duration(float64(h[0])*entry + float64(h[1])*exit)
 		if sh := float64(cost) / float64(elapsed); sh > share {

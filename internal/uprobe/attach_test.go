@@ -17,6 +17,7 @@ import (
 
 	"trueprof/internal/perf"
 	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
 )
 
 // requireUprobes requires BPF uprobe_multi links, which Attach uses.
@@ -429,7 +430,7 @@ func TestAttachRunningThreads(t *testing.T) {
 	}
 	t.Logf("work: %v; %d events from %d old threads, %d from %d new threads", got["work"], oldEvents, len(old), newEvents, newThreads)
 	// work is a frameless leaf: its probes are single-stepped.
-	hot := set.Hot(600, 11000, time.Second, 0.05)
+	hot := set.Hot(trace.SiteCosts{EntryEmulated: 600, EntryStepped: 11000, ExitReturn: 600, ExitRetInsn: 11000}, time.Second, 0.05)
 	if len(hot) != 1 || hot[0].Function != "work" || !hot[0].Stepped {
 		t.Errorf("hot sites %v, want work", hot)
 	} else {

@@ -42,8 +42,8 @@
 //			fmt.Println(e.Time, e.TID, e.Entry, sites[e.Site].Function)
 //		})
 //	}
-//	emulated, stepped, _ := uprobe.Cost()
-//	for _, h := range set.Hot(emulated, stepped, elapsed, 0.05) {
+//	costs, _ := uprobe.SiteCosts()
+//	for _, h := range set.Hot(costs, elapsed, 0.05) {
 //		log.Println("warning:", h)
 //	}
 //
