@@ -107,9 +107,13 @@ type session struct {
 	// with hooks); nil otherwise.
 	cal       *calfit.Collector
 	calBursts time.Duration // the uprobe calibration bursts' time (calibrationBurst)
-	sampleRec trace.Sample
-	result    Result
-	full      bool // the size limit was reached
+	// gained says a sampling recording gained uprobes (ctl trace add,
+	// root), and gainedCalibrated that it was calibrated for them
+	// (calibrateGained).
+	gained, gainedCalibrated bool
+	sampleRec                trace.Sample
+	result                   Result
+	full                     bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
 	// reader empties the sampling rings (ringreader.go); freed are the
