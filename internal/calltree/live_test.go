@@ -375,7 +375,9 @@ func hasPruned(r *Result) bool {
 // BenchmarkLive feeds a hook trace of 1.2M events (modeltest.WriteCalls)
 // through model.Tables and a Live analysis record by record, as the
 // recorder does with --aggregate, with a snapshot every 100,000 records:
-// the recorder's cost per event of aggregating (events/s).
+// the recorder's cost per event of aggregating (events/s); by thread,
+// and by goroutine too as for a Go target (FollowGoroutines: a second
+// replay of every record).
 func BenchmarkLive(b *testing.B) {
 	var buf bytes.Buffer
 	if err := modeltest.WriteCalls(&buf, 200_000); err != nil {
@@ -393,35 +395,48 @@ func BenchmarkLive(b *testing.B) {
 		}
 		recs = append(recs, r)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		var l *Live
-		tables := model.NewTables(tr.Header(), func(r *model.Record) { l.Record(r) })
-		l, err = NewLive(tables.Profile(), Options{}, true)
-		if err != nil {
-			b.Fatal(err)
+	for _, goroutines := range []bool{false, true} {
+		name := "thread"
+		if goroutines {
+			name = "thread+goroutine"
 		}
-		w, err := trace.NewWriter(io.Discard, &trace.Header{}, trace.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i, r := range recs {
-			if changed, err := tables.Add(r); err != nil {
-				b.Fatal(err)
-			} else if changed {
-				l.ThreadsChanged()
-			}
-			if i%100_000 == 0 {
-				if err := l.Snapshot(0, w); err != nil {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var l *Live
+				tables := model.NewTables(tr.Header(), func(r *model.Record) { l.Record(r) })
+				l, err = NewLive(tables.Profile(), Options{}, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if goroutines {
+					if err := l.FollowGoroutines(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				w, err := trace.NewWriter(io.Discard, &trace.Header{}, trace.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, r := range recs {
+					if changed, err := tables.Add(r); err != nil {
+						b.Fatal(err)
+					} else if changed {
+						l.ThreadsChanged()
+					}
+					if i%100_000 == 0 {
+						if err := l.Snapshot(0, w); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if err := l.Finish(0, 0, w); err != nil {
 					b.Fatal(err)
 				}
 			}
-		}
-		if err := l.Finish(0, 0, w); err != nil {
-			b.Fatal(err)
-		}
+			b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
-	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 // FuzzBuildAggregated reads arbitrary bytes as a trace and renders its
