@@ -20,14 +20,25 @@ func NewPoller(fds []int) (*Poller, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
+	p := &Poller{epfd: epfd, events: make([]unix.EpollEvent, len(fds)+1)}
+	if err := p.Add(fds...); err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	return p, nil
+}
+
+// Add watches fds for input too: descriptors opened after the Poller
+// (probes placed while recording). A descriptor closed later is
+// forgotten by the kernel.
+func (p *Poller) Add(fds ...int) error {
 	for _, fd := range fds {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			unix.Close(epfd)
-			return nil, os.NewSyscallError("epoll_ctl", err)
+		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
 		}
 	}
-	return &Poller{epfd: epfd, events: make([]unix.EpollEvent, len(fds)+1)}, nil
+	return nil
 }
 
 // Wait blocks until a descriptor is readable or timeoutMS elapses. An

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"trueprof/internal/control"
 	"trueprof/internal/resolve"
@@ -36,13 +37,18 @@ type planner interface {
 }
 
 // attachUprobes places uprobes: uprobe.Attach, which only the uprobe
-// planner calls (tests replace it to see who does).
-var attachUprobes = uprobe.Attach
+// planner calls (tests replace it to see who does), and attachLoaded the
+// same with the BPF side loaded beforehand (uprobe.AttachLoaded).
+var (
+	attachUprobes = uprobe.Attach
+	attachLoaded  = uprobe.AttachLoaded
+)
 
 // uprobePlanner plans and places uprobes: the functions that match the
 // patterns, in the executable and the libraries it needs when the target
 // starts, in libraries as they are mapped, and with --root the direct
-// callees of each probed function when it first runs (Scheme B).
+// callees of each function of the root's subgraph when it first runs
+// (Scheme B), the target held meanwhile (lazy.go).
 type uprobePlanner struct {
 	path     string // the executable
 	patterns []string
@@ -54,10 +60,19 @@ type uprobePlanner struct {
 	done map[string]bool
 	log  io.Writer // warnings
 	// root is --root's function: probed first, its callees as they run.
+	// probed are the functions of its subgraph probed so far.
 	root   string
-	probed map[[2]uint64]probedFunc // by module string id and file offset
+	probed map[liveKey]probedFunc
 	graphs map[string]*callGraph
 	named  map[string]bool // path + NUL + function already probed
+	// held are the entries that stopped the target, not yet released
+	// (lazy.go); holds counts the holds, heldNS their time.
+	held   []heldEntry
+	holds  int
+	heldNS uint64
+	// spare is the BPF side of the next set --root's expansion places,
+	// loaded outside the holds (refill): most of what placing costs.
+	spare *uprobe.Loaded
 	// What placing needs from the session, from start on: names of files
 	// and functions, the trace for Probe records, the watch of the waits
 	// placing causes, and the loop's sources.
@@ -98,7 +113,8 @@ type liveProbe struct {
 	root  bool
 }
 
-// probedFunc is a probed function, for --root's expansion.
+// probedFunc is a probed function of the root's subgraph, for --root's
+// expansion.
 type probedFunc struct {
 	path     string
 	vaddr    uint64
@@ -160,7 +176,7 @@ func newPlanner(command []string, pid int, log io.Writer) (*uprobePlanner, error
 // first run.
 func (p *uprobePlanner) setRoot(fn string) {
 	p.root = fn
-	p.probed = map[[2]uint64]probedFunc{}
+	p.probed = map[liveKey]probedFunc{}
 	if p.graphs == nil {
 		p.graphs = map[string]*callGraph{}
 	}
@@ -197,6 +213,7 @@ func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *
 			return err
 		}
 	}
+	p.refill()
 	return nil
 }
 
@@ -219,58 +236,102 @@ func (p *uprobePlanner) moduleMapped(pid uint32, path string, _ uint64) error {
 	return nil
 }
 
-// entered probes the direct callees of a function the first time it
-// runs under --root (Scheme B). Their first calls happen before the
-// probes are placed and are not seen; later calls are counted, and the
-// Probe records say from when.
+// entered probes the direct callees of a function of the root's
+// subgraph the first time it runs, when its entry did not hold the target
+// (its expansion then comes when its event is drained, a few milliseconds
+// later, and the calls made meanwhile are not seen).
 func (p *uprobePlanner) entered(pid, module uint32, off, _ uint64) error {
+	p.expand(int(pid), liveKey{module, off})
+	return nil
+}
+
+// expand probes the direct callees of the function key of the root's
+// subgraph, the first time it is asked to (Scheme B), and releases the
+// function's hold: its later entries never stop the target.
+func (p *uprobePlanner) expand(pid int, key liveKey) {
 	if p.root == "" {
-		return nil
+		return
 	}
-	key := [2]uint64{uint64(module), off}
 	pf, ok := p.probed[key]
 	if !ok || pf.expanded {
-		return nil
+		return
 	}
 	pf.expanded = true
 	p.probed[key] = pf
-	g := p.graphs[pf.path]
-	if g == nil {
-		var err error
-		if g, err = openCallGraph(pf.path); err != nil {
-			return nil
-		}
-		p.graphs[pf.path] = g
-	}
-	var names []string
-	for _, name := range g.callees(pf.vaddr) {
-		// Names with glob metacharacters (C++ operators) cannot be
-		// given to the planner as exact patterns.
-		if !strings.ContainsAny(name, "*?[]\\") && !p.named[pf.path+"\x00"+name] {
-			p.named[pf.path+"\x00"+name] = true
-			names = append(names, name)
-		}
-	}
+	// Released after its callees are probed: an entry of another thread
+	// meanwhile still holds.
+	defer p.release(key)
+	names := p.callees(pf.path, pf.vaddr)
 	if len(names) == 0 {
-		return nil
+		return
+	}
+	for _, name := range names {
+		p.named[pf.path+"\x00"+name] = true
 	}
 	sites, err := uprobe.Plan(pf.path, names)
 	var skip *uprobe.SkipError
 	if err != nil && !errors.As(err, &skip) {
-		return nil
+		return
 	}
 	if len(sites) == 0 {
-		return nil
+		return
 	}
-	if err := p.attachModule(int(pid), plannedModule{path: pf.path, sites: sites, root: true}, true); err != nil {
+	if err := p.attachModule(pid, plannedModule{path: pf.path, sites: sites, root: true}, true); err != nil {
 		fmt.Fprintf(p.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
 	}
-	return nil
+}
+
+// release makes the entries of function key stop the target no more.
+func (p *uprobePlanner) release(key liveKey) {
+	lp, ok := p.live[key]
+	if !ok {
+		return
+	}
+	if err := lp.src.set.Release(lp.site); err != nil {
+		fmt.Fprintf(p.log, "trueprof: --root: %v\n", err)
+	}
+}
+
+// callees returns the functions of the file at path that the function at
+// vaddr calls directly and that are not probed for the root yet: what
+// expanding it would probe. A file whose code cannot be read has none.
+func (p *uprobePlanner) callees(path string, vaddr uint64) []string {
+	g := p.graphs[path]
+	if g == nil {
+		var err error
+		if g, err = openCallGraph(path); err != nil {
+			return nil
+		}
+		p.graphs[path] = g
+	}
+	var names []string
+	for _, name := range g.callees(vaddr) {
+		// Names with glob metacharacters (C++ operators) cannot be
+		// given to the planner as exact patterns.
+		if !strings.ContainsAny(name, "*?[]\\") && !p.named[path+"\x00"+name] {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func (p *uprobePlanner) stop() { p.stopped = true }
 
 func (p *uprobePlanner) close() {
+	// A recording that ends on an error must not leave the target held.
+	if len(p.held) > 0 {
+		p.resume(int(p.held[0].pid))
+		p.held = nil
+	}
+	if p.holds > 0 {
+		fmt.Fprintf(p.log, "trueprof: --root: the target was held %d times, %v in all, while the callees of the functions it entered were probed (removed from its times: the report's Paused line)\n",
+			p.holds, time.Duration(p.heldNS).Round(time.Microsecond))
+		p.holds = 0
+	}
+	if p.spare != nil {
+		p.spare.Close()
+		p.spare = nil
+	}
 	for _, g := range p.graphs {
 		g.close()
 	}
@@ -303,7 +364,8 @@ func (p *uprobePlanner) attachLive(pid int, m plannedModule, lazy bool) (*uprobe
 // placeModule places a planned module's probes on pid and adds their
 // source, which counts nothing until accept; lazy marks probes placed by
 // --root's expansion. Functions probed already are left out: nil when
-// all of them are.
+// all of them are. A function of the root's subgraph that calls functions
+// not probed yet holds the target at its first entry (lazy.go).
 func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy bool) (*uprobeSource, error) {
 	module, err := p.res.Module(m.path)
 	if err != nil {
@@ -316,7 +378,19 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 	if len(m.sites) == 0 {
 		return nil, nil
 	}
-	set, err := attachUprobes(pid, m.path, m.sites, launched)
+	holds := false
+	for i, site := range m.sites {
+		if p.inSubgraph(m, site) && len(p.callees(m.path, site.Start)) > 0 {
+			m.sites[i].Hold, holds = true, true
+		}
+	}
+	var set *uprobe.Set
+	if lazy && p.spare != nil && len(m.sites) <= uprobe.LoadedSites {
+		set, err = attachLoaded(p.spare, pid, m.path, m.sites, launched)
+		p.spare = nil
+	} else {
+		set, err = attachUprobes(pid, m.path, m.sites, launched)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +401,9 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 		if site.Return {
 			u.points++
 		}
+	}
+	if holds {
+		u.onHold = p.onHold
 	}
 	p.addSource(u)
 	for i, site := range m.sites {
@@ -344,13 +421,19 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 			mech = trace.ProbeReturn
 		}
 		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated})
-		p.live[liveKey{module, starts[i]}] = liveProbe{src: u, site: i, probe: u.probes[i], path: m.path, name: site.Function,
-			root: m.root || (p.root != "" && site.Function == p.root)}
-		if p.root != "" {
-			p.probed[[2]uint64{uint64(module), starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
+		root := p.inSubgraph(m, site)
+		p.live[liveKey{module, starts[i]}] = liveProbe{src: u, site: i, probe: u.probes[i], path: m.path, name: site.Function, root: root}
+		if root {
+			p.probed[liveKey{module, starts[i]}] = probedFunc{path: m.path, vaddr: site.Start, name: site.Function}
 		}
 	}
 	return u, nil
+}
+
+// inSubgraph reports whether site of m is in the root's subgraph: the
+// root itself, or placed for it (its callees, ctl root).
+func (p *uprobePlanner) inSubgraph(m plannedModule, site uprobe.Site) bool {
+	return p.root != "" && (m.root || site.Function == p.root)
 }
 
 // accept makes u count the events from time from on, when its probes
@@ -561,11 +644,13 @@ func (p *uprobePlanner) removeKeys(keys []liveKey, t uint64) (*control.ProbeChan
 			}
 		}
 		u.siteEnd[lp.site] = t
+		// A site that stays in the kernel with others must not hold.
+		p.release(k)
 		if u.removed++; u.removed == len(u.starts) {
 			emptied = append(emptied, u)
 		}
 		delete(p.live, k)
-		delete(p.probed, [2]uint64{uint64(k.module), k.off})
+		delete(p.probed, k)
 		names = append(names, lp.name)
 		rec := lp.probe
 		rec.Time, rec.Mech = t, trace.ProbeRemoved
@@ -622,5 +707,6 @@ func (p *uprobePlanner) replaceRoot(pid int, fn string, t uint64) (*control.Prob
 	if ch != nil {
 		ch.Removed = removed
 	}
+	p.refill()
 	return ch, err
 }

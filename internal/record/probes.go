@@ -174,8 +174,17 @@ func (s *session) startProbes(pid int, launched bool) error {
 	return nil
 }
 
-// addSource adds a probe source to the session's.
-func (s *session) addSource(src eventSource) { s.sources = append(s.sources, src) }
+// addSource adds a probe source to the session's; one added while the
+// loop runs is polled from then on, so that an entry that holds the
+// target (lazy.go) wakes the loop at once.
+func (s *session) addSource(src eventSource) {
+	s.sources = append(s.sources, src)
+	if s.poller != nil {
+		if err := s.poller.Add(src.fds()...); err != nil {
+			fmt.Fprintf(s.log, "trueprof: probes placed while recording are read every loop pass only: %v\n", err)
+		}
+	}
+}
 
 // detach removes the probes when recording stops and returns the detach
 // time, 0 when no function was probed. Events count until then: an exit
@@ -226,6 +235,10 @@ type uprobeSource struct {
 	// points is the number of probe points in the target: an entry and
 	// a return probe, or RET-instruction probes, per site.
 	points int
+	// onHold is told of each entry that held the target (uprobe.Event
+	// Held), counted or not: the target waits for it (lazy.go). nil when
+	// no site holds.
+	onHold func(u *uprobeSource, e uprobe.Event)
 }
 
 func (u *uprobeSource) fds() []int { return u.set.Fds() }
@@ -234,6 +247,9 @@ func (u *uprobeSource) fds() []int { return u.set.Fds() }
 // from pass too; the analysis ignores an exit with no open call.
 func (u *uprobeSource) drain(fn func(instrEvent)) {
 	u.set.Read(func(e uprobe.Event) {
+		if e.Held && u.onHold != nil {
+			u.onHold(u, e)
+		}
 		if e.Time < u.from || e.Time >= u.end || (u.siteEnd != nil && e.Time >= u.siteEnd[e.Site]) {
 			return
 		}

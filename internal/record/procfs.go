@@ -30,16 +30,24 @@ func threads(pid int) ([]int, error) {
 
 // processAlive reports whether pid still exists and is not a zombie.
 func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, ok := procState(fmt.Sprintf("/proc/%d/stat", pid))
+	return ok && st != 'Z' && st != 'X'
+}
+
+// procState returns the state letter of the task whose stat file is at
+// path (R, S, D, T, t, Z, ...): false when it cannot be read (the task
+// is gone); '?' when the file has none.
+func procState(path string) (byte, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	// The state follows the parenthesised command name.
 	s := string(b)
 	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
+		return s[i+2], true
 	}
-	return true
+	return '?', true
 }
 
 func kernelRelease() string {

@@ -100,7 +100,9 @@ type session struct {
 	region    *hook.Region
 	// pauses finds the waits of the target's threads while probes are
 	// placed in it (pauses.go); nil without uprobes.
-	pauses   *pauseWatch
+	pauses *pauseWatch
+	// poller is the loop's, while it runs: sources added then join it.
+	poller   *perf.Poller
 	detached uint64      // when the probes came off (probes.go detach)
 	eventRec trace.Event // reused by processEvent
 	// cal collects the in-run calibration bursts (Config.CalibrateInRun
@@ -813,7 +815,11 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer poller.Close()
+	s.poller = poller
+	defer func() {
+		s.poller = nil
+		poller.Close()
+	}()
 	var deadline <-chan time.Time
 	if s.cfg.Duration > 0 {
 		t := time.NewTimer(s.cfg.Duration)
@@ -827,7 +833,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	lastFlush := time.Now()
 	reason := ""
 	for reason == "" {
-		if err := poller.Wait(s.pollTimeout(timeout)); err != nil {
+		if err := poller.Wait(timeout); err != nil {
 			return "", err
 		}
 		if s.reader.wake != nil {
@@ -876,17 +882,6 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	return reason, nil
 }
 
-// pollTimeout is the loop's poll timeout in ms: timeout, or 5 under a
-// root function (--root, ctl root), which places probes when a function
-// first runs: its events are looked at soon, so its callees miss as few
-// calls as possible.
-func (s *session) pollTimeout(timeout int) int {
-	if s.uprobes != nil && s.uprobes.root != "" {
-		return 5
-	}
-	return timeout
-}
-
 // drain reads every ring and processes the records that are old enough
 // to be in time order; final processes all of them.
 func (s *session) drain(final bool) error {
@@ -923,6 +918,9 @@ func (s *session) drain(final bool) error {
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	more := s.drainEvents(final)
+	if err := s.releaseHolds(); err != nil {
+		return err
+	}
 	if err := s.writePauses(final); err != nil {
 		return err
 	}

@@ -301,8 +301,8 @@ func writeMissing(w io.Writer, filtered bool, lost, throttled uint64, paused *Pa
 	fmt.Fprintf(w, "Lost:       %d records%s\n", lost, scope)
 	fmt.Fprintf(w, "Throttled:  %d%s\n", throttled, scope)
 	if paused != nil {
-		fmt.Fprintf(w, "Paused:     %s, %.1f s (%d samples and events not recorded)\n",
-			plural(uint64(paused.Intervals), "interval", "intervals"), float64(paused.NS)/1e9, paused.Dropped)
+		fmt.Fprintf(w, "Paused:     %s, %s (%d samples and events not recorded)\n",
+			plural(uint64(paused.Intervals), "interval", "intervals"), formatNS(float64(paused.NS)), paused.Dropped)
 	}
 	fmt.Fprintf(w, "Truncated:  %d samples (%.2f%%)", truncated, truncatedPercent)
 	// Reasons by count, then name, so the output is deterministic.

@@ -511,8 +511,17 @@ func instrument(p *model.Profile) string {
 // exec, which waits for the initial probes however long placing them
 // takes on a loaded machine (20-73 ms was seen), and an attached process
 // ran before recording (Start 0). Lazy probes are placed after their
-// caller ran, late by nature.
+// caller ran, late unless placed while --root held the target (inside a
+// Pause): the caller then waited at its entry for them.
 func probeInfos(p *model.Profile) []ProbeInfo {
+	held := func(t uint64) bool {
+		for _, ps := range p.Pauses {
+			if t >= ps.Time-min(ps.Duration, ps.Time) && t <= ps.Time { // Time is the pause's end
+				return true
+			}
+		}
+		return false
+	}
 	began := map[uint32]uint64{}
 	for _, t := range p.Threads { // sorted by PID, TID, Start: the first incarnation
 		if _, seen := began[t.PID]; !seen && t.TID == t.PID {
@@ -528,7 +537,11 @@ func probeInfos(p *model.Profile) []ProbeInfo {
 			info.AfterNS = pr.Time - p.Header.StartNS
 		}
 		start, known := began[pr.PID]
-		info.Late = pr.Mech == trace.ProbeDynamic || known && pr.Time > start
+		if pr.Mech == trace.ProbeDynamic {
+			info.Late = !held(pr.Time)
+		} else {
+			info.Late = known && pr.Time > start
+		}
 		out = append(out, info)
 	}
 	return out
@@ -541,7 +554,7 @@ func writeProbes(w io.Writer, probes []ProbeInfo) {
 		return
 	}
 	var late []ProbeInfo
-	placed, removed := 0, 0
+	placed, removed, held := 0, 0, 0
 	for _, pr := range probes {
 		if pr.Mechanism == "removed" {
 			removed++
@@ -550,7 +563,13 @@ func writeProbes(w io.Writer, probes []ProbeInfo) {
 		}
 		if pr.Late || pr.Mechanism == "removed" {
 			late = append(late, pr)
+		} else if pr.Mechanism == "lazy" {
+			held++
 		}
+	}
+	if len(late) == 0 && held > 0 {
+		fmt.Fprintf(w, "Probes:     %d functions, none missed a call (%d placed while --root held the target)\n", placed, held)
+		return
 	}
 	if len(late) == 0 {
 		fmt.Fprintf(w, "Probes:     %d functions, all placed before the program ran\n", placed)

@@ -673,6 +673,14 @@ func TestInstrProbesListed(t *testing.T) {
 		!strings.Contains(out, "+150ms") || !strings.Contains(out, "[lazy]") || !strings.Contains(out, "+200ms") || !strings.Contains(out, "+5ms") {
 		t.Errorf("probes not listed as placed late, or the launched command's listed:\n%s", out)
 	}
+	p.Probes = p.Probes[:3]
+	// --root held the target while its callee's probe was placed: the
+	// caller waited at its entry, so no call was missed.
+	p.Pauses = []model.Pause{{Time: p.Header.StartNS + 151_000_000, Duration: 2_000_000}} // 149-151 ms
+	if out := writeText(t, p, report.Options{View: "tree"}); !strings.Contains(out, "Probes:     3 functions, none missed a call (1 placed while --root held the target)\n") {
+		t.Errorf("a lazy probe placed while --root held the target is listed as late:\n%s", out)
+	}
+	p.Pauses = nil
 	p.Probes = p.Probes[:2]
 	if out := writeText(t, p, report.Options{View: "tree"}); !strings.Contains(out, "Probes:     2 functions, all placed before the program ran\n") {
 		t.Errorf("a launched command's probes:\n%s", out)

@@ -27,6 +27,12 @@
 // closing each waits for an RCU grace period, so detaching 10,000 of them
 // takes minutes where one link takes about 0.1 s (bench/uprobes).
 //
+// A site with Hold set stops the whole process at its entry (SIGSTOP to
+// the entering thread, sent by the BPF program) and delivers that entry
+// with Event.Held at once, until Set.Release: the caller probes what the
+// function calls before it runs, then resumes the process (record's
+// --root, JFluid's Scheme B made synchronous).
+//
 //	sites, err := uprobe.Plan("/usr/bin/prog", []string{"prog:parse*", "ns::Cache::*"})
 //	if err != nil {
 //		return err

@@ -24,6 +24,9 @@ type Site struct {
 	Exits       []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
 	Return      bool     // use a uretprobe at Entry for the exit
 	Emulated    bool     // whether the entry instruction is one the kernel emulates (cheap)
+	// Hold makes the entry probe stop the process until Set.Release
+	// (Attach). Plan never sets it: the caller does.
+	Hold bool
 }
 
 // Errors of Plan, for errors.Is.
