@@ -354,7 +354,7 @@ func parseNS(out string) float64 {
 func programTime(argv []string) float64 { return parseNS(benchutil.Output(argv...)) }
 
 // analyse builds the calibrated call tree of the trace at path, and says
-// in a line what calibration it applied.
+// in a line what calibration it applied and what switch cost it removed.
 func analyse(path string) (*calltree.Result, string) {
 	p, err := model.Open(path)
 	if err != nil {
@@ -367,7 +367,11 @@ func analyse(path string) (*calltree.Result, string) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	return res, calibrationLine(p.Header.Calibration)
+	line := calibrationLine(p.Header.Calibration)
+	if sc := res.SwitchCost; sc != nil {
+		line += fmt.Sprintf("; switches %.1f µs of CPU each over %d intervals, %.2f ms removed", sc.NS/1e3, sc.Intervals, sc.Removed/1e6)
+	}
+	return res, line
 }
 
 // calibrationLine sums up a calibration: where it was measured, its cost
@@ -383,7 +387,7 @@ func calibrationLine(c *trace.Calibration) string {
 	}
 	line := fmt.Sprintf("%s: %.0f ns per call", src, c.PerCall)
 	if sc := c.Sites; sc != nil {
-		line += fmt.Sprintf(", stepped entry %.0f ns, RET probe %.0f ns", sc.EntryStepped, sc.ExitRetInsn)
+		line += fmt.Sprintf(", stepped entry %.0f ns (%.0f in the caller), RET probe %.0f ns", sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitRetInsn)
 	}
 	var fit []string
 	for _, f := range c.Fit {

@@ -21,8 +21,8 @@
 // `trueprof record -F 4000`; `perf report --stdio` and `trueprof report --view
 // tree` of those are timed.
 //
-// Every time is the median of -runs, with the CPU time (user and system)
-// of the same run beside it: on a shared machine the wall time of a run
+// Every time is the median of -runs, with the median CPU time (user and
+// system) of the runs beside it: on a shared machine the wall time of a run
 // that waited for a CPU says little about the engine. The bars (issue 12): at least 20M
 // events/s on one core for flat and tree; the report at most 0.5x
 // uftrace report's time; peak RSS at most 512 MB, and within 1.2x at
@@ -192,15 +192,24 @@ func sampling(dir, bin string, seconds float64, runs int, bar func(bool, string,
 	benchutil.Run("perf", "record", "-q", "-F", "4000", "-g", "-o", pdata, prog, rounds)
 	benchutil.Run(bin, "record", "-F", "4000", "-o", tr, "--", prog, rounds)
 	samples := benchutil.Output(bin, "report", "-i", tr, "--format", "json", "--view", "flat")
-	var perfWalls, ourWalls []time.Duration
+	// Interleaved, so that both see the same load; the CPU time of each
+	// run beside its wall time, which waiting for a CPU inflates more
+	// for a run of a few milliseconds.
+	var perfWalls, ourWalls, perfCPUs, ourCPUs []time.Duration
 	for range runs {
-		perfWalls = append(perfWalls, benchutil.Time("perf", "report", "--stdio", "-i", pdata))
-		ourWalls = append(ourWalls, benchutil.Time(bin, "report", "-i", tr, "--view", "tree"))
+		w, c, _ := run(nil, "perf", "report", "--stdio", "-i", pdata)
+		perfWalls, perfCPUs = append(perfWalls, w), append(perfCPUs, c)
+		w, c, _ = run(nil, bin, "report", "-i", tr, "--view", "tree")
+		ourWalls, ourCPUs = append(ourWalls, w), append(ourCPUs, c)
 	}
 	pw, ow := benchutil.Median(perfWalls), benchutil.Median(ourWalls)
+	pc, oc := benchutil.Median(perfCPUs), benchutil.Median(ourCPUs)
 	fmt.Printf("\nsampling: examples/hotspots, %s rounds (about 1 ms each) at 4000 Hz (%d samples)\n", rounds, sampleCount(samples))
-	fmt.Printf("%-34s %10.0f\n%-34s %10.0f\n", "perf report --stdio", benchutil.MS(pw), "trueprof report --view tree", benchutil.MS(ow))
-	bar(ow*5 <= pw, "sampling tree %.0f ms vs perf report %.0f ms: %.1fx faster (bar: 5x)", benchutil.MS(ow), benchutil.MS(pw), float64(pw)/float64(ow))
+	fmt.Printf("%-34s %10s %10s\n", "measurement", "time (ms)", "CPU (ms)")
+	fmt.Printf("%-34s %10.1f %10.1f\n%-34s %10.1f %10.1f\n", "perf report --stdio", benchutil.MS(pw), benchutil.MS(pc),
+		"trueprof report --view tree", benchutil.MS(ow), benchutil.MS(oc))
+	bar(ow*5 <= pw, "sampling tree %.1f ms vs perf report %.1f ms: %.1fx faster (bar: 5x; per second of CPU %.1fx)",
+		benchutil.MS(ow), benchutil.MS(pw), float64(pw)/float64(ow), float64(pc)/float64(oc))
 }
 
 // sampleCount returns the samples of a flat JSON report.

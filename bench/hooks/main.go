@@ -1,14 +1,21 @@
 // Command hooks benchmarks trueprof's compiled-in hook mechanism
-// (internal/hook) against uftrace in the same run. A fixture makes about
-// 1e7 calls of tiny functions; the program times (median of -runs) its
-// wall time built without instrumentation, built with
-// -finstrument-functions running glibc's no-op hooks, with trueprof's
-// hooks while a goroutine drains the rings as the recorder does (timed
-// with rdtsc, and with clock_gettime for comparison), and under
-// `uftrace record --no-libcall` (when installed).
+// (internal/hook) against uftrace in the same run, on the two loads of
+// bench/percall:
 //
-// The per-call overhead is a slope: each variant runs with -calls and
-// with a tenth of it, and the difference of the two times over the
+//   - default: a loop calling one small function (a third of -calls
+//     calls);
+//   - dense: testutil.CallsC's main -> mid -> leaf x2 (-calls calls of
+//     tiny functions), the load that floods the hook rings.
+//
+// For each load the program times (median of -runs) its wall time built
+// without instrumentation, built with -finstrument-functions running
+// glibc's no-op hooks, with trueprof's hooks while a goroutine drains the
+// rings as the recorder does (timed with rdtsc, and with clock_gettime
+// for comparison), and under `uftrace record --no-libcall` (when
+// installed).
+//
+// The per-call overhead is a slope: each variant runs with a load's calls
+// and with a tenth of them, and the difference of the two times over the
 // difference of the calls cancels fixed costs (process start, uftrace's
 // set-up and exit). The goal is at most 50 ns per call (entry and exit)
 // for trueprof, and less than uftrace.
@@ -34,9 +41,33 @@ import (
 	"trueprof/internal/testutil"
 )
 
+// defaultC is the default load: main calls target n times (n = argv[1]),
+// so n+1 calls when built with -finstrument-functions.
+const defaultC = `#include <stdlib.h>
+static volatile long sink;
+__attribute__((noinline)) void target(long i) {
+	volatile char frame[16]; /* a frame, as most functions have */
+	frame[0] = (char)i;
+	sink += i;
+}
+int main(int argc, char **argv) {
+	long n = atol(argv[1]);
+	for (long i = 0; i < n; i++)
+		target(i);
+	return 0;
+}
+`
+
+// load is a fixture and how many calls its argument makes.
+type load struct {
+	name, src string
+	arg       func(calls int) int // the argument for about calls calls
+	callsOf   func(arg int) int   // the calls an argument makes
+}
+
 func main() {
 	runs := flag.Int("runs", 7, "repetitions of each measurement (medians are reported)")
-	calls := flag.Int("calls", 10_000_000, "instrumented calls in the large run (the small run makes a tenth)")
+	calls := flag.Int("calls", 10_000_000, "instrumented calls in the dense load's large run (the small run makes a tenth; the default load a third of them)")
 	period := flag.Duration("drain", time.Millisecond, "how often trueprof's recorder side drains the rings")
 	ringEvents := flag.Int("events", 0, "records per trueprof ring (0: the default)")
 	flag.Parse()
@@ -44,19 +75,30 @@ func main() {
 
 	dir, cleanup := benchutil.Workdir("trueprof-bench-hooks-")
 	defer cleanup()
-	src := benchutil.Source(dir, "calls.c", testutil.CallsC)
-	plain := filepath.Join(dir, "calls-plain")
-	instr := filepath.Join(dir, "calls-instr")
-	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)
-	benchutil.Run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", instr, src)
 	if _, err := hook.Library(); err != nil {
 		log.Fatal(err)
 	}
 	uftrace, _ := exec.LookPath("uftrace")
+	loads := []load{
+		{"default", defaultC, func(c int) int { return c/3 - 1 }, func(n int) int { return n + 1 }},
+		{"dense", testutil.CallsC, func(c int) int { return (c - 1) / 3 }, func(n int) int { return 3*n + 1 }},
+	}
+	for _, l := range loads {
+		l.run(dir, uftrace, *runs, *calls, *period, *ringEvents)
+	}
+}
 
-	large := (*calls - 1) / 3
+// run measures load l's variants and prints their overheads per call.
+func (l load) run(dir, uftrace string, runs, calls int, period time.Duration, ringEvents int) {
+	src := benchutil.Source(dir, l.name+".c", l.src)
+	plain := filepath.Join(dir, l.name+"-plain")
+	instr := filepath.Join(dir, l.name+"-instr")
+	benchutil.Run("gcc", "-O1", "-fno-inline", "-o", plain, src)
+	benchutil.Run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", instr, src)
+
+	large := l.arg(calls)
 	small := large / 10
-	callsOf := func(n int) float64 { return float64(3*n + 1) }
+	callsOf := func(n int) float64 { return float64(l.callsOf(n)) }
 	sizes := []int{small, large}
 
 	waits := 0
@@ -68,16 +110,16 @@ func main() {
 		{"uninstrumented", func(n int) time.Duration { return timeCmd(nil, plain, strconv.Itoa(n)) }},
 		{"glibc no-op hooks", func(n int) time.Duration { return timeCmd(nil, instr, strconv.Itoa(n)) }},
 		{"trueprof hooks", func(n int) time.Duration {
-			d, events, adjusts := timeTrueprof(instr, n, *period, hook.Options{Events: *ringEvents})
+			d, events, adjusts := timeTrueprof(instr, n, period, hook.Options{Events: ringEvents})
 			waits += adjusts
-			if want := 2 * (3*n + 1); events != want {
+			if want := 2 * l.callsOf(n); events != want {
 				log.Fatalf("trueprof: %d events, want %d (%d adjusts)", events, want, adjusts)
 			}
 			return d
 		}},
 	}
 	variants = append(variants, variant{"trueprof monotonic", func(n int) time.Duration {
-		d, _, adjusts := timeTrueprof(instr, n, *period, hook.Options{Events: *ringEvents, Monotonic: true})
+		d, _, adjusts := timeTrueprof(instr, n, period, hook.Options{Events: ringEvents, Monotonic: true})
 		waits += adjusts
 		return d
 	}})
@@ -90,7 +132,7 @@ func main() {
 	}
 
 	times := make([][2][]time.Duration, len(variants))
-	for i := 0; i < *runs; i++ {
+	for i := 0; i < runs; i++ {
 		// Interleaved, so that drift on a shared machine hits all alike.
 		for v := range variants {
 			for s, n := range sizes {
@@ -99,7 +141,7 @@ func main() {
 		}
 	}
 
-	fmt.Printf("%d and %d calls of tiny functions, %d runs each, medians; trueprof drains every %v\n\n", int(callsOf(small)), int(callsOf(large)), *runs, *period)
+	fmt.Printf("%s load: %d and %d calls, %d runs each, medians; trueprof drains every %v\n\n", l.name, int(callsOf(small)), int(callsOf(large)), runs, period)
 	fmt.Printf("%-20s %12s %12s %14s %16s\n", "variant", "small", "large", "ns/call", "overhead ns/call")
 	slope := make([]float64, len(variants))
 	for v := range variants {
@@ -120,6 +162,7 @@ func main() {
 	} else {
 		fmt.Println("uftrace not installed: no comparison")
 	}
+	fmt.Println()
 }
 
 // timeTrueprof runs bin with trueprof's hooks and a concurrent drain, and

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -290,6 +291,7 @@ func reportCmd() *cobra.Command {
 			}
 			o := report.Options{View: view, Format: format, Min: min, Filter: fl, Raw: raw, Metric: metric, Root: root,
 				By: by, ExcludeInterrupts: noInterrupts}
+			defer collectLess(in)()
 			log := cmd.ErrOrStderr()
 			if len(labels) == 0 {
 				// The records are read from the file again rather than
@@ -460,6 +462,31 @@ func loadProfile(path string, log io.Writer, agg model.Aggregation) (*model.Prof
 		return nil, err
 	}
 	return p, nil
+}
+
+// smallTrace is the size of a trace file below which its analysis runs
+// with the garbage collector at smallTraceGC percent: it holds a few MB
+// (the first pass keeps a small trace's records; the tables and trees of
+// such a file are small), and collecting them from the default 4 MB
+// target on took 3 ms of the 20 ms CPU of a tree report of 38k samples.
+// A larger file's analysis collects as usual, its memory held to twice
+// what it keeps.
+const smallTrace = 1 << 20
+
+// smallTraceGC is the GOGC of a small trace's analysis: 400 left about
+// what GOGC=off leaves of the collector's cost.
+const smallTraceGC = 400
+
+// collectLess sets the collector's GOGC to smallTraceGC while a trace
+// smaller than smallTrace at path is analysed, and returns the function
+// that restores it.
+func collectLess(path string) func() {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() >= smallTrace {
+		return func() {}
+	}
+	old := debug.SetGCPercent(smallTraceGC)
+	return func() { debug.SetGCPercent(old) }
 }
 
 // streamProfile opens a trace for a report that reads its records in a

@@ -34,13 +34,19 @@ type UprobeInRun struct {
 	// pairs are, per validation shape (in inRunShapes' order), its
 	// probed runs, each beside the plain run just before it.
 	pairs [][]pairedRun
-	// extra is, per site class other than the fitted one (copyStep,
-	// copyRins), what each of its leaf-heavy runs took more per leaf
-	// than the fitted class's run just before it.
-	extra     map[string][]float64
-	intervals [trace.Transitions][]uint64
-	bursts    int
-	errs      []string // why bursts failed
+	// inside and caller are, per site class other than the fitted one
+	// (copyStep, copyRins), how much longer each of its leaf-heavy runs'
+	// leaf calls were from entry to exit (inside) and its intervals from
+	// one leaf's exit to the next one's entry (caller) than the fitted
+	// class's run's just before it, medians of the events' spans: the
+	// class's extra cost per hit, in the callee's intervals and in its
+	// caller's. Spans, not the loops' CPU times: a loop of single-steps
+	// is preempted far more often, each preemption costs CPU time, and
+	// that cost is removed where it happens (calltree's switch cost).
+	inside, caller map[string][]float64
+	intervals      [trace.Transitions][]uint64
+	bursts         int
+	errs           []string // why bursts failed
 }
 
 // pairedRun is a probed run of a shape and the plain run of the same
@@ -52,7 +58,7 @@ type pairedRun struct {
 
 // NewUprobeInRun returns an in-run calibration with no burst yet.
 func NewUprobeInRun() *UprobeInRun {
-	return &UprobeInRun{pairs: make([][]pairedRun, len(inRunShapes())), extra: map[string][]float64{}}
+	return &UprobeInRun{pairs: make([][]pairedRun, len(inRunShapes())), inside: map[string][]float64{}, caller: map[string][]float64{}}
 }
 
 // The copies of the target's functions a burst runs (target.c, inrun):
@@ -105,9 +111,9 @@ func burstArgs() (args, copies []string, shapes []int) {
 				add(copyCal, i, s)
 			}
 		}
-		// The other site classes on the leaf-heavy shape: the difference
-		// per leaf from the fitted class's loop is the class's extra
-		// cost per hit.
+		// The other site classes on the leaf-heavy shape: the spans'
+		// differences from the fitted class's loop are the class's
+		// extra cost per hit.
 		add(copyStep, 0, vs[0])
 		add(copyRins, 0, vs[0])
 	}
@@ -202,7 +208,7 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, empty, err := burstRuns(events, sites)
+	runs, spans, empty, err := burstRuns(events, sites)
 	if err != nil {
 		return err
 	}
@@ -213,8 +219,9 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	// (the stored calibration's statistic) come from different moments.
 	// Kept only once the whole burst is known to be good.
 	pairs := make([][]pairedRun, len(u.pairs))
-	extra := map[string][]float64{}
+	inside, caller := map[string][]float64{}, map[string][]float64{}
 	var plain, leafHeavy = make([]float64, len(inRunShapes())), calfit.Run{}
+	var leafSpans runSpans // leafHeavy's
 	var probed []calfit.Run
 	for j, c := range copies {
 		i := shapeOf[j]
@@ -237,10 +244,13 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		case c == copyCal:
 			pairs[i] = append(pairs[i], pairedRun{r, plain[i]})
 			if i == 0 {
-				leafHeavy = r
+				leafHeavy, leafSpans = r, spans[len(probed)-1]
 			}
 		case r.Leaves > 0 && leafHeavy.Leaves == r.Leaves:
-			extra[c] = append(extra[c], (r.Raw-leafHeavy.Raw)/float64(r.Leaves))
+			if s := spans[len(probed)-1]; len(s.leaf) > 0 && len(leafSpans.leaf) > 0 && len(s.between) > 0 && len(leafSpans.between) > 0 {
+				inside[c] = append(inside[c], typicalMean(s.leaf)-typicalMean(leafSpans.leaf))
+				caller[c] = append(caller[c], typicalMean(s.between)-typicalMean(leafSpans.between))
+			}
 		}
 	}
 	if len(probed) != len(runs) {
@@ -249,8 +259,9 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	for i := range pairs {
 		u.pairs[i] = append(u.pairs[i], pairs[i]...)
 	}
-	for c, v := range extra {
-		u.extra[c] = append(u.extra[c], v...)
+	for c, v := range inside {
+		u.inside[c] = append(u.inside[c], v...)
+		u.caller[c] = append(u.caller[c], caller[c]...)
 	}
 	for k := range empty {
 		u.intervals[k] = append(u.intervals[k], empty[k]...)
@@ -262,18 +273,20 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 // burstRuns returns the probed loops of a burst's events, in order: from
 // each entry of a *_shape function to its exit, the intervals of each
 // transition kind and the calls in it (Raw is the events' span, which
-// Burst replaces by the loop's CPU time); and the durations of the empty
+// Burst replaces by the loop's CPU time), and the spans of its leaf
+// calls and of the intervals between two; and the durations of the empty
 // loop's (the first) intervals inside its calls, which split the fitted
 // sums.
-func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, [trace.Transitions][]uint64, error) {
+func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, []runSpans, [trace.Transitions][]uint64, error) {
 	var out []calfit.Run
+	var spans []runSpans
 	var empty [trace.Transitions][]uint64
 	var cur *calfit.Run
 	var start uint64
 	var stack []string
 	for i, e := range events {
 		if e.Site < 0 || e.Site >= len(sites) {
-			return nil, empty, fmt.Errorf("calibration burst: event of unknown site %d", e.Site)
+			return nil, nil, empty, fmt.Errorf("calibration burst: event of unknown site %d", e.Site)
 		}
 		_, fn, _ := strings.Cut(sites[e.Site].Function, "_")
 		if cur != nil && i > 0 {
@@ -282,6 +295,15 @@ func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, [trace
 			cur.Count[k]++
 			if len(out) == 1 && len(stack) > 0 && stack[len(stack)-1] != "shape" && e.Time >= prev.Time {
 				empty[k] = append(empty[k], e.Time-prev.Time)
+			}
+			if _, pfn, _ := strings.Cut(sites[prev.Site].Function, "_"); fn == "leaf" && pfn == "leaf" && e.Time >= prev.Time {
+				sp := &spans[len(out)-1]
+				switch {
+				case prev.Entry && !e.Entry:
+					sp.leaf = append(sp.leaf, e.Time-prev.Time)
+				case !prev.Entry && e.Entry:
+					sp.between = append(sp.between, e.Time-prev.Time)
+				}
 			}
 		}
 		if e.Entry {
@@ -297,13 +319,44 @@ func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, [trace
 			}
 		case fn == "shape" && e.Entry:
 			out = append(out, calfit.Run{})
+			spans = append(spans, runSpans{})
 			cur, start = &out[len(out)-1], e.Time
 		case fn == "shape" && cur != nil:
 			cur.Raw = float64(e.Time - start)
 			cur = nil
 		}
 	}
-	return out, empty, nil
+	return out, spans, empty, nil
+}
+
+// spanOutlier is how far above the median a span is left out of
+// typicalMean: a preemption's time off the CPU (a slice of another
+// process, hundreds of µs or more on a busy machine) is no probe's cost,
+// while the interrupts and other tails of tens of µs that a recording's
+// intervals hold too are kept.
+const spanOutlier = 50000
+
+// typicalMean returns the mean of the spans v (not empty) but those more
+// than spanOutlier above their median. The mean, not the median: a
+// single-stepped hit's cost is skewed (13.3-14.3 µs between the 10th and
+// 90th percentiles here, its mean 70-180 ns above its median), and a
+// recording pays the mean.
+func typicalMean(v []uint64) float64 {
+	limit := calfit.MedianOf(v) + spanOutlier
+	sum, n := 0.0, 0
+	for _, x := range v {
+		if float64(x) <= limit {
+			sum, n = sum+float64(x), n+1
+		}
+	}
+	return sum / float64(n)
+}
+
+// runSpans are the spans of a probed loop's leaf calls, from entry to
+// exit, and of the intervals from one leaf's exit to the next one's
+// entry (ns, as the events' times).
+type runSpans struct {
+	leaf, between []uint64
 }
 
 // Calibration fits the bursts' shapes (calfit.Judge) and returns the
@@ -311,7 +364,9 @@ func burstRuns(events []uprobe.Event, sites []uprobe.Site) ([]calfit.Run, [trace
 // measured in the bursts (Sites): the fitted class's entry and exit are
 // its entry->entry and exit->exit overheads (a whole entry probe, a whole
 // exit probe), the stepped entry and the RET-instruction exit add what
-// their leaf-heavy loop took more per leaf. Without a completed burst, or
+// their leaf-heavy loops' leaf calls and the intervals between them took
+// more (extraCost), the stepped entry's part in the caller's intervals
+// said apart (EntrySteppedCaller). Without a completed burst, or
 // on a bad fit, it returns a refused calibration saying why: reports then
 // show raw times.
 func (u *UprobeInRun) Calibration() *trace.Calibration {
@@ -341,8 +396,12 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	}
 	oh := c.Overhead
 	sc := trace.SiteCosts{EntryEmulated: oh[trace.EntryEntry], ExitReturn: oh[trace.ExitExit]}
-	sc.EntryStepped = sc.EntryEmulated + u.extraCost(copyStep)
-	sc.ExitRetInsn = sc.ExitReturn + u.extraCost(copyRins)
+	inside, caller := u.extraCost(copyStep)
+	sc.EntryStepped, sc.EntrySteppedCaller = sc.EntryEmulated+inside+caller, caller
+	// A RET probe's step follows its timestamp: in the caller's
+	// interval after the exit, all of it.
+	inside, caller = u.extraCost(copyRins)
+	sc.ExitRetInsn = sc.ExitReturn + inside + caller
 	c.Sites = &sc
 	return c
 }
@@ -365,16 +424,14 @@ func pairedShape(name string, pairs []pairedRun) (calfit.Shape, bool) {
 }
 
 // extraCost returns what a hit of the site class of copy c costs more
-// than one of the fitted class: the median over the leaf-heavy runs of
-// the difference per leaf. The median, not the minimum: a single-stepped
-// hit varies by about 5% from one to the next (13.2-14.0 µs between the
-// 10th and 90th percentiles here), a recording pays the hits' mean, and
-// the fastest of a few loops of 80 hits is the luckiest of them.
-func (u *UprobeInRun) extraCost(c string) float64 {
-	if len(u.extra[c]) == 0 {
-		return 0
+// than one of the fitted class, in the callee's intervals and in the
+// caller's: the medians over the leaf-heavy runs of their spans'
+// differences (typicalMean's; never below zero).
+func (u *UprobeInRun) extraCost(c string) (inside, caller float64) {
+	if len(u.inside[c]) == 0 {
+		return 0, 0
 	}
-	return max(median(u.extra[c]), 0)
+	return max(median(u.inside[c]), 0), max(median(u.caller[c]), 0)
 }
 
 // btoi is 1 for true, 0 for false.

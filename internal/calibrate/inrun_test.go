@@ -104,8 +104,13 @@ func TestUprobeInRun(t *testing.T) {
 	if sc == nil {
 		t.Fatal("no site costs")
 	}
-	t.Logf("overheads %.0f ns; per hit: entry %.0f ns emulated, %.0f ns stepped; exit %.0f ns return probe, %.0f ns RET probe",
-		c.Overhead, sc.EntryEmulated, sc.EntryStepped, sc.ExitReturn, sc.ExitRetInsn)
+	t.Logf("overheads %.0f ns; per hit: entry %.0f ns emulated, %.0f ns stepped (%.0f ns of it in the caller); exit %.0f ns return probe, %.0f ns RET probe",
+		c.Overhead, sc.EntryEmulated, sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitReturn, sc.ExitRetInsn)
+	// The callee's interval holds the single-step, most of the extra
+	// cost: what lies in the caller's is a fraction of it.
+	if extra := sc.EntryStepped - sc.EntryEmulated; sc.EntrySteppedCaller < 0 || sc.EntrySteppedCaller > extra/4 {
+		t.Errorf("site costs %+v: the caller's part of a stepped entry's extra %.0f ns is outside 0..%.0f", sc, extra, extra/4)
+	}
 	if sc.EntryEmulated != c.Overhead[trace.EntryEntry] || sc.ExitReturn != c.Overhead[trace.ExitExit] {
 		t.Errorf("site costs %+v: the fitted class's entry and exit are its entry->entry and exit->exit overheads %v", sc, c.Overhead)
 	}
@@ -142,7 +147,7 @@ func TestBurstRuns(t *testing.T) {
 	ev(4, true, 5)
 	ev(4, false, 500)
 	ev(3, false, 5)
-	runs, empty, err := burstRuns(evs, sites)
+	runs, spans, empty, err := burstRuns(evs, sites)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +166,11 @@ func TestBurstRuns(t *testing.T) {
 			t.Errorf("%s intervals %v, want %v", calltree.TransitionName(k), empty[k], want[k])
 		}
 	}
-	if _, _, err := burstRuns([]uprobe.Event{{Site: 9}}, sites); err == nil {
+	if len(spans) != 2 || !slices.Equal(spans[0].leaf, []uint64{20, 20}) || !slices.Equal(spans[0].between, []uint64{30}) ||
+		!slices.Equal(spans[1].leaf, []uint64{500}) || len(spans[1].between) != 0 {
+		t.Errorf("spans %+v: want leaves 20, 20 and 30 between them, then a leaf of 500", spans)
+	}
+	if _, _, _, err := burstRuns([]uprobe.Event{{Site: 9}}, sites); err == nil {
 		t.Error("an event of an unknown site: no error")
 	}
 }

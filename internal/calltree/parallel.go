@@ -62,7 +62,7 @@ func (a *replay) runShards(shards int) {
 		w.goroutines = map[threadKey]*thread{}
 		w.recent = map[uint64]*incarnation{}
 		w.last, w.g = nil, nil // a groups the samples, in the merge's order
-		w.order, w.buf = nil, nil
+		w.order, w.buf, w.stacks = nil, nil, nil
 		s := &ss[k]
 		s.w, s.full, s.free = &w, make(chan []uint64, 2), make(chan []uint64, 3)
 		for range 3 {

@@ -45,8 +45,9 @@ import (
 //
 // Times are calibrated with the trace header's probe costs: every
 // interval between two consecutive events of a thread loses the cost of
-// its transition kind (entry→entry, entry→exit, exit→entry, exit→exit),
-// never going below zero. docs/calibration.md shows that this is probe
+// its transition kind (entry→entry, entry→exit, exit→entry, exit→exit);
+// a node's total and a call's self time never go below zero, single
+// intervals may (closeInterval). docs/calibration.md shows that this is probe
 // calibration's t_exact = t_rough − t_I − m·t_O, per transition. Options.ExcludeInterrupts
 // also removes the interrupts' time (IN).
 //
@@ -174,7 +175,8 @@ type thread struct {
 	last      uint64
 	lastEntry bool
 	// tail is the probe cost of the last event's site beyond the fitted
-	// overheads (replay.siteTail), in the interval after it.
+	// overheads (replay.siteTail), in the interval after it; the next
+	// event adds its own part in the interval before it.
 	tail      float64
 	first     uint64 // the first event's time
 	lastEvent uint64
@@ -207,6 +209,12 @@ type thread struct {
 
 	repairs Repairs
 	flow    []FlowEvent
+
+	// groups are its intervals for the switch cost (switchcost.go), by
+	// node index × 4 + transition kind; switchCost is, by node, the cost
+	// of its switches, once measured.
+	groups     []groupCPU
+	switchCost []float64
 }
 
 // osThread is the scheduling state of a thread incarnation: whether it
@@ -230,11 +238,17 @@ type replay struct {
 	cal  *trace.Calibration
 	// siteTail is, per probed location, the probe cost beyond the fitted
 	// overheads that its entry ([0]) and exit ([1]) events leave in the
-	// interval after them: a single-stepped entry instruction or a RET
-	// probe costs more than the emulated entries and return probes the
+	// interval after them, and its entry in the interval before it ([2],
+	// the caller's): a single-stepped entry instruction or a RET probe
+	// costs more than the emulated entries and return probes the
 	// overheads were fitted on (Calibration.Sites).
-	siteTail map[uint32][2]float64
+	siteTail map[uint32][3]float64
 	cpu      bool // the recording has context switches
+	// switchCost says that the calibrated CPU times lose the switches'
+	// cost (switchcost.go): calibrating, with context switches; sc is
+	// that cost, once measured.
+	switchCost bool
+	sc         SwitchCost
 	// switchIns index the switches by CPU once a lost one needs them.
 	switchIns cpuSwitchIns
 	// start and end bound the recording: the header's start (else its
@@ -246,10 +260,14 @@ type replay struct {
 	detached uint64
 	removals []model.Probe
 
-	// t names the functions the replay knows by id; buf holds the
-	// function ids of the sample at hand.
-	t   *Table
-	buf []FuncID
+	// t names the functions the replay knows by id; stacks holds the
+	// function ids (Table.Stack) of each sample stack seen, by stack id,
+	// up to maxStacks of them (samples share few stacks, and walking
+	// each sample's cost a tenth of a sampling report); buf those of
+	// the sample at hand past that.
+	t      *Table
+	stacks map[uint32][]FuncID
+	buf    []FuncID
 
 	os         map[threadKey]*osThread // nil for a filtered-out thread
 	goroutines map[threadKey]*thread
@@ -380,6 +398,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		}
 		a.cal, a.ovh = c, c.Overhead
 		a.siteTail = siteTails(c.Sites, p.Probes)
+		a.switchCost = a.cpu && c.Refused == ""
 	}
 	return a, nil
 }
@@ -388,22 +407,26 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 // sites cost more than those the calibration was fitted on: the
 // single-step of an entry instruction the kernel cannot emulate, and of
 // a RET instruction probed instead of a return probe. Both come after the
-// probe's timestamp, so they lie in the interval after the event. Nil
-// without site costs.
-func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][2]float64 {
+// probe's timestamp, so they lie in the interval after the event, but for
+// the part of a stepped entry's that the calibration measured in the
+// caller's intervals (SiteCosts.EntrySteppedCaller), which the interval
+// before the entry loses. Nil without site costs.
+func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][3]float64 {
 	if c == nil {
 		return nil
 	}
-	tails := map[uint32][2]float64{}
+	tails := map[uint32][3]float64{}
 	for _, pr := range probes {
 		t := tails[pr.Function]
 		if pr.Stepped && pr.Mech != trace.ProbeHook {
-			t[0] = max(c.EntryStepped-c.EntryEmulated, 0)
+			extra := max(c.EntryStepped-c.EntryEmulated, 0)
+			t[2] = min(max(c.EntrySteppedCaller, 0), extra)
+			t[0] = extra - t[2]
 		}
 		if pr.Mech == trace.ProbeRetInsn {
 			t[1] = max(c.ExitRetInsn-c.ExitReturn, 0)
 		}
-		if t != ([2]float64{}) {
+		if t != ([3]float64{}) {
 			tails[pr.Function] = t
 		}
 	}
@@ -937,6 +960,15 @@ func (a *replay) adjust(th *thread, r *model.Adjust) {
 // event (the thread's baseline, its end). It returns the interval's
 // metrics, samples included, in d when d is not nil (a callflow wants
 // them).
+//
+// The calibrated interval may be negative: the probe cost removed is a
+// mean, and an interval whose true length is below the cost's jitter
+// comes out above or below it. Clamping each interval at zero kept the
+// upper half of that noise and added it up (+0.12 µs a call to a 0.14 µs
+// function behind a single-stepped entry, with a perfect calibration:
+// docs/calibration.md). The clamp is where the noise has averaged out: a
+// call's self time for its minimum and maximum (pop), a node's total
+// (tree).
 func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
@@ -952,7 +984,7 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 		// as between most events: the sums below without their zero
 		// terms (the same float operations, so the same bits), at a
 		// third of their cost.
-		wall = max(0, float64(raw)-ovh)
+		wall = float64(raw) - ovh
 		cpu = wall
 	} else {
 		off := th.pend.off
@@ -970,8 +1002,11 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 			adjWall += irq
 			adjCPU += irq
 		}
-		wall = max(0, float64(raw-min(adjWall, raw))-ovh)
-		cpu = max(0, float64(cpuRaw-min(adjCPU, cpuRaw))-ovh)
+		wall = float64(raw-min(adjWall, raw)) - ovh
+		cpu = float64(cpuRaw-min(adjCPU, cpuRaw)) - ovh
+	}
+	if a.switchCost && kind >= 0 {
+		th.noteSwitchCost(kind, cpu)
 	}
 	// Charged field by field, in the order of Metrics.Add: this runs at
 	// every event.
@@ -1037,6 +1072,9 @@ func (a *replay) event(th *thread, e *model.Event) {
 		kind := -1
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
+			if e.Entry && a.siteTail != nil {
+				th.tail += a.siteTail[e.Function][2] // the caller's part of a stepped entry
+			}
 		}
 		a.closeInterval(th, e.Time, kind, a.delta(&d))
 	} else {
@@ -1064,7 +1102,7 @@ func (a *replay) event(th *thread, e *model.Event) {
 		th.stack = append(th.stack, frame{node: n, loc: e.Function})
 		*count(&th.onLoc, int(e.Function))++
 		*count(&th.onFunc, int(f))++
-		a.line(th, e.Time, FlowEntry, n, d)
+		a.line(th, e.Time, FlowEntry, n, &d)
 	} else {
 		i := th.match(e.Function, f)
 		if i < 0 {
@@ -1076,9 +1114,9 @@ func (a *replay) event(th *thread, e *model.Event) {
 		} else {
 			for len(th.stack)-1 > i {
 				th.repairs.Popped++
-				a.pop(th, e.Time, FlowPopped, Metrics{})
+				a.pop(th, e.Time, FlowPopped, nil)
 			}
-			a.pop(th, e.Time, FlowExit, d)
+			a.pop(th, e.Time, FlowExit, &d)
 		}
 	}
 	if !a.inside(th) {
@@ -1106,32 +1144,46 @@ func (th *thread) match(loc uint32, f FuncID) int {
 	return -1
 }
 
-// pop closes the call on top of th's shadow stack at time t.
-func (a *replay) pop(th *thread, t uint64, kind FlowKind, d Metrics) {
+// pop closes the call on top of th's shadow stack at time t, with the
+// metrics d of the interval that ended then for a callflow (nil: zero).
+func (a *replay) pop(th *thread, t uint64, kind FlowKind, d *Metrics) {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
 	n := &th.nodes[fr.node]
 	th.onLoc[fr.loc]--
 	th.onFunc[n.fn]--
+	// A call's self time, a sum of calibrated intervals, is never
+	// negative (closeInterval).
+	self, selfCPU := max(0, fr.self), max(0, fr.selfCPU)
 	if n.closed == 0 {
-		n.min, n.max, n.minCPU, n.maxCPU = fr.self, fr.self, fr.selfCPU, fr.selfCPU
+		n.min, n.max, n.minCPU, n.maxCPU = self, self, selfCPU, selfCPU
 	}
-	n.min, n.max = min(n.min, fr.self), max(n.max, fr.self)
-	n.minCPU, n.maxCPU = min(n.minCPU, fr.selfCPU), max(n.maxCPU, fr.selfCPU)
+	n.min, n.max = min(n.min, self), max(n.max, self)
+	n.minCPU, n.maxCPU = min(n.minCPU, selfCPU), max(n.maxCPU, selfCPU)
 	n.closed++
 	a.line(th, t, kind, fr.node, d)
 }
 
-// line appends a callflow line for node n when a callflow is wanted.
-func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d Metrics) {
+// line appends a callflow line for node n, with the metrics d of the
+// interval that ended then (nil: zero), when a callflow is wanted.
+func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d *Metrics) {
 	if !a.flow {
 		return
+	}
+	var delta Metrics
+	if d != nil {
+		delta = *d
 	}
 	nd := &th.nodes[n]
 	f := a.fn(th, n)
 	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
-		Name: f.Name, Module: f.Module, Delta: d})
+		Name: f.Name, Module: f.Module, Delta: delta})
 }
+
+// maxStacks bounds the sample stacks whose functions a replay keeps
+// (replay.stacks): a few MiB, however many distinct stacks a long
+// recording samples.
+const maxStacks = 1 << 16
 
 // sample merges a sample of th into its tree: below the
 // innermost open traced call whose function the sample's stack holds, the
@@ -1144,8 +1196,19 @@ func (a *replay) sample(th *thread, s *model.Sample) {
 	if !a.inside(th) {
 		return
 	}
-	a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
-	fs := a.buf
+	fs, ok := a.stacks[s.Stack]
+	switch {
+	case ok:
+	case len(a.stacks) < maxStacks:
+		if a.stacks == nil {
+			a.stacks = map[uint32][]FuncID{}
+		}
+		fs, _ = a.t.Stack(s.Stack, nil)
+		a.stacks[s.Stack] = fs
+	default:
+		a.buf, _ = a.t.Stack(s.Stack, a.buf[:0])
+		fs = a.buf
+	}
 	n, depth, chain := int32(0), 0, fs
 	for depth = len(th.stack); depth > 0; depth-- {
 		cur := th.nodes[th.stack[depth-1].node].fn
@@ -1246,7 +1309,7 @@ func (a *replay) closeDownTo(th *thread, depth int, t uint64, end, unclosed Flow
 	}
 	for len(th.stack) > depth {
 		*n++
-		a.pop(th, t, unclosed, Metrics{})
+		a.pop(th, t, unclosed, nil)
 	}
 	if !a.inside(th) {
 		th.open = false // left the Root subgraph
@@ -1280,6 +1343,15 @@ func (a *replay) result() *Result {
 		Warnings:           []string{},
 	}
 	threads := a.sorted()
+	if a.switchCost {
+		a.sc = measureSwitchCost(threads)
+		if a.sc.NS > 0 {
+			r.SwitchCost = &a.sc
+		}
+		for _, th := range threads {
+			th.switchCost = switchCosts(th, &a.sc)
+		}
+	}
 	if a.flow {
 		r.Flows = a.flows(threads)
 	}
@@ -1357,12 +1429,27 @@ func (a *replay) tree(th *thread, i int32) Node {
 		Sampled:   i != 0 && nd.calls == 0,
 		Calls:     nd.calls,
 		Base:      nd.base,
-		Cum:       nd.base,
 		Children:  make([]Node, 0, nd.children),
 	}
+	// The node's total of calibrated intervals is where their noise has
+	// averaged out: clamped at zero here, not per interval
+	// (closeInterval). What the clamp adds, calibration did not remove.
+	if n.Base.WallNS < 0 {
+		n.Base.DeltaNS += n.Base.WallNS
+		n.Base.WallNS = 0
+	}
+	if th.switchCost != nil {
+		// What its preemptions cost is not the program's (switchcost.go).
+		removed := min(th.switchCost[i], max(0, n.Base.CPUNS))
+		n.Base.CPUNS -= removed
+		a.sc.Removed += removed
+	}
+	n.Base.CPUNS = max(0, n.Base.CPUNS)
+	n.Cum = n.Base
 	if nd.closed > 0 {
-		n.MinSelfNS, n.MaxSelfNS = nd.min, nd.max
-		n.MinSelfCPUNS, n.MaxSelfCPUNS = nd.minCPU, nd.maxCPU
+		// No call's self time exceeds the total of all of them.
+		n.MaxSelfNS, n.MaxSelfCPUNS = min(nd.max, n.Base.WallNS), min(nd.maxCPU, n.Base.CPUNS)
+		n.MinSelfNS, n.MinSelfCPUNS = min(nd.min, n.MaxSelfNS), min(nd.minCPU, n.MaxSelfCPUNS)
 	}
 	for c := nd.firstChild; c >= 0; c = th.nodes[c].next {
 		n.Children = append(n.Children, a.tree(th, c))

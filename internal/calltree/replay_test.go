@@ -406,14 +406,29 @@ func TestCalibration(t *testing.T) {
 		t.Errorf("raw: calibration %v, delta %v", raw.Calibration, raw.Total.DeltaNS)
 	}
 
-	// Leaves shorter than their overhead are clamped at zero, never
-	// negative: f's calls take 2, 3 and 1 ns against 2.5.
+	// Leaves whose time is about their overhead keep the noise of each
+	// call in their sum, where it averages out: f's calls take 2, 3 and
+	// 4 ns against 2.5, 1.5 ns in all (clamping each call at zero made
+	// it 2). A call's self time is never negative, nor is a node's.
+	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
+		Run(1, 1, "0 +main 10 +f 12 -f 20 +f 23 -f 30 +f 34 -f 40 -main").Profile()
+	r = build(t, p, calltree.Options{})
+	f = node(t, &thread(t, r, 1).Root, "main;f")
+	if !near(f.Base.WallNS, 1.5) || !near(f.Base.DeltaNS, 7.5) || f.MinSelfNS != 0 || !near(f.MaxSelfNS, 1.5) {
+		t.Errorf("unbiased f: %+v min %v max %v", f.Base, f.MinSelfNS, f.MaxSelfNS)
+	}
+	// f's calls take 2, 3 and 1 ns, -1.5 in all: f's total is zero, what
+	// calibration removed its whole raw time, and no call is longer than
+	// the total (the 3 ns call's 0.5 is noise the others cancel).
 	p = modeltest.NewHooks().Thread(1, 1, "app").Calibrate(ee, ex, xe, xx).
 		Run(1, 1, "0 +main 10 +f 12 -f 20 +f 23 -f 30 +f 31 -f 40 -main").Profile()
 	r = build(t, p, calltree.Options{})
 	f = node(t, &thread(t, r, 1).Root, "main;f")
-	if !near(f.Base.WallNS, 0.5) || f.MinSelfNS != 0 || !near(f.MaxSelfNS, 0.5) {
+	if f.Base.WallNS != 0 || f.Base.DeltaNS != 6 || f.MinSelfNS != 0 || f.MaxSelfNS != 0 {
 		t.Errorf("clamped f: %+v min %v max %v", f.Base, f.MinSelfNS, f.MaxSelfNS)
+	}
+	if main := node(t, &thread(t, r, 1).Root, "main"); !near(main.Cum.WallNS, main.Base.WallNS+f.Cum.WallNS) {
+		t.Errorf("main cum %v, base %v + f %v", main.Cum.WallNS, main.Base.WallNS, f.Cum.WallNS)
 	}
 }
 
@@ -815,8 +830,9 @@ func callflow(p *model.Profile, o calltree.Options) ([]calltree.FlowThread, erro
 // TestSiteCosts: a probed function whose entry instruction is
 // single-stepped, or whose exits are RET probes, loses the extra cost of
 // its sites (Calibration.Sites) from the interval after each such event,
-// on top of the fitted overheads; a function on emulated sites loses
-// only the overheads.
+// on top of the fitted overheads, but for the part of a stepped entry's
+// measured in the caller, which the interval before it loses; a function
+// on emulated sites loses only the overheads.
 func TestSiteCosts(t *testing.T) {
 	b := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
 		Run(1, 1, "0 +main 100 +f 200 -f 300 +g 400 -g 500 -main")
@@ -838,6 +854,17 @@ func TestSiteCosts(t *testing.T) {
 	}
 	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe", m.Base.WallNS)
+	}
+
+	// 6 of the stepped entry's 20 ns measured in the caller's intervals
+	// come off main's interval before f's entry, the other 14 off f's.
+	p.Header.Calibration.Sites.EntrySteppedCaller = 6
+	r = build(t, p, calltree.Options{})
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); !near(f.Base.WallNS, 100-1-14) {
+		t.Errorf("f self %v, want 100 − 1 − 14", f.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7-6) {
+		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe − 6 before f's entry", m.Base.WallNS)
 	}
 }
 

@@ -68,7 +68,8 @@ type Options struct {
 type Metrics struct {
 	// WallNS is the elapsed time, calibrated: each interval's raw time
 	// minus the profiler's lost time (Adjust records) and the probe cost
-	// of its transition kind, never below zero. With Options.Raw, or
+	// of its transition kind, summed per node and never below zero there
+	// (a single interval of a callflow may be). With Options.Raw, or
 	// without calibration and adjustments, it equals WallNSRaw.
 	WallNS float64 `json:"wall_ns"`
 	// WallNSRaw is the elapsed time between the events, as recorded.
@@ -326,6 +327,12 @@ type Result struct {
 	// ExcludeInterrupts and ByGoroutine are the Options'.
 	ExcludeInterrupts bool `json:"exclude_interrupts"`
 	ByGoroutine       bool `json:"by_goroutine"`
+
+	// SwitchCost is what a context switch cost the threads on CPU,
+	// measured in the recording and removed from their calibrated CPU
+	// time; nil when not calibrating, without context switches or with
+	// too few switched intervals to measure it.
+	SwitchCost *SwitchCost `json:"switch_cost,omitempty"`
 
 	Total Metrics `json:"total"` // sum of every thread's root cum
 	Calls uint64  `json:"calls"` // entries analysed

@@ -26,7 +26,7 @@ type slotRun struct {
 	reset, atLast, mono bool
 }
 
-// NewBatch returns an empty batch with room for n records (32 bytes
+// NewBatch returns an empty batch with room for n records (16 bytes
 // each).
 func NewBatch(n int) *Batch { return &Batch{recs: make([]rec, 0, max(n, 1))} }
 
@@ -69,7 +69,7 @@ func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
 		ev := Event{PID: ru.pid, TID: ru.tid}
 		if ru.slot == noSlot {
 			for _, rc := range recs[:ru.n] {
-				ev.Time, ev.Kind, ev.Dropped = rc.Time, KindAdjust, rc.B
+				ev.Time, ev.Kind, ev.Dropped = rc.Time, KindAdjust, rc.W&payloadMask
 				fn(ev)
 			}
 			recs = recs[ru.n:]
@@ -82,13 +82,15 @@ func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
 		last := d.last[ru.slot]
 		for i := range recs[:ru.n] {
 			rc := &recs[i]
-			t, kind, a, bb := rc.Time, rc.Kind, rc.A, rc.B
+			t, kind, payload := rc.Time, rc.W>>payloadBits, rc.W&payloadMask
 			switch {
 			case ru.atLast:
 				t = last
 			case c != nil:
 				if dt := t - lo; dt < span {
-					t = base + uint64(float64(int64(dt))*slope)
+					// Through int64: a float64 to uint64 conversion
+					// takes a compare and two paths (the offset fits).
+					t = base + uint64(int64(float64(int64(dt))*slope))
 				} else {
 					t = c.monoSeg(t)
 					lo, span, base, slope = c.lo, c.span, c.base, c.slope
@@ -98,16 +100,18 @@ func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
 			last = t
 			ev.Time = t
 			switch kind {
-			case uint64(KindEntry), uint64(KindExit):
-				ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = uint8(kind), a, bb, 0, 0
-			case uint64(KindAdjust):
-				ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, c.duration(rc.Time, a), bb
+			case recEntry, recExit:
+				ev.Kind, ev.Addr, ev.Duration, ev.Dropped = uint8(kind), payload, 0, 0
+			case recWait:
+				ev.Kind, ev.Addr, ev.Duration, ev.Dropped = KindAdjust, 0, c.duration(rc.Time, payload), 0
 				if ru.atLast {
 					ev.Duration = 0
 				}
+			case recDrop:
+				ev.Kind, ev.Addr, ev.Duration, ev.Dropped = KindAdjust, 0, 0, payload
 			default:
 				// Corrupted record: counted as a drop, never passed on.
-				ev.Kind, ev.Addr, ev.CallSite, ev.Duration, ev.Dropped = KindAdjust, 0, 0, 0, 1
+				ev.Kind, ev.Addr, ev.Duration, ev.Dropped = KindAdjust, 0, 0, 1
 			}
 			fn(ev)
 		}

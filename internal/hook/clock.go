@@ -49,22 +49,33 @@ type clock struct {
 // errTSC reports a TSC that does not advance at a sane rate.
 var errTSC = errors.New("TSC not usable: implausible rate")
 
-// newClock reads two pairs 2 ms apart.
+// newClock reads a pair, and the TSC's rate over rateWindow: update adds
+// the second pair once the first is firstPairAfter old, so that a
+// recording's start does not wait for it (a 2 ms sleep before the
+// target could be launched). Until then the rate converts.
 func newClock() (*clock, error) {
-	c := &clock{pairs: []pair{samplePair()}}
-	time.Sleep(2 * time.Millisecond)
+	first := samplePair()
+	for uint64(nanotime())-first.mono < uint64(rateWindow) {
+	}
 	p := samplePair()
-	first := c.pairs[0]
 	if p.tsc <= first.tsc || p.mono <= first.mono {
 		return nil, errTSC
 	}
-	s := float64(p.mono-first.mono) / float64(p.tsc-first.tsc)
-	if s < 0.01 || s > 100 { // 10 MHz .. 100 GHz
+	first.slope = float64(p.mono-first.mono) / float64(p.tsc-first.tsc)
+	if first.slope < 0.01 || first.slope > 100 { // 10 MHz .. 100 GHz
 		return nil, errTSC
 	}
-	c.add(p)
-	return c, nil
+	return &clock{pairs: []pair{first}}, nil
 }
+
+// rateWindow is how long newClock measures the TSC's first rate: a pair
+// is within some 20 ns, so the rate within 2e-4, which converts values
+// to within 400 ns until the second pair, firstPairAfter later.
+const rateWindow = 100 * time.Microsecond
+
+// firstPairAfter is when update adds the second pair; later ones come
+// every pairEvery.
+const firstPairAfter = 2 * time.Millisecond
 
 // samplePair reads the TSC on both sides of CLOCK_MONOTONIC and keeps the
 // tightest of a few tries; the TSC value is the bracket's midpoint.
@@ -107,9 +118,14 @@ func (c *clock) snapshot() *clock {
 	return &clock{pairs: slices.Clone(c.pairs), added: c.added}
 }
 
-// update adds a pair when the last one is pairEvery old.
+// update adds a pair when the last one is pairEvery old (the second
+// pair: firstPairAfter).
 func (c *clock) update() {
-	if uint64(nanotime())-c.pairs[len(c.pairs)-1].mono >= uint64(pairEvery) {
+	every := pairEvery
+	if len(c.pairs) == 1 {
+		every = firstPairAfter
+	}
+	if uint64(nanotime())-c.pairs[len(c.pairs)-1].mono >= uint64(every) {
 		c.add(samplePair())
 	}
 }
@@ -117,7 +133,7 @@ func (c *clock) update() {
 // mono converts TSC value t. The common case is small enough to inline.
 func (c *clock) mono(t uint64) uint64 {
 	if d := t - c.lo; d < c.span {
-		return c.base + uint64(float64(int64(d))*c.slope)
+		return c.base + uint64(int64(float64(int64(d))*c.slope))
 	}
 	return c.monoSeg(t)
 }
@@ -138,7 +154,7 @@ func (c *clock) monoSeg(t uint64) uint64 {
 	if i+1 < len(ps) {
 		c.span = ps[i+1].tsc - p.tsc
 	}
-	return c.base + uint64(float64(int64(t-c.lo))*c.slope)
+	return c.base + uint64(int64(float64(int64(t-c.lo))*c.slope))
 }
 
 // ticks converts a duration to TSC ticks at the latest rate.

@@ -6,7 +6,7 @@
 // __cyg_profile_func_exit on every call; glibc's versions do nothing. The
 // library (lib/hook.c, embedded and compiled on first use by Library)
 // defines both, and LD_PRELOAD puts it ahead of glibc. Each hook writes
-// one 32-byte record into its thread's ring in shared memory: no lock and
+// one 16-byte record into its thread's ring in shared memory: no lock and
 // no system call. A call (entry and exit) costs about 25 ns on the 2-core
 // KVM guest this was written on, against 85 ns under uftrace record
 // (go run ./bench/hooks measures both).
@@ -37,13 +37,17 @@
 //   - slot (struct tp_slot, 192 bytes): state, pid and tid of the owner,
 //     its pending drop counts, and the ring's head (written by the thread)
 //     and tail (written by the recorder) on separate cache lines;
-//   - ring: Options.Events records of 32 bytes (time, this_fn or the
-//     wait, call_site or the drop count, kind).
+//   - ring: Options.Events records of 16 bytes: the time, and a word
+//     with the kind in its top byte over a 56-bit payload: this_fn for an
+//     entry or exit, the clock units waited for a wait, the count for a
+//     drop. An adjust is a wait record, a drop record or both. The call
+//     site is not recorded (a call is named by its function; its caller
+//     is the function entered before it).
 //
 // Rings are single-producer, single-consumer: the thread writes records
 // and publishes head with a release store; DrainBatch reads up to head
 // with an acquire load, copies the records as they are into a Batch (a
-// memmove: 32 bytes a record keeps up with the hooks) and hands the space
+// memmove: 16 bytes a record keeps up with the hooks) and hands the space
 // back by storing tail at once. A Decoder turns batches into events
 // (converting the clock, keeping each thread's times monotonic), later
 // and on another goroutine if need be: the recorder's drainer only
@@ -78,8 +82,8 @@
 // a time) and writes, after its event, an adjust record with the time it
 // waited: the analysis subtracts it from the calls open at that point.
 // After Options.MaxWait it drops events instead and counts them in its
-// slot; when space returns it first writes one adjust with the count and
-// the time waited, timed at the first drop. Counts a thread could not
+// slot; when space returns it first writes an adjust with the count and
+// the time waited (a drop and a wait record), timed at the first drop. Counts a thread could not
 // write before it ended are reported by Drain when it frees the slot.
 // When no slot is free a new thread likewise waits, then drops and counts
 // in the header (Drain reports those as an adjust with PID and TID 0),

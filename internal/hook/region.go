@@ -24,7 +24,7 @@ const (
 // Layout constants shared with hook.c.
 const (
 	magic      = 0x314b4f4f48505254 // "TRPHOOK1"
-	version    = 1
+	version    = 2
 	headerSize = int(unsafe.Sizeof(header{}))
 	slotSize   = int(unsafe.Sizeof(slot{}))
 	recSize    = int(unsafe.Sizeof(rec{}))
@@ -46,12 +46,28 @@ const (
 	stateDead  = 2
 )
 
-// Event.Kind values, also the record kinds in the rings (rec.Kind).
+// Event.Kind values.
 const (
 	KindEntry  uint8 = 1 // a function was entered
 	KindExit   uint8 = 2 // a function returned
 	KindAdjust uint8 = 3 // the thread waited for ring space, or dropped events
 )
+
+// Record kinds in the rings (the top byte of rec.W, over a payload of
+// payloadBits): an entry or exit carries the function, a wait the clock
+// units waited, a drop the number of events dropped. An adjust is a wait
+// record, a drop record or both, each decoded into an adjust Event.
+const (
+	recEntry    = uint64(KindEntry)
+	recExit     = uint64(KindExit)
+	recWait     = 3
+	recDrop     = 4
+	payloadBits = 56
+	payloadMask = 1<<payloadBits - 1
+)
+
+// word makes a record's second word from its kind and payload.
+func word(kind, payload uint64) uint64 { return kind<<payloadBits | payload&payloadMask }
 
 // header mirrors struct tp_header in hook.c: the region's first bytes,
 // written by the recorder before the target starts, except NoSlotDropped.
@@ -85,10 +101,13 @@ type slot struct {
 	_                  [7]uint64
 }
 
-// rec mirrors struct tp_rec in hook.c: one ring record. For an adjust, A
-// is the wait in clock units and B the number of dropped events.
+// rec mirrors struct tp_rec in hook.c: one ring record, 16 bytes: the
+// time and word(kind, payload). Half of the 32 bytes the records took
+// with the call site and a whole word for the kind: the hooks, the
+// drainer's copy and the decoder move half as much memory, and the
+// spool holds twice the events.
 type rec struct {
-	Time, A, B, Kind uint64
+	Time, W uint64
 }
 
 // Event is one record drained from a region.
@@ -97,7 +116,6 @@ type Event struct {
 	PID, TID uint32 // 0, 0 for drops of threads that found no free slot
 	Kind     uint8  // KindEntry, KindExit or KindAdjust
 	Addr     uint64 // entry, exit: the function's address in the process (this_fn)
-	CallSite uint64 // entry, exit: the return address in the caller (call_site)
 	Duration uint64 // adjust: ns the thread waited for ring space
 	Dropped  uint64 // adjust: events dropped
 }
@@ -109,10 +127,10 @@ type Options struct {
 	// the target. Further threads wait, then drop and count.
 	Threads int
 	// Events is the number of records per ring, rounded up to a power of
-	// two (default 1<<18, 8 MiB). A call is two records. A ring that has
+	// two (default 1<<19, 8 MiB). A call is two records. A ring that has
 	// been filled once stays resident (shared memory), so the region
-	// uses up to Threads × Events × 32 bytes of memory.
-	// At 25 ns per call a thread fills the default ring in about 3 ms
+	// uses up to Threads × Events × 16 bytes of memory.
+	// At 25 ns per call a thread fills the default ring in about 6 ms
 	// when nobody drains it.
 	Events int
 	// MaxWait bounds how long a thread waits for ring space before it
@@ -170,7 +188,7 @@ func NewRegion(opts Options) (*Region, error) {
 		threads = 128
 	}
 	if events <= 0 {
-		events = 1 << 18
+		events = 1 << 19
 	}
 	if maxWait <= 0 {
 		maxWait = time.Second
@@ -321,7 +339,10 @@ func (r *Region) drainDecode(fn func(Event), check, final bool) int {
 		if !more {
 			return n
 		}
-		check = false
+		// One liveness check a Drain; a Flush checks in every batch, or
+		// a slot whose records filled the first would never be freed
+		// and its thread's pending drops never reported.
+		check = final
 	}
 }
 
@@ -339,7 +360,7 @@ func (r *Region) Freeze() {
 }
 
 // DrainBatch copies the records available in the rings into b, as they
-// are, and hands their space back to the threads at once: copying 32
+// are, and hands their space back to the threads at once: copying 16
 // bytes a record keeps up with threads writing one every few ns, where
 // decoding them would not. It stops when b is full (its capacity, set by
 // NewBatch) and then reports true: call it again with another batch.
@@ -393,13 +414,13 @@ func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 				return true
 			}
 		}
-		if len(b.recs) == cap(b.recs) {
-			return true // no room for the slot's last record: next batch
+		if cap(b.recs)-len(b.recs) < 2 {
+			return true // no room for the slot's last records: next batch
 		}
 		r.free(i, b)
 	}
 	if d := atomic.LoadUint64(&r.hdr.NoSlotDropped); d != r.noSlot && len(b.recs) < cap(b.recs) {
-		b.recs = append(b.recs, rec{Time: r.now(), B: d - r.noSlot, Kind: uint64(KindAdjust)})
+		b.recs = append(b.recs, rec{Time: r.now(), W: word(recDrop, d-r.noSlot)})
 		b.spans = append(b.spans, slotRun{slot: noSlot, n: 1, mono: true})
 		r.noSlot = d
 	}
@@ -430,7 +451,7 @@ func (r *Region) copySlot(i int, b *Batch) (full bool) {
 		if len(b.recs) == cap(b.recs) {
 			return true
 		}
-		b.recs = append(b.recs, rec{Kind: uint64(KindAdjust), B: head - tail - size})
+		b.recs = append(b.recs, rec{W: word(recDrop, head-tail-size)})
 		b.spans = append(b.spans, slotRun{slot: ru.slot, pid: ru.pid, tid: ru.tid, n: 1, atLast: true})
 		tail = head - size
 	}
@@ -454,14 +475,20 @@ func (r *Region) copySlot(i int, b *Batch) (full bool) {
 
 // free passes on what slot i's ended thread still owed (its pending
 // drops and waits) and makes the slot available to new threads; b has
-// room for one record.
+// room for two records.
 func (r *Region) free(i int, b *Batch) {
 	s := &r.slots[i]
 	dropped := s.PendDropped + atomic.LoadUint64(&s.Nested)
 	ru := slotRun{slot: uint32(i), pid: s.PID, tid: s.TID, reset: true}
-	if dropped != 0 || s.PendWait != 0 {
-		b.recs = append(b.recs, rec{Time: s.PendSince, A: s.PendWait, B: dropped, Kind: uint64(KindAdjust)})
-		ru.n = 1
+	// The drop first, as the library writes them: a wait is stamped with
+	// its end.
+	if dropped != 0 {
+		b.recs = append(b.recs, rec{Time: s.PendSince, W: word(recDrop, dropped)})
+		ru.n++
+	}
+	if s.PendWait != 0 {
+		b.recs = append(b.recs, rec{Time: s.PendSince, W: word(recWait, s.PendWait)})
+		ru.n++
 	}
 	b.spans = append(b.spans, ru)
 	s.PendDropped, s.PendWait, s.PendSince = 0, 0, 0

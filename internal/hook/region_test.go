@@ -53,7 +53,7 @@ func TestDrainWraps(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		// 7 records a round: the ring index wraps every round.
 		for k := 0; k < 7; k++ {
-			r.produce(1, rec{Time: next, A: next * 2, B: 3, Kind: uint64(KindEntry) + uint64(k%2)})
+			r.produce(1, rec{Time: next, W: word(recEntry+uint64(k%2), next*2)})
 			next++
 		}
 		evs := r.collect()
@@ -62,7 +62,7 @@ func TestDrainWraps(t *testing.T) {
 		}
 		for k, e := range evs {
 			want := next - 7 + uint64(k)
-			if e.Time != want || e.Addr != want*2 || e.CallSite != 3 || e.PID != 10 || e.TID != 11 || e.Kind != KindEntry+uint8(k%2) {
+			if e.Time != want || e.Addr != want*2 || e.PID != 10 || e.TID != 11 || e.Kind != KindEntry+uint8(k%2) {
 				t.Fatalf("round %d event %d: %+v", round, k, e)
 			}
 		}
@@ -76,7 +76,7 @@ func TestDrainAdjustsAndFree(t *testing.T) {
 	r := fakeRegion(t, 1, 8)
 	s := &r.slots[0]
 	s.State, s.PID, s.TID = stateOwned, 10, 11
-	r.produce(0, rec{Time: 50, A: 1, Kind: 1}, rec{Time: 60, A: 7, B: 0, Kind: 3}, rec{Time: 40, A: 1, Kind: 2}, rec{Time: 70, Kind: 99})
+	r.produce(0, rec{Time: 50, W: word(recEntry, 1)}, rec{Time: 60, W: word(recWait, 7)}, rec{Time: 40, W: word(recExit, 1)}, rec{Time: 70, W: word(99, 0)})
 	// The thread exits owing a drop count.
 	s.PendDropped, s.PendWait, s.PendSince, s.Nested = 5, 3, 45, 2
 	s.State = stateDead
@@ -86,7 +86,9 @@ func TestDrainAdjustsAndFree(t *testing.T) {
 		{Time: 60, PID: 10, TID: 11, Kind: KindAdjust, Duration: 7},
 		{Time: 60, PID: 10, TID: 11, Kind: KindExit, Addr: 1}, // clamped: times never go back
 		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Dropped: 1},
-		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Duration: 3, Dropped: 7},
+		// What it owed: the drops and the wait, one adjust each.
+		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Dropped: 7},
+		{Time: 70, PID: 10, TID: 11, Kind: KindAdjust, Duration: 3},
 	}
 	if len(evs) != len(want) {
 		t.Fatalf("got %+v", evs)
@@ -134,7 +136,7 @@ func TestFlushFreesVanishedThreads(t *testing.T) {
 	// exist (pid_max is below 1<<22), which ended without its exit hook.
 	r.slots[0].State, r.slots[0].PID, r.slots[0].TID = stateOwned, uint32(os.Getpid()), uint32(os.Getpid())
 	r.slots[1].State, r.slots[1].PID, r.slots[1].TID = stateOwned, 1<<22+1, 1<<22+1
-	r.produce(1, rec{Time: 5, A: 1, Kind: 1})
+	r.produce(1, rec{Time: 5, W: word(recEntry, 1)})
 	r.slots[1].PendDropped, r.slots[1].PendSince = 9, 6
 	var evs []Event
 	r.Flush(func(e Event) { evs = append(evs, e) })
@@ -176,7 +178,7 @@ func TestClockConversion(t *testing.T) {
 		fixed := int64(first.mono(p.tsc)) - int64(p.mono)
 		worstFixed = max(worstFixed, fixed, -fixed)
 	}
-	t.Logf("over %v: worst error %d ns with pairs every %v; %d ns with only the first two pairs", d, worst, pairEvery, worstFixed)
+	t.Logf("over %v: worst error %d ns with pairs every %v; %d ns with only the first pair and rate", d, worst, pairEvery, worstFixed)
 	if worst > 1000 {
 		t.Errorf("conversion off by %d ns", worst)
 	}
@@ -213,7 +215,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.StopTimer()
 		now := rdtsc()
 		for k := 0; k < 1<<15; k++ {
-			r.produce(0, rec{Time: now + uint64(k), A: 0x401000, B: 0x401234, Kind: uint64(KindEntry) + uint64(k&1)})
+			r.produce(0, rec{Time: now + uint64(k), W: word(recEntry+uint64(k&1), 0x401000)})
 		}
 		b.StartTimer()
 		r.Drain(fn)
@@ -229,11 +231,11 @@ func TestFreeze(t *testing.T) {
 		s := &r.slots[i]
 		s.State, s.PID, s.TID = stateOwned, 10, uint32(11+i)
 	}
-	r.produce(0, rec{Time: 1, Kind: uint64(KindEntry)}, rec{Time: 2, Kind: uint64(KindExit)})
-	r.produce(1, rec{Time: 3, Kind: uint64(KindEntry)})
+	r.produce(0, rec{Time: 1, W: word(recEntry, 1)}, rec{Time: 2, W: word(recExit, 1)})
+	r.produce(1, rec{Time: 3, W: word(recEntry, 1)})
 	r.Freeze()
-	r.produce(0, rec{Time: 4, Kind: uint64(KindEntry)})
-	r.produce(1, rec{Time: 5, Kind: uint64(KindExit)})
+	r.produce(0, rec{Time: 4, W: word(recEntry, 1)})
+	r.produce(1, rec{Time: 5, W: word(recExit, 1)})
 	var times []uint64
 	for _, e := range r.collect() {
 		times = append(times, e.Time)

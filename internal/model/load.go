@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 
@@ -64,7 +65,11 @@ func (l *loader) read(tr *trace.Reader) {
 			break
 		}
 		l.damaged = tr.Damaged()
-		if err := l.add(rec); err != nil {
+		err = l.add(rec)
+		if e, ok := rec.(*trace.Event); ok && err == nil {
+			l.skim(tr, e)
+		}
+		if err != nil {
 			if l.damaged {
 				// Its definition was lost in the damage: keep the rest.
 				l.p.Inconsistent++
@@ -82,6 +87,26 @@ func (l *loader) read(tr *trace.Reader) {
 	if l.p.Err == nil && l.p.End == nil {
 		l.p.Err = ErrNoEnd
 	}
+}
+
+// skim takes the run of events that follows e, an event the loader
+// took, as l.event would (trace.Reader.SkimEvents), when only their
+// number and times are kept: the stream's first pass once it holds no
+// records. A run stops where l.event has more to do: another thread, a
+// function not yet defined, a time after the end of e's thread.
+func (l *loader) skim(tr *trace.Reader, e *trace.Event) {
+	c := l.tally
+	if c == nil || c.held != nil {
+		return
+	}
+	th := l.last // e's, which l.event looked up last
+	until := th.End
+	if until == 0 {
+		until = math.MaxUint64
+	}
+	n := tr.SkimEvents(uint32(len(l.p.Locations)), until, &c.span)
+	c.counts[RecordEvent] += uint64(n)
+	l.records += n
 }
 
 // loader accumulates records into a Profile.

@@ -190,9 +190,9 @@ func newStream(open func() (io.ReadCloser, error), hold int) (*Stream, error) {
 	l := newLoader(tr, &c)
 	l.read(tr)
 	l.finish()
-	s := &Stream{Profile: l.p, Counts: c.counts, First: c.first, Last: c.seen, Lateness: c.lateness,
+	s := &Stream{Profile: l.p, Counts: c.counts, First: c.span.First, Last: c.span.Last, Lateness: c.span.Lateness,
 		open: open, records: l.records, dropped: l.dropped}
-	if c.lateness == 0 {
+	if c.span.Lateness == 0 {
 		// In time order as read: Records' order.
 		s.held = c.held
 	}
@@ -247,10 +247,8 @@ func (l *blocks[T]) at(i int) *T { return &l.b[i/blockSize][i%blockSize] }
 
 // tally sums up the time-ordered records of the first pass.
 type tally struct {
-	counts      [RecordGoID + 1]uint64
-	first, seen uint64 // the earliest and the latest time so far
-	lateness    uint64
-	any         bool
+	counts [RecordGoID + 1]uint64
+	span   trace.TimeSpan
 	// held are the records so far while there are at most limit, nil
 	// after.
 	held  *heldRecords
@@ -259,14 +257,8 @@ type tally struct {
 
 // add counts a record of kind k at time t.
 func (c *tally) add(k RecordKind, t uint64) {
-	if !c.any || t < c.first {
-		c.first, c.any = t, true
-	}
 	c.counts[k]++
-	if t < c.seen {
-		c.lateness = max(c.lateness, c.seen-t)
-	}
-	c.seen = max(c.seen, t)
+	c.span.Add(t)
 }
 
 // hold keeps rec, a time-ordered record of kind k, in c.held while

@@ -139,3 +139,65 @@ func TestStreamReorders(t *testing.T) {
 		t.Errorf("%d switches, %d goids", len(got.Switches), len(got.GoIDs))
 	}
 }
+
+// TestStreamSkimsEvents reads an instrumented trace whose first pass,
+// holding nothing (hold 0), skims the runs of events of one thread
+// (trace.Reader.SkimEvents): its counts, times, threads and records are
+// Load's. The trace has runs cut by another thread, by a function defined
+// later, by times that go back, and by a thread's exit written before
+// events after it, which belong to a new incarnation of the tid; it ends
+// with an event of a function never defined.
+func TestStreamSkimsEvents(t *testing.T) {
+	data := writeTrace(t, func(*trace.Writer) []trace.Record { return skimmedEvents() })
+	want, err := Load(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Threads) < 3 || !errors.Is(want.Err, trace.ErrCorrupt) {
+		t.Fatalf("%d thread incarnations (want the exited tid's two and another), error %v", len(want.Threads), want.Err)
+	}
+	held, _, err := streamed(t, data, maxHeld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, got, err := streamed(t, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the skimming stream differs from Load:\n got %+v\nwant %+v", got, want)
+	}
+	if n := uint64(len(want.Events)); s.Counts[RecordEvent] != n {
+		t.Errorf("counted %d events, Load has %d", s.Counts[RecordEvent], n)
+	}
+	if s.Counts != held.Counts || s.First != held.First || s.Last != held.Last || s.Lateness != held.Lateness || s.records != held.records {
+		t.Errorf("skimmed: counts %v, times %d-%d, %d late, %d records; held: %v, %d-%d, %d late, %d records",
+			s.Counts, s.First, s.Last, s.Lateness, s.records, held.Counts, held.First, held.Last, held.Lateness, held.records)
+	}
+	if s.Lateness == 0 {
+		t.Error("no event came late: the test lost its times that go back")
+	}
+}
+
+// skimmedEvents are the records of TestStreamSkimsEvents.
+func skimmedEvents() []trace.Record {
+	recs := []trace.Record{
+		&trace.String{ID: 1, Text: "prog"}, &trace.String{ID: 2, Text: "f"},
+		&trace.Location{ID: 1, Module: 1, Offset: 0x10, Lines: []trace.Line{{Function: 2}}},
+		&trace.Exit{Time: 50_200, PID: 5, TID: 6}, // inside a run of tid 6, 50,130-50,283
+	}
+	for i := range 6000 {
+		tid := uint32(5 + i%100/90) // runs of 90 events of tid 5, then 10 of tid 6
+		recs = append(recs, &trace.Event{Time: uint64(1000 + 17*i - 40*(i%50/49)), PID: 5, TID: tid, Kind: trace.EventKind(1 + i%2), Function: 1})
+		if i == 3000 {
+			recs = append(recs, &trace.Location{ID: 2, Module: 1, Offset: 0x20, Lines: []trace.Line{{Function: 2}}})
+		}
+		if i > 3000 && i%7 == 0 {
+			recs = append(recs, &trace.Event{Time: uint64(1000 + 17*i), PID: 5, TID: tid, Kind: trace.EventEntry, Function: 2})
+		}
+	}
+	// An event of a function never defined, in a run of tid 6: the chunk is
+	// corrupt, and the skim stops before it as Load does.
+	recs = append(recs, &trace.Event{Time: 103_000, PID: 5, TID: 6, Kind: trace.EventExit, Function: 3}, &trace.End{Time: 200_000})
+	return recs
+}

@@ -110,7 +110,7 @@ func (s *session) openCounters(pid, tid, cpu int, kernel, launched bool) {
 		c.bases = map[[2]uint32]countBase{}
 		if countInKernel {
 			var err error
-			if c.tc, err = perf.NewThreadCounts(); err != nil {
+			if c.tc, err = s.threadCounts(); err != nil {
 				fmt.Fprintf(s.log, "trueprof: per-thread counters write a ring record per page fault and migration: %v\n", err)
 			} else if err = c.tc.Track(pid, launched); err != nil {
 				c.tc.Close()
@@ -142,6 +142,54 @@ func (s *session) openCounters(pid, tid, cpu int, kernel, launched bool) {
 		}
 	}
 	c.on = true
+}
+
+// threadCountsOpening is perf.NewThreadCounts running on a goroutine of
+// its own (startThreadCounts) while the sampling rings are mapped: its
+// BPF maps and programs took 5-8 ms of every start, one after the rings'
+// 4 ms per CPU.
+type threadCountsOpening struct {
+	done chan struct{}
+	tc   *perf.ThreadCounts
+	err  error
+}
+
+// startThreadCounts starts loading the in-kernel counting, when it is
+// chosen, for threadCounts to take.
+func (s *session) startThreadCounts() {
+	if !countInKernel {
+		return
+	}
+	o := &threadCountsOpening{done: make(chan struct{})}
+	s.tcOpening = o
+	go func() {
+		defer close(o.done)
+		o.tc, o.err = perf.NewThreadCounts()
+	}()
+}
+
+// threadCounts returns startThreadCounts' counting once loaded, or loads
+// it now when none was started or it was taken already (the events
+// opened again without kernel samples).
+func (s *session) threadCounts() (*perf.ThreadCounts, error) {
+	o := s.tcOpening
+	if o == nil {
+		return perf.NewThreadCounts()
+	}
+	s.tcOpening = nil
+	<-o.done
+	return o.tc, o.err
+}
+
+// dropThreadCounts releases startThreadCounts' counting when no thread
+// took it (Run failed before).
+func (s *session) dropThreadCounts() {
+	if s.tcOpening == nil {
+		return
+	}
+	if tc, err := s.threadCounts(); err == nil {
+		tc.Close()
+	}
 }
 
 // openCounter opens the fallback's event of kind on thread tid and cpu.

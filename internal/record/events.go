@@ -25,16 +25,16 @@ type eventSource interface {
 	close() error
 }
 
-// chunkSource is an eventSource that delivers its events in whole
-// chunks: the hooks' tens of millions of events a second are copied
-// into the session's buffer a chunk at a time rather than through a
-// call per event.
-type chunkSource interface {
+// batchSource is an eventSource that decodes its events straight into
+// the session's buffer: the hooks' tens of millions of events a second
+// are not passed through a call per event, nor copied. It hands over a
+// few batches at a time, also once finished.
+type batchSource interface {
 	eventSource
-	// drainChunks passes available events to fn, in chunks that fn
-	// must not retain, after telling grow how many there will be at most,
-	// and reports whether it holds more, which a later call passes.
-	drainChunks(grow func(n int), fn func([]instrEvent)) (more bool)
+	// drainInto appends the available events of a few batches to dst
+	// and returns it, whether more are available, and whether the
+	// events it appended are in time order, after dst's last.
+	drainInto(dst []instrEvent) (out []instrEvent, more, ordered bool)
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -54,38 +54,37 @@ type instrEvent struct {
 
 // drainEvents collects the sources' events into s.pendingEvents; final
 // detaches the probes and collects the last ones. It reports whether a
-// source holds more than it delivered (collectEvents).
-func (s *session) drainEvents(final bool) (more bool) {
+// source holds more than it handed over (collectEvents takes them).
+func (s *session) drainEvents(final bool) bool {
 	if final {
 		s.detached = s.detach()
 	}
-	return s.collectEvents()
+	n := len(s.pendingEvents)
+	for _, src := range s.sources {
+		if _, ok := src.(batchSource); !ok {
+			src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
+		}
+	}
+	return s.collectEvents(len(s.pendingEvents) > n)
 }
 
-// collectEvents collects the events the sources deliver into
-// s.pendingEvents and reports whether a source holds more: a hook source
-// delivers a few batches at a time, at the end too (its whole spool,
-// decoded at once, doubled the recorder's memory at the end of the dense
-// load). Each source delivers a thread's events in order and, with one
-// busy thread, usually everything in order: the stable sort runs only
-// when threads interleave.
-func (s *session) collectEvents() (more bool) {
+// collectEvents takes the batch sources' events into s.pendingEvents,
+// sorts them all by time and reports whether a source holds more. What
+// the last merge left is in order; check says that other events were
+// appended since, which are looked at. Each source delivers a thread's events in order and, with
+// one busy thread, usually everything in order: the stable sort runs
+// only when threads interleave.
+func (s *session) collectEvents(check bool) bool {
+	more, ordered := false, true
 	for _, src := range s.sources {
-		if c, ok := src.(chunkSource); ok {
-			// Grown once to hold them all: appending would double the
-			// slice again and again, the old copies alive meanwhile (the
-			// final drain of the dense load, 1M events and more, peaked
-			// at 200 MiB of heap).
-			if c.drainChunks(func(n int) { s.pendingEvents = slices.Grow(s.pendingEvents, n) },
-				func(c []instrEvent) { s.pendingEvents = append(s.pendingEvents, c...) }) {
-				more = true
-			}
-			continue
+		if b, ok := src.(batchSource); ok {
+			var left, ord bool
+			s.pendingEvents, left, ord = b.drainInto(s.pendingEvents)
+			more, ordered = more || left, ordered && ord
 		}
-		src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }
-	if !slices.IsSortedFunc(s.pendingEvents, byTime) {
+	if !ordered || check && !slices.IsSortedFunc(s.pendingEvents, byTime) {
 		slices.SortStableFunc(s.pendingEvents, byTime)
 	}
 	return more
@@ -139,7 +138,12 @@ func (s *session) processEvent(e *instrEvent) error {
 	}
 	// One record, reused: the writer encodes it at once, and millions of
 	// allocated ones would keep the collector and the page allocator busy.
-	s.eventRec = trace.Event{Time: e.time, PID: e.pid, TID: e.tid, Kind: e.kind, Function: fn}
+	// Its fields are stored one by one: a composite literal is built on
+	// the stack with narrow stores and copied with a wide load, which
+	// stalls on store forwarding (6 ns an event, an eighth of the
+	// recorder's CPU on the dense load).
+	r := &s.eventRec
+	r.Time, r.PID, r.TID, r.Kind, r.Function = e.time, e.pid, e.tid, e.kind, fn
 	if s.agg != nil {
 		s.result.Events++
 		return s.aggregateEvent(&s.eventRec) // folded into the trees, not written

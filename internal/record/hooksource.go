@@ -15,9 +15,9 @@ import (
 // hookSource drains the hook library's shared-memory rings. A thread
 // fills its ring in a few milliseconds at full speed and then waits for
 // space, so the rings are copied out by a goroutine of their own, which
-// does nothing else: it copies the records as they are, 32 bytes each,
+// does nothing else: it copies the records as they are, 16 bytes each,
 // into batches (hook.DrainBatch), and the recording loop decodes them
-// (drainChunks). Copying keeps up with the hooks where decoding on the
+// (drainInto). Copying keeps up with the hooks where decoding on the
 // drainer did not (it cost the target a wait for every event it was
 // slower than the hooks). Batches are recycled through a free list: a
 // growing slice would stop the drainer for tens of milliseconds to
@@ -45,35 +45,28 @@ type hookSource struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
-	// dec and events decode the batches on the recording loop's side:
-	// events are the decoded ones not yet handed to hand, drainChunks'
-	// fn.
-	dec    *hook.Decoder
-	events []instrEvent
-	hand   func([]instrEvent)
+	// dec decodes the batches on the recording loop's side, into dst
+	// (drainInto's, while it runs).
+	dec *hook.Decoder
+	dst []instrEvent
+	// last is the time of the event push appended last, and unordered
+	// whether one came before its predecessor in dst: the session sorts
+	// only then, rather than reading every event again to find out.
+	last      uint64
+	unordered bool
 }
 
-// hookChunk is the number of records per batch (512 KiB).
+// hookChunk is the number of records per batch (256 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the batches waiting to be processed (8 MiB, 256K
-// events, some 20 ms of the densest load): enough to ride out the
+// hookSpool bounds the batches waiting to be processed (32 MiB, 2M
+// events, some 100 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
-// not grow with the target's event rate. The recorder is slower than the
-// densest targets, so under load the spool fills whatever its size: at
-// 64 batches the dense load's recorder peaked at 72-75 MB and its RSS
-// stepped up by 30 MB the first time the spool filled (at 2 minutes of
-// a 10-minute run); at 16, 50-59 MB, flat, the target as fast.
-const hookSpool = 16
+// not grow with the target's event rate.
+const hookSpool = 128
 
-// hookTake is the number of batches drainChunks decodes at a time.
+// hookTake is the number of batches drainInto decodes at a time.
 const hookTake = 4
-
-// hookHand is the number of decoded events handed to drainChunks' fn at
-// a time (40 KiB): a batch's 16K events decoded whole (640 KiB) left the
-// cache before the session copied them, and every store of the decoder
-// missed it (a fifth of the recorder's time on the dense load).
-const hookHand = 1 << 10
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
@@ -86,7 +79,7 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 		return nil, err
 	}
 	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		dec: hook.NewDecoder(), events: make([]instrEvent, 0, hookHand)}
+		dec: hook.NewDecoder()}
 	go h.run()
 	return h, nil
 }
@@ -157,7 +150,8 @@ func (h *hookSource) fill(final bool) {
 // false, with no batch, when the drainer is told to stop while the spool
 // is full: finish copies the rest from the frozen region. (Allocating
 // past the spool then, the drainer copied a running target's events as
-// fast as it wrote them, 60 MB more at a stop under the dense load.)
+// fast as it wrote them: peaks of 232 MB to 3 GB at a stop under the
+// dense load.)
 func (h *hookSource) nextChunk() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -196,20 +190,15 @@ func (h *hookSource) stopping() bool {
 	}
 }
 
-// push appends one decoded event to those handed to drainChunks' fn,
-// handing them over when hookHand are waiting. It writes the event's
-// fields one by one into place: copying e and an instrEvent whole, with
-// wide loads of what Decode had just stored field by field, stalled on
-// store forwarding (16 ns an event, a fifth of the recorder's time on
-// the dense load).
+// push appends one decoded event to h.dst, which drainInto grew to hold
+// them all. It writes the event's fields one by one into place: copying
+// e and an instrEvent whole, with wide loads of what Decode had just
+// stored field by field, stalled on store forwarding (16 ns an event, a
+// fifth of the recorder's time on the dense load).
 func (h *hookSource) push(e hook.Event) {
-	if len(h.events) == cap(h.events) {
-		h.hand(h.events)
-		h.events = h.events[:0]
-	}
-	n := len(h.events)
-	h.events = h.events[:n+1]
-	ev := &h.events[n]
+	n := len(h.dst)
+	h.dst = h.dst[:n+1]
+	ev := &h.dst[n]
 	ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
 	switch e.Kind {
 	case hook.KindEntry:
@@ -223,61 +212,72 @@ func (h *hookSource) push(e hook.Event) {
 		ev.time += e.Duration
 		ev.addr, ev.dropped = e.Duration, e.Dropped
 	}
+	if ev.time < h.last {
+		h.unordered = true
+	}
+	h.last = ev.time
 }
 
 func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 
-// drain passes the events of drainChunks one at a time.
+// drain passes the events of drainInto one at a time.
 func (h *hookSource) drain(fn func(instrEvent)) {
-	for h.drainChunks(func(int) {}, func(c []instrEvent) {
-		for i := range c {
-			fn(c[i])
+	for more := true; more; {
+		var evs []instrEvent
+		evs, more, _ = h.drainInto(nil)
+		for _, e := range evs {
+			fn(e)
 		}
-	}) {
 	}
 }
 
-// drainChunks hands over the filled chunks and returns them to the free
-// list, a few at a time: it reports whether more are waiting. The chunk
-// being filled stays with the drainer until it is full or the drainer
-// has stopped.
-func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) (more bool) {
+// drainInto decodes a few of the filled batches straight into dst,
+// grown once to hold them all, returns it and gives the batches back to
+// the free list: decoding into a buffer of the source's own, from which
+// the session copied the events, cost the dense load a copy of 40 bytes
+// an event. The batch being filled stays with the drainer until it is
+// full or the drainer has stopped. Once stopped, it reports whether
+// batches are left for the next call. It also reports whether the
+// events it appended are in time order, after dst's last.
+func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	// Reset the wake-up before taking the chunks: a chunk handed over
 	// after this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
-	// A few batches at a time: the session holds their events until it
-	// has processed them, and the whole spool decoded at once would
-	// double the memory the spool bounds, at the final drain too.
+	// A few batches at a time, also once closed (the final drain): the
+	// session holds their events until it has processed them, and the
+	// whole spool decoded at once would take 40 bytes an event of 16.
 	full := h.full
-	if more = len(full) > hookTake; more {
+	if len(full) > hookTake {
 		full = slices.Clone(full[:hookTake])
 		h.full = h.full[hookTake:]
-		h.ready.Signal() // the rest on the next round
+		if !h.closed {
+			h.ready.Signal() // the rest on the next round
+		}
 	} else {
 		h.full = nil
+		if h.closed && h.cur != nil && h.cur.Len() > 0 {
+			full = append(full, h.cur)
+			h.cur = nil
+		}
 	}
-	if h.closed && !more && h.cur != nil && h.cur.Len() > 0 {
-		full = append(full, h.cur)
-		h.cur = nil
-	}
-	closed := h.closed
+	more := h.closed && (len(h.full) > 0 || (h.cur != nil && h.cur.Len() > 0))
 	h.mu.Unlock()
 	n := 0
 	for _, b := range full {
 		n += b.Len()
 	}
-	grow(n)
-	h.hand = fn
+	// Grown once: appending would double the slice again and again, the
+	// old copies alive meanwhile. Decode delivers one event per record.
+	h.dst = slices.Grow(dst, n)
+	h.last, h.unordered = 0, false
+	if len(dst) > 0 {
+		h.last = dst[len(dst)-1].time
+	}
 	for _, b := range full {
-		h.events = h.events[:0]
 		h.dec.Decode(b, h.push)
-		fn(h.events)
 	}
-	h.hand = nil
-	if closed {
-		return more // the drainer is done: the batches go to the collector
-	}
+	dst, h.dst = h.dst, nil
 	h.mu.Lock()
 	h.free = append(h.free, full...)
 	h.mu.Unlock()
@@ -287,14 +287,13 @@ func (h *hookSource) drainChunks(grow func(int), fn func([]instrEvent)) (more bo
 		default:
 		}
 	}
-	return more
+	return dst, more, !h.unordered
 }
 
 // finish stops the drainer once recording stops and collects what the
 // rings hold then (Region.Freeze: a target still running would refill
-// them as fast as they are copied, and a stop under the dense load took
-// 60 MB of batches more), including what threads that ended without
-// their exit hook (exit, exec, a fatal signal) still owed.
+// them as fast as they are copied), including what threads that ended
+// without their exit hook (exit, exec, a fatal signal) still owed.
 func (h *hookSource) finish() {
 	select {
 	case <-h.stop:

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"time"
 
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
@@ -75,29 +76,103 @@ var irqLost = []byte{}
 // a target's.
 const irqFilter = "common_pid != 0"
 
-// openIRQ opens the interrupt tracepoints on every CPU, enabled: their
-// records count only once a target thread is known, which a launched
-// target becomes at its exec. When the tracepoints or the permission to
-// trace every task are missing it says so in one line and recording goes
-// on without interrupts.
-func (s *session) openIRQ() {
-	if err := s.openIRQEvents(); err != nil {
-		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: %v\n", err)
+// irqOpening is the interrupt tracepoints being opened on a goroutine of
+// their own (startIRQ) while the rest of the recording is set up and the
+// target starts: opening a tracepoint waits for the kernel's event_mutex,
+// which a previous recording's teardown holds for 35-44 ms per
+// tracepoint in a VM (closeEventFDs), so recordings started one after
+// another waited 40-120 ms here before their target could start.
+type irqOpening struct {
+	done   chan struct{}
+	st     irqState
+	opened []event
+	err    error
+	at     uint64 // when the tracepoints were enabled (perf.Now)
+}
+
+// startIRQ starts opening the interrupt tracepoints on every CPU,
+// enabled: their records count only once a target thread is known, which
+// a launched target becomes at its exec. adoptIRQ takes the result.
+func (s *session) startIRQ() {
+	o := &irqOpening{done: make(chan struct{})}
+	s.irqOpening = o
+	go func() {
+		defer close(o.done)
+		o.st, o.opened, o.err = s.openIRQEvents()
+		o.at = perf.Now()
+	}()
+}
+
+// adoptIRQ makes startIRQ's tracepoints the session's once they are
+// open, waiting for them when wait is set (before an attached process's
+// events are enabled); without wait it returns at once while they are
+// still opening, so the loop processes the target's events meanwhile
+// (abandonIRQ when it stops first). Interrupts before the tracepoints were
+// enabled are not recorded: when that was after the target was released
+// (since, 0 when it was not), it says from when they are. When the
+// tracepoints or the permission to trace every task are missing it says
+// so in one line and recording goes on without interrupts.
+func (s *session) adoptIRQ(since uint64, wait bool) {
+	o := s.irqOpening
+	if o == nil {
+		return
+	}
+	if !wait {
+		select {
+		case <-o.done:
+		default:
+			return
+		}
+	}
+	s.irqOpening = nil
+	<-o.done
+	if o.err != nil {
+		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: %v\n", o.err)
+		return
+	}
+	// closeEvents closes them with the others; the side rings' reader
+	// (siderings.go) reads their rings, under its lock.
+	s.events = append(s.events, o.opened...)
+	s.side.mu.Lock()
+	s.irq = o.st
+	s.side.mu.Unlock()
+	if since > 0 && o.at > since+uint64(irqLate) {
+		fmt.Fprintf(s.log, "trueprof: interrupts recorded from %.0f ms after the target started: their tracepoints waited for the kernel (a previous recording's teardown)\n",
+			float64(o.at-since)/1e6)
 	}
 }
 
-func (s *session) openIRQEvents() error {
+// abandonIRQ says, when recording stops while the interrupt tracepoints
+// are still opening, that no interrupt was recorded: none of the
+// target's could be. Waiting for them (a previous recording's teardown
+// held them up to 200 ms) would only delay the end; session.close
+// closes them once open.
+func (s *session) abandonIRQ() {
+	if s.irqOpening != nil && !s.irqAbandoned {
+		s.irqAbandoned = true
+		fmt.Fprintf(s.log, "trueprof: interrupts not recorded: their tracepoints waited for the kernel (a previous recording's teardown) until recording stopped\n")
+	}
+}
+
+// irqLate is how long after the target's release the interrupt
+// tracepoints may be enabled without a word: the exec wrapper takes
+// longer than that to exec the target.
+const irqLate = time.Millisecond
+
+// openIRQEvents opens the interrupt tracepoints. It runs on startIRQ's
+// goroutine: it reads the session's settings and changes nothing of it.
+func (s *session) openIRQEvents() (irqState, []event, error) {
 	st := irqState{points: map[uint64]irqPoint{}, running: map[uint32][]irqRunning{}}
 	var tps []*perf.Tracepoint
 	for _, t := range irqTracepoints {
 		tp, err := perf.LookupTracepoint("irq", t.name)
 		if err != nil {
-			return err
+			return st, nil, err
 		}
 		p := t.point
 		var ok bool
 		if p.vector, ok = tp.Fields[t.field]; !ok {
-			return fmt.Errorf("tracepoint irq:%s has no field %q", t.name, t.field)
+			return st, nil, fmt.Errorf("tracepoint irq:%s has no field %q", t.name, t.field)
 		}
 		st.points[tp.ID] = p
 		st.common = tp.Fields["common_type"]
@@ -105,13 +180,10 @@ func (s *session) openIRQEvents() error {
 	}
 	opened, rings, owners, err := s.openTracepoints(tps, perf.TracepointOptions{}, irqFilter)
 	if err != nil {
-		return err
+		return st, nil, err
 	}
 	st.rings, st.fds = rings, owners
-	// The poll loop waits on these rings too, and closeEvents closes them.
-	s.events = append(s.events, opened...)
-	s.irq = st
-	return nil
+	return st, opened, nil
 }
 
 // readIRQ moves the records of the interrupt rings to s.side.irqs, from

@@ -107,3 +107,69 @@ func TestIRQPairing(t *testing.T) {
 		t.Errorf("lost %+v, want the 2 records the kernel lost", p.Lost)
 	}
 }
+
+// TestAdoptIRQ checks how the loop takes the interrupt tracepoints opened
+// beside the target's start: not before they are open unless it must
+// wait, with a word when they were enabled well after the target's
+// release, and without them (said once) when they could not be opened.
+func TestAdoptIRQ(t *testing.T) {
+	const since = uint64(1_000_000_000)
+	opened := []event{{fd: -1}}
+	for _, tc := range []struct {
+		name    string
+		open    bool // the opening is done
+		wait    bool
+		at      uint64
+		err     error
+		adopted bool
+		said    string
+	}{
+		{name: "still opening", open: false, wait: false},
+		{name: "in time", open: true, at: since + uint64(irqLate)/2, adopted: true},
+		{name: "late", open: true, at: since + 50_000_000, adopted: true, said: "interrupts recorded from 50 ms after the target started"},
+		{name: "waited for at the end", open: true, wait: true, at: since + 7_000_000, adopted: true, said: "from 7 ms"},
+		{name: "failed", open: true, err: io.ErrUnexpectedEOF, said: "interrupts not recorded: unexpected EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log bytes.Buffer
+			o := &irqOpening{done: make(chan struct{}), st: testIRQState(), opened: opened, err: tc.err, at: tc.at}
+			if tc.open {
+				close(o.done)
+			}
+			s := &session{log: &log, irqOpening: o}
+			s.adoptIRQ(since, tc.wait)
+			if got := s.irqOpening == nil; got != tc.open {
+				t.Errorf("taken: %v, want %v", got, tc.open)
+			}
+			if got := len(s.events) == 1 && s.irq.points != nil; got != tc.adopted {
+				t.Errorf("adopted: %v, want %v (events %v)", got, tc.adopted, s.events)
+			}
+			if tc.said == "" && log.Len() > 0 || !bytes.Contains(log.Bytes(), []byte(tc.said)) {
+				t.Errorf("said %q, want %q", log.String(), tc.said)
+			}
+		})
+	}
+}
+
+// TestAbandonIRQ checks that recording stopped while the interrupt
+// tracepoints are still opening says once that no interrupt was recorded
+// and leaves them for the session's close.
+func TestAbandonIRQ(t *testing.T) {
+	var log bytes.Buffer
+	o := &irqOpening{done: make(chan struct{})}
+	s := &session{log: &log, irqOpening: o}
+	s.abandonIRQ()
+	s.abandonIRQ()
+	if n := bytes.Count(log.Bytes(), []byte("interrupts not recorded")); n != 1 {
+		t.Errorf("said %d times: %q", n, log.String())
+	}
+	if s.irqOpening != o {
+		t.Error("the opening was dropped: close could not close its events")
+	}
+	log.Reset()
+	s = &session{log: &log}
+	s.abandonIRQ()
+	if log.Len() > 0 {
+		t.Errorf("said %q without an opening", log.String())
+	}
+}

@@ -84,7 +84,9 @@ type session struct {
 	// wrapper) or attached, and its pid.
 	tgt      *target
 	released bool
-	pid      int
+	// releasedAt is when the launched target was released (perf.Now).
+	releasedAt uint64
+	pid        int
 	// file is the trace file until finish closes it, hdr its header.
 	file *os.File
 	hdr  *trace.Header
@@ -126,11 +128,19 @@ type session struct {
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
 	// counters.go), side reads the rings of the last two (siderings.go).
-	threads  targetThreads
-	irq      irqState
-	counters counterState
-	side     sideRings
-	loss     samplingLoss // the sampling rings' losses (lost.go)
+	threads targetThreads
+	irq     irqState
+	// irqOpening is the interrupt tracepoints being opened, until
+	// adoptIRQ takes them (irq.go).
+	irqOpening *irqOpening
+	// irqAbandoned: recording stopped before they were open.
+	irqAbandoned bool
+	// tcOpening is the in-kernel counting being loaded, until the first
+	// thread's counters take it (counters.go).
+	tcOpening *threadCountsOpening
+	counters  counterState
+	side      sideRings
+	loss      samplingLoss // the sampling rings' losses (lost.go)
 	// ctl serves trueprof ctl (control.go); hooks filters the hooks'
 	// events by function (ctl trace remove, liveprobes.go).
 	ctl   controlState
@@ -240,6 +250,13 @@ func (s *session) close() {
 		s.file.Close()
 	}
 	s.closeSources()
+	if o := s.irqOpening; o != nil {
+		// Never adopted (still opening when recording stopped, or Run
+		// failed first): closed with the rest, once open.
+		<-o.done
+		s.events = append(s.events, o.opened...)
+	}
+	s.dropThreadCounts()
 	s.closeEvents()
 }
 
@@ -269,6 +286,8 @@ func (s *session) launchOrAttach() error {
 func (s *session) open() error {
 	launched := s.tgt != nil
 	kernel := true
+	s.startIRQ()
+	s.startThreadCounts()
 	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
@@ -280,7 +299,6 @@ func (s *session) open() error {
 		return err
 	}
 	s.result.UserOnly = !kernel
-	s.openIRQ()
 	s.openPauses()
 	if err := s.openTrace(kernel); err != nil {
 		return err
@@ -335,7 +353,11 @@ func (s *session) record(ctx context.Context) error {
 			return fmt.Errorf("starting the target: %w", err)
 		}
 		s.released = true
+		// The target starts while the interrupt tracepoints may still
+		// be opening (irqOpening): the loop takes them when they are.
+		s.releasedAt = perf.Now()
 	} else {
+		s.adoptIRQ(0, true)
 		if err := s.synthesize(s.pid); err != nil {
 			return err
 		}
@@ -558,7 +580,21 @@ func (s *session) openEvents(kernel bool) error {
 	s.sampleType = attr.Sample_type
 	s.counters = counterState{}
 	tids := []int{pid}
-	for _, cpu := range cpus {
+	// The threads' counters are opened once every CPU's sampling event
+	// is: the in-kernel counting loads beside the rings' mapping
+	// (startThreadCounts) instead of between two of them.
+	type opening struct{ tid, cpu int }
+	var counted []opening
+	var pre []preopened
+	if launched {
+		pre = s.openPerCPU(attr, pid, cpus)
+		defer func() {
+			for _, p := range pre {
+				p.close() // left by an error
+			}
+		}()
+	}
+	for i, cpu := range cpus {
 		var owner = -1
 		opened := map[int]bool{}
 		for {
@@ -572,7 +608,13 @@ func (s *session) openEvents(kernel bool) error {
 				if opened[tid] {
 					continue
 				}
-				e, err := s.openShared(attr, tid, cpu, owner, s.cfg.RingPages)
+				var e event
+				if launched {
+					e, err = pre[i].e, pre[i].err
+					pre[i] = preopened{}
+				} else {
+					e, err = s.openShared(attr, tid, cpu, owner, s.cfg.RingPages)
+				}
 				if err != nil {
 					if !launched && errors.Is(err, syscall.ESRCH) {
 						continue // the thread ended meanwhile
@@ -588,7 +630,7 @@ func (s *session) openEvents(kernel bool) error {
 					s.ringFDs = append(s.ringFDs, e.fd)
 				}
 				s.events = append(s.events, e)
-				s.openedThread(pid, tid, cpu, kernel, launched)
+				counted = append(counted, opening{tid, cpu})
 			}
 			// Threads created while we opened had no event to inherit:
 			// scan again until the set is stable.
@@ -597,7 +639,44 @@ func (s *session) openEvents(kernel bool) error {
 			}
 		}
 	}
+	for _, o := range counted {
+		s.openedThread(pid, o.tid, o.cpu, kernel, launched)
+	}
 	return nil
+}
+
+// preopened is an event openPerCPU opened (held until the session takes
+// it), or why it could not.
+type preopened struct {
+	e    event
+	held bool
+	err  error
+}
+
+// close releases p's event, if it holds one.
+func (p preopened) close() {
+	if p.held {
+		if p.e.ring != nil {
+			p.e.ring.Close()
+		}
+		perf.Close(p.e.fd)
+	}
+}
+
+// openPerCPU opens attr on pid on each of cpus, each with a ring of its
+// own, at once: mapping a ring of 16 MiB takes 4 ms of the start, one CPU
+// after the other before.
+func (s *session) openPerCPU(attr *unix.PerfEventAttr, pid int, cpus []int) []preopened {
+	pre := make([]preopened, len(cpus))
+	var wg sync.WaitGroup
+	for i, cpu := range cpus {
+		wg.Go(func() {
+			pre[i].e, pre[i].err = s.openShared(attr, pid, cpu, -1, s.cfg.RingPages)
+			pre[i].held = pre[i].err == nil
+		})
+	}
+	wg.Wait()
+	return pre
 }
 
 // openShared opens attr on pid (-1: every task) and cpu. With owner < 0
@@ -856,6 +935,10 @@ func (s *session) loop(ctx context.Context) (string, error) {
 				return "", err
 			}
 		}
+		s.adoptIRQ(s.releasedAt, false)
+		if reason != "" {
+			s.abandonIRQ()
+		}
 		if err := s.drain(reason != ""); err != nil {
 			return "", err
 		}
@@ -864,6 +947,7 @@ func (s *session) loop(ctx context.Context) (string, error) {
 			fmt.Fprintf(s.log, "trueprof: trace reached --size %d bytes; sampling stopped\n", s.cfg.SizeLimit)
 			// As for every other stop: the events off, the ring reader
 			// stopped, the probes detached, what is left processed.
+			s.abandonIRQ()
 			if err := s.drain(true); err != nil {
 				return "", err
 			}
@@ -906,18 +990,9 @@ func (s *session) drain(final bool) error {
 	s.warnFull()
 	s.readOtherRings(final)
 	slices.SortStableFunc(s.pending, byTime)
-	n := len(s.pending)
-	if !final {
-		n, _ = slices.BinarySearchFunc(s.pending, horizon, func(r perf.Record, t uint64) int {
-			if r.Time < t {
-				return -1
-			}
-			return 1
-		})
-	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
-	more := s.drainEvents(final)
+	more := s.drainEvents(final) && final
 	if err := s.releaseHolds(); err != nil {
 		return err
 	}
@@ -925,36 +1000,26 @@ func (s *session) drain(final bool) error {
 		return err
 	}
 	for {
-		m := len(s.pendingEvents)
-		if !final {
-			m, _ = slices.BinarySearchFunc(s.pendingEvents, horizon, func(e instrEvent, t uint64) int {
-				if e.time < t {
-					return -1
-				}
-				return 1
-			})
-		} else if more {
-			// The last events come a few batches at a time (drainEvents):
-			// the kernel's records go with the events up to the last
-			// one taken, the rest with the next batches.
+		n, m := len(s.pending), len(s.pendingEvents)
+		switch {
+		case !final:
+			n, m = before(s.pending, horizon), beforeEvent(s.pendingEvents, horizon)
+		case more && m > 0:
+			// The final drain takes the hooks' backlog a few batches at a
+			// time (its events at once would take 40 bytes each, for up
+			// to the spool's 2M): the kernel's records up to the last of
+			// these events now, the rest with the next batches.
+			n = before(s.pending, s.pendingEvents[m-1].time+1)
+		case more:
 			n = 0
-			if m > 0 {
-				n, _ = slices.BinarySearchFunc(s.pending, s.pendingEvents[m-1].time, func(r perf.Record, t uint64) int {
-					if r.Time <= t {
-						return -1
-					}
-					return 1
-				})
-			}
 		}
-		if err := s.mergeRecords(n, m); err != nil {
+		if err := s.merge(n, m); err != nil {
 			return err
 		}
-		if !final || !more {
+		if !more {
 			break
 		}
-		more = s.collectEvents()
-		n = len(s.pending)
+		more = s.collectEvents(false)
 	}
 	if final {
 		s.unreportedLoss()
@@ -962,9 +1027,33 @@ func (s *session) drain(final bool) error {
 	return nil
 }
 
-// mergeRecords processes the first n kernel records (s.pending) and the
-// first m events (s.pendingEvents) in time order and keeps the rest.
-func (s *session) mergeRecords(n, m int) error {
+// before returns the number of records of the time-ordered recs earlier
+// than t.
+func before(recs []perf.Record, t uint64) int {
+	n, _ := slices.BinarySearchFunc(recs, t, func(r perf.Record, t uint64) int {
+		if r.Time < t {
+			return -1
+		}
+		return 1
+	})
+	return n
+}
+
+// beforeEvent returns the number of events of the time-ordered evs
+// earlier than t.
+func beforeEvent(evs []instrEvent, t uint64) int {
+	n, _ := slices.BinarySearchFunc(evs, t, func(e instrEvent, t uint64) int {
+		if e.time < t {
+			return -1
+		}
+		return 1
+	})
+	return n
+}
+
+// merge processes the first n kernel records and the first m events in
+// time order and keeps the rest for the next drain.
+func (s *session) merge(n, m int) error {
 	i, j := 0, 0
 	for i < n || j < m {
 		if (i+j)%tickCheck == tickCheck-1 {

@@ -202,6 +202,10 @@ type InstrHeader struct {
 	// time.
 	InterruptsMeasured bool `json:"interrupts_measured"`
 	ExcludeInterrupts  bool `json:"exclude_interrupts"`
+	// SwitchCost is what a preemption cost on CPU, measured in the
+	// recording and removed from the calibrated CPU times; null when
+	// not (calltree.Result.SwitchCost).
+	SwitchCost *calltree.SwitchCost `json:"switch_cost,omitempty"`
 	// Repairs counts what the shadow stacks repaired (missing and
 	// unmatched exits, calls open at the end); Dropped the events the
 	// recorder reported lost.
@@ -290,6 +294,7 @@ func newInstrData(p *model.Profile, o Options, opts calltree.Options, mt metric,
 		Calibrated:         r.Calibration != nil,
 		Calibration:        r.Calibration,
 		CPUMeasured:        r.CPUMeasured,
+		SwitchCost:         r.SwitchCost,
 		InterruptsMeasured: r.InterruptsMeasured,
 		ExcludeInterrupts:  r.ExcludeInterrupts,
 		Repairs:            r.Repairs,
@@ -412,6 +417,10 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 			// difference too (record's cost warning used these numbers).
 			fmt.Fprintf(w, "Sites:      per hit: entry %s emulated, %s single-stepped; exit %s return probe, %s RET probe\n",
 				formatNS(sc.EntryEmulated), formatNS(sc.EntryStepped), formatNS(sc.ExitReturn), formatNS(sc.ExitRetInsn))
+		}
+		if sc := h.SwitchCost; sc != nil && sc.NS > 0 {
+			fmt.Fprintf(w, "Switches:   %s of CPU a preemption (mean over %d preempted intervals), %s removed from CPU times\n",
+				formatNS(sc.NS), sc.Intervals, formatNS(sc.Removed))
 		}
 		fmt.Fprintf(w, "Times:      calibrated (probe cost and profiler pauses removed); --raw for unadjusted\n")
 	case h.Raw:

@@ -807,3 +807,18 @@ func TestInstrSiteCosts(t *testing.T) {
 		t.Errorf("header without %q:\n%s", want, out)
 	}
 }
+
+// TestInstrSwitchCost: the CPU time the preemptions cost, measured in
+// the recording and removed, is said in the header; a
+// recording whose switched intervals are too few to measure it says
+// nothing.
+func TestInstrSwitchCost(t *testing.T) {
+	out := writeText(t, modeltest.Preempted(16, 8).Profile(), report.Options{View: "flat"})
+	want := "Switches:   4ns of CPU a preemption (mean over 8 preempted intervals), 32ns removed from CPU times\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("header without %q:\n%s", want, out)
+	}
+	if out := writeText(t, modeltest.Preempted(16, 7).Profile(), report.Options{View: "flat"}); strings.Contains(out, "Switches:") {
+		t.Errorf("too few switched intervals have a Switches line:\n%s", out)
+	}
+}

@@ -234,6 +234,50 @@ func (d *chunkDecoder) scanEvent() *Event {
 	return e
 }
 
+// skimEvents consumes the events scanEvent would return next, as long
+// as they are of a function in [1, maxFunc) and at most until in time,
+// and folds their times into span; it returns how many it consumed. It
+// is scanEvent's loop without handing each event out: the first pass of
+// a stream needs only their number, times and functions' validity.
+func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) int {
+	if !d.hasEvent {
+		return 0
+	}
+	k := 0
+	data, off, t := d.data, d.off, d.prevTime
+	for {
+		b := data[off:]
+		if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 {
+			break
+		}
+		n := int(b[2])
+		body := b[3:]
+		if n > len(body) {
+			break
+		}
+		body = body[:n]
+		dt, i, ok := shortUvarint(body, 0)
+		if !ok {
+			break
+		}
+		fn, i, ok := shortUvarint(body, i)
+		if !ok || i != n || fn == 0 || fn >= uint64(maxFunc) {
+			break
+		}
+		next := t + uint64(int64(dt>>1)^-int64(dt&1)) // zig-zag, as body.varint
+		if next > until {
+			break
+		}
+		t = next
+		span.Add(t)
+		off += 3 + n
+		k++
+	}
+	d.off, d.prevTime = off, t
+	d.records += uint32(k)
+	return k
+}
+
 // shortUvarint decodes the uvarint of one or two bytes at b[i:] and
 // returns it with the index after it; ok is false for any other.
 func shortUvarint(b []byte, i int) (v uint64, next int, ok bool) {

@@ -117,8 +117,13 @@ type Calibration struct {
 type SiteCosts struct {
 	EntryEmulated float64 `json:"entry_emulated_ns"`
 	EntryStepped  float64 `json:"entry_stepped_ns"`
-	ExitReturn    float64 `json:"exit_return_ns"`
-	ExitRetInsn   float64 `json:"exit_ret_insn_ns"`
+	// EntrySteppedCaller is the part of a stepped entry's cost beyond an
+	// emulated one that lies in the caller's intervals (before the
+	// entry's timestamp, or after the exit's), not in the callee's after
+	// the entry; 0 when not measured (older traces: all in the callee).
+	EntrySteppedCaller float64 `json:"entry_stepped_caller_ns,omitempty"`
+	ExitReturn         float64 `json:"exit_return_ns"`
+	ExitRetInsn        float64 `json:"exit_ret_insn_ns"`
 }
 
 // FitShape is one validation shape of a calibration: a loop of calls

@@ -1,7 +1,7 @@
 /*
  * trueprof's hook library: interposes the -finstrument-functions hooks
  * __cyg_profile_func_enter and __cyg_profile_func_exit and writes one
- * 32-byte record per call into a per-thread single-producer ring in the
+ * 16-byte record per event into a per-thread single-producer ring in the
  * shared memory the recorder created (package trueprof/internal/hook,
  * doc.go describes the protocol and region.go the layout this file
  * mirrors).
@@ -37,10 +37,13 @@
 #define barrier() __asm__ volatile("" ::: "memory")
 
 #define TP_MAGIC 0x314b4f4f48505254ull /* "TRPHOOK1" little endian */
-#define TP_VERSION 1
+#define TP_VERSION 2
 
 enum { ST_FREE = 0, ST_OWNED = 1, ST_DEAD = 2 };
-enum { K_ENTRY = 1, K_EXIT = 2, K_ADJUST = 3 };
+/* Record kinds, in a record's top byte (rec_word). */
+enum { K_ENTRY = 1, K_EXIT = 2, K_WAIT = 3, K_DROP = 4 };
+#define K_SHIFT 56
+#define PAYLOAD_MASK ((1ull << K_SHIFT) - 1)
 enum { CLK_MONO = 0, CLK_TSC = 1 };
 
 /* Mirrors header in region.go. */
@@ -73,14 +76,17 @@ struct tp_slot {
 	uint64_t pad3[7];
 };
 
-/* Mirrors rec in region.go. Adjust: a = clock units waited, b = dropped. */
+/* Mirrors rec in region.go: the time, and the kind in the top byte over
+ * a 56-bit payload: the function (entry, exit; x86-64 user addresses
+ * have 47 bits, 56 with 5-level paging), the clock units waited (wait)
+ * or the events dropped (drop). */
 struct tp_rec {
-	uint64_t time, a, b, kind;
+	uint64_t time, w;
 };
 
 _Static_assert(sizeof(struct tp_header) == 72, "header layout");
 _Static_assert(sizeof(struct tp_slot) == 192, "slot layout");
-_Static_assert(sizeof(struct tp_rec) == 32, "record layout");
+_Static_assert(sizeof(struct tp_rec) == 16, "record layout");
 
 enum { M_NONE = 0, M_ATTACHED = 1, M_NOSLOT = 2, M_OFF = 3 };
 
@@ -299,14 +305,33 @@ static NOINST int claim(struct tstate *t)
 	return 0;
 }
 
-static inline NOINST void put(struct tstate *t, uint64_t time, uint64_t a, uint64_t b, uint64_t kind)
+static inline NOINST uint64_t rec_word(uint64_t kind, uint64_t payload)
+{
+	return kind << K_SHIFT | (payload & PAYLOAD_MASK);
+}
+
+static inline NOINST void put(struct tstate *t, uint64_t time, uint64_t kind, uint64_t payload)
 {
 	struct tp_rec *r = &t->ring[t->head & t->mask];
 	r->time = time;
-	r->a = a;
-	r->b = b;
-	r->kind = kind;
+	r->w = rec_word(kind, payload);
 	t->head++;
+}
+
+/* ADJ_RECS is the room a pending adjust takes: a wait and a drop record. */
+#define ADJ_RECS 2
+
+/* put_pending writes the slot's pending adjust (its drops and waits since
+ * pend_since), a record for each that is not zero, and clears it. The
+ * drop first: the recorder stamps a wait with its end, so the two stay in
+ * time order. */
+static inline NOINST void put_pending(struct tstate *t, struct tp_slot *s)
+{
+	if (s->pend_dropped)
+		put(t, s->pend_since, K_DROP, s->pend_dropped);
+	if (s->pend_wait)
+		put(t, s->pend_since, K_WAIT, s->pend_wait);
+	s->pend_dropped = s->pend_wait = s->pend_since = 0;
 }
 
 static inline NOINST void publish(struct tstate *t)
@@ -361,11 +386,11 @@ static inline NOINST void set_room(struct tstate *t, uint64_t limit)
 	t->room = g_tsc ? limit : 0;
 }
 
-static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kind, void *fn, void *site)
+static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kind, void *fn)
 {
 	if (likely(t->head < t->limit)) {
 		/* Fast path without the TSC. */
-		put(t, now(), (uint64_t)fn, (uint64_t)site, kind);
+		put(t, now(), kind, (uint64_t)fn);
 		publish(t);
 		return;
 	}
@@ -414,7 +439,7 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 	uint64_t cap = g_cap;
 	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 	int pending = s->pend_dropped || s->pend_wait;
-	if (cap - (t->head - tail) < 2) {
+	if (cap - (t->head - tail) < (pending ? 1 + ADJ_RECS : 2)) {
 		if (t->dropping) {
 			/* Dropping until the recorder makes room: no waiting again. */
 			s->pend_dropped++;
@@ -424,7 +449,7 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 		/* Full: wait for the recorder, up to max_wait, for room for the
 		 * pending adjust, the event and the adjust of this wait. */
 		unsigned n = 0;
-		uint64_t w = 0, need = pending ? 3 : 2;
+		uint64_t w = 0, need = pending ? 2 + ADJ_RECS : 2;
 		for (;;) {
 			pause_for(n++);
 			tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
@@ -440,12 +465,10 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 		}
 		/* The event, then the time its thread lost, charged to the calls
 		 * open after it. */
-		if (pending) {
-			put(t, s->pend_since, s->pend_wait, s->pend_dropped, K_ADJUST);
-			s->pend_dropped = s->pend_wait = s->pend_since = 0;
-		}
-		put(t, t0, (uint64_t)fn, (uint64_t)site, kind);
-		put(t, t0, w, 0, K_ADJUST);
+		if (pending)
+			put_pending(t, s);
+		put(t, t0, kind, (uint64_t)fn);
+		put(t, t0, K_WAIT, w);
 		publish(t);
 		set_room(t, tail + cap - 1);
 		return;
@@ -453,15 +476,14 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 	uint64_t frontier = t->frontier;
 	set_room(t, tail + cap - 1);
 	if (pending) {
-		put(t, s->pend_since, s->pend_wait, s->pend_dropped, K_ADJUST);
-		s->pend_dropped = s->pend_wait = s->pend_since = 0;
+		put_pending(t, s);
 		t->dropping = 0;
 	}
-	put(t, t0, (uint64_t)fn, (uint64_t)site, kind);
+	put(t, t0, kind, (uint64_t)fn);
 	if (t->frontier != frontier && t->head < t->limit + 1) {
 		/* Mapping ring pages (set_room) is time the uninstrumented
 		 * program would not spend: an adjust, like a wait. */
-		put(t, t0, now() - t0, 0, K_ADJUST);
+		put(t, t0, K_WAIT, now() - t0);
 	}
 	publish(t);
 }
@@ -479,7 +501,7 @@ static NOINST void nested(struct tstate *t)
 	}
 }
 
-static inline NOINST void emit(uint64_t kind, void *fn, void *site)
+static inline NOINST void emit(uint64_t kind, void *fn)
 {
 	struct tstate *t = &T;
 	if (unlikely(t->busy)) {
@@ -492,13 +514,11 @@ static inline NOINST void emit(uint64_t kind, void *fn, void *site)
 	if (likely(h < t->room)) {
 		struct tp_rec *r = &t->ring[h & t->mask];
 		r->time = tsc();
-		r->a = (uint64_t)fn;
-		r->b = (uint64_t)site;
-		r->kind = kind;
+		r->w = rec_word(kind, (uint64_t)fn);
 		t->head = h + 1;
 		__atomic_store_n(&t->slot->head, h + 1, __ATOMIC_RELEASE);
 	} else {
-		slow(t, kind, fn, site);
+		slow(t, kind, fn);
 	}
 	barrier();
 	t->busy = 0;
@@ -518,9 +538,8 @@ static NOINST void thread_exit(void *unused)
 	barrier();
 	struct tp_slot *s = t->slot;
 	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
-	if ((s->pend_dropped || s->pend_wait) && g_cap - (t->head - tail) >= 1) {
-		put(t, s->pend_since, s->pend_wait, s->pend_dropped, K_ADJUST);
-		s->pend_dropped = s->pend_wait = s->pend_since = 0;
+	if ((s->pend_dropped || s->pend_wait) && g_cap - (t->head - tail) >= ADJ_RECS) {
+		put_pending(t, s);
 		publish(t);
 	}
 	__atomic_store_n(&s->state, ST_DEAD, __ATOMIC_RELEASE);
@@ -532,12 +551,16 @@ static NOINST void thread_exit(void *unused)
 	t->busy = 0;
 }
 
+/* The call site is not recorded: the recorder names a call by its
+ * function, and the caller is the function entered before it. */
 EXPORT NOINST void __cyg_profile_func_enter(void *this_fn, void *call_site)
 {
-	emit(K_ENTRY, this_fn, call_site);
+	(void)call_site;
+	emit(K_ENTRY, this_fn);
 }
 
 EXPORT NOINST void __cyg_profile_func_exit(void *this_fn, void *call_site)
 {
-	emit(K_EXIT, this_fn, call_site);
+	(void)call_site;
+	emit(K_EXIT, this_fn);
 }

@@ -1,0 +1,4 @@
+package calltree
+
+// ClampedSum is clampedSum for the external tests.
+var ClampedSum = clampedSum
