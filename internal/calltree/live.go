@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
@@ -11,9 +12,10 @@ import (
 
 // ErrAggregated is returned for an analysis that an aggregated recording
 // (trueprof record --aggregate) cannot give: it holds each thread's call
-// tree, calibrated, not the events a callflow, a timeline, raw times, a
-// --root other than the recording's, goroutines, labels or interrupts
-// excluded would be computed from. It is wrapped with what was asked.
+// tree (and a Go target's trees by goroutine), calibrated, not the events
+// a callflow, a timeline, raw times, a --root other than the recording's,
+// labels or interrupts excluded would be computed from. It is wrapped
+// with what was asked.
 var ErrAggregated = errors.New("the recording was aggregated (record --aggregate): it holds call trees, not every event")
 
 // TreeWriter is where Live writes its snapshots: a *trace.Writer.
@@ -39,6 +41,10 @@ type TreeWriter interface {
 // of the deltas.
 type Live struct {
 	a *replay
+	// g, when not nil, is the replay by goroutine (Options.ByGoroutine)
+	// run beside a, by thread (FollowGoroutines): it shares a's function
+	// table.
+	g *replay
 	p *model.Profile
 	// ids interns the functions of the locations the table learns as the
 	// recording goes on; where names each function by a location and
@@ -71,7 +77,9 @@ type treeFunc struct{ loc, frame uint32 }
 // the trace are the replay's indexes until a prune renumbers these:
 // id maps them, and next is the id of the next node created.
 type liveTree struct {
-	slot   uint32
+	slot uint32
+	// byG says the tree is one of the replay by goroutine's.
+	byG    bool
 	info   trace.TreeThread // the last written
 	prev   []nodeTotals     // by node, the totals last written
 	parent []int32          // by node
@@ -93,10 +101,11 @@ func totalsOf(n *node) nodeTotals {
 // NewLive returns a Live analysis of the recording whose tables p holds
 // and fills as it goes (model.Tables). switches says the recording has
 // context switches (CPU time is measured). o selects as for Build;
-// ByGoroutine, Labels and Flow are refused (ErrAggregated).
+// ByGoroutine (see FollowGoroutines), Labels and Flow are refused
+// (ErrAggregated).
 func NewLive(p *model.Profile, o Options, switches bool) (*Live, error) {
 	if o.ByGoroutine || len(o.Filter.LabelMatcher()) > 0 || o.Flow {
-		return nil, fmt.Errorf("%w: trees by goroutine, label filters and callflows need the events", ErrAggregated)
+		return nil, fmt.Errorf("%w: label filters and callflows need the events (trees by goroutine: FollowGoroutines)", ErrAggregated)
 	}
 	var sum summary
 	if switches {
@@ -119,6 +128,42 @@ func NewLive(p *model.Profile, o Options, switches bool) (*Live, error) {
 	}
 	l.grow()
 	return l, nil
+}
+
+// FollowGoroutines makes l build, beside the trees per thread, the trees
+// of a report by goroutine (Options.ByGoroutine) of a Go target whose
+// goroutine switches (model.GoID) the records will hold: the same
+// replay, run a second time on each record with goroutines as what gets
+// a tree, so that a goroutine's calls stay one tree whichever threads
+// ran it. It must come before the first record: a tree by goroutine
+// starts with its thread's first record.
+func (l *Live) FollowGoroutines() error {
+	if l.g != nil {
+		return nil
+	}
+	if l.started {
+		return errors.New("calltree: goroutines followed after the first record")
+	}
+	sum := l.a.sum
+	sum.counts[model.RecordGoID] = 1
+	o := l.a.o
+	o.ByGoroutine = true
+	g, err := newReplay(l.p, sum, o, false)
+	if err != nil {
+		return err
+	}
+	g.t, g.rootLocs = l.a.t, l.a.rootLocs
+	l.g = g
+	return nil
+}
+
+// replays returns l's replays: by thread, and by goroutine when it
+// follows them.
+func (l *Live) replays() []*replay {
+	if l.g == nil {
+		return []*replay{l.a}
+	}
+	return []*replay{l.a, l.g}
 }
 
 // grow expands the locations the profile gained since the last call.
@@ -145,13 +190,19 @@ func (l *Live) grow() {
 			l.a.rootLocs = append(l.a.rootLocs, p.Locations[id].Symbol() == l.a.o.Root)
 		}
 	}
+	if l.g != nil {
+		l.g.rootLocs = l.a.rootLocs
+	}
 }
 
 // ThreadsChanged tells l that the profile's threads changed
 // (model.Tables.Add said so): the incarnations it looked up are looked
 // up again.
 func (l *Live) ThreadsChanged() {
-	clear(l.a.recent)
+	for _, a := range l.replays() {
+		clear(a.recent)
+		a.last = nil
+	}
 }
 
 // Record hands l the next record, in time order (records of equal times
@@ -166,7 +217,9 @@ func (l *Live) Record(r *model.Record) {
 		// first record, as for Build.
 		l.started = true
 		if l.p.Header.StartNS == 0 {
-			l.a.start = t
+			for _, a := range l.replays() {
+				a.start = t
+			}
 		}
 	}
 	l.last = max(l.last, t)
@@ -184,18 +237,26 @@ func (l *Live) flush() {
 	if len(l.p.Locations) != len(l.a.t.locFuncs) {
 		l.grow()
 	}
+	l.replay(l.a)
+	if l.g != nil {
+		l.replay(l.g)
+	}
+	l.batch = l.batch[:0]
+}
+
+// replay hands the held records to a, in recordOrder.
+func (l *Live) replay(a *replay) {
 	if len(l.batch) == 1 {
-		l.a.onRecord(&l.batch[0])
-	} else {
-		for _, k := range recordOrder {
-			for i := range l.batch {
-				if l.batch[i].Kind == k {
-					l.a.onRecord(&l.batch[i])
-				}
+		a.onRecord(&l.batch[0])
+		return
+	}
+	for _, k := range recordOrder {
+		for i := range l.batch {
+			if l.batch[i].Kind == k {
+				a.onRecord(&l.batch[i])
 			}
 		}
 	}
-	l.batch = l.batch[:0]
 }
 
 // Snapshot writes to w, at time now, the trees' changes since the
@@ -205,26 +266,29 @@ func (l *Live) flush() {
 // are in a later snapshot.
 func (l *Live) Snapshot(now uint64, w TreeWriter) error {
 	nodes := uint64(0)
-	for _, th := range l.a.order {
-		if err := l.snapshotThread(now, th, w); err != nil {
-			return err
+	for _, a := range l.replays() {
+		for _, th := range a.order {
+			if err := l.snapshotThread(now, th, a == l.g, w); err != nil {
+				return err
+			}
+			nodes += uint64(len(th.nodes))
 		}
-		nodes += uint64(len(th.nodes))
 	}
 	return w.Write(&trace.TreeMark{Time: now, Kind: trace.TreeSnapshot, Dropped: l.a.dropped,
 		Switches: l.switches, Interrupts: l.irqs, Nodes: nodes, Pruned: l.prunedNodes, PrunedNS: l.prunedNS})
 }
 
-// snapshotThread writes the changes of th's tree.
-func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
+// snapshotThread writes the changes of th's tree, one of the replay
+// by goroutine's when byG.
+func (l *Live) snapshotThread(now uint64, th *thread, byG bool, w TreeWriter) error {
 	lt := l.trees[th]
 	if lt == nil {
 		l.slots++
-		lt = &liveTree{slot: l.slots, parent: []int32{-1}, id: []uint32{0}, next: 1}
+		lt = &liveTree{slot: l.slots, byG: byG, parent: []int32{-1}, id: []uint32{0}, next: 1}
 		l.trees[th] = lt
 	}
 	name := th.name
-	if mt := th.os.mt; mt != nil && mt.Name != "" {
+	if mt := th.os.mt; mt != nil && mt.Name != "" && !th.key.goroutine {
 		name = mt.Name // the thread's latest name, as a loaded trace has it
 	}
 	nameID, err := w.Intern(name)
@@ -237,13 +301,12 @@ func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
 	}
 	info := trace.TreeThread{Time: now, Thread: lt.slot, PID: th.key.pid, TID: th.key.tid, Start: th.key.start,
 		Name: nameID, Begin: th.begin, End: end, Events: th.events,
-		Popped: th.repairs.Popped, Unmatched: th.repairs.Unmatched, Unclosed: th.repairs.Unclosed, Detached: th.repairs.Detached}
+		Popped: th.repairs.Popped, Unmatched: th.repairs.Unmatched, Unclosed: th.repairs.Unclosed, Detached: th.repairs.Detached,
+		ByGoroutine: byG, Goroutine: th.key.goroutine, GoID: th.key.goid, Ran: th.ran}
 	if th.events > 0 {
 		info.First, info.Last = th.first, th.lastEvent
 	}
-	same := info
-	same.Time = lt.info.Time
-	if same != lt.info || len(lt.prev) == 0 {
+	if !sameTreeThread(&info, &lt.info) || len(lt.prev) == 0 {
 		if err := w.Write(&info); err != nil {
 			return err
 		}
@@ -293,6 +356,17 @@ func (l *Live) snapshotThread(now uint64, th *thread, w TreeWriter) error {
 	return nil
 }
 
+// sameTreeThread reports whether two descriptions of a tree are the
+// same but for their time. The threads that ran a goroutine only grow,
+// and the description written keeps the slice it was given: their
+// number tells.
+func sameTreeThread(x, y *trace.TreeThread) bool {
+	return x.Thread == y.Thread && x.PID == y.PID && x.TID == y.TID && x.Start == y.Start && x.Name == y.Name &&
+		x.Begin == y.Begin && x.End == y.End && x.First == y.First && x.Last == y.Last && x.Events == y.Events &&
+		x.Popped == y.Popped && x.Unmatched == y.Unmatched && x.Unclosed == y.Unclosed && x.Detached == y.Detached &&
+		x.ByGoroutine == y.ByGoroutine && x.Goroutine == y.Goroutine && x.GoID == y.GoID && len(x.Ran) == len(y.Ran)
+}
+
 // treeDelta returns m − prev as a trace's TreeNode holds it.
 func treeDelta(m, prev *Metrics) trace.TreeMetrics {
 	return trace.TreeMetrics{
@@ -315,7 +389,7 @@ func treeDelta(m, prev *Metrics) trace.TreeMetrics {
 // calls open stay open, and a TreeReset mark at time now tells readers
 // to do the same. The interval open on each thread counts after it.
 func (l *Live) Reset(now uint64, w TreeWriter) error {
-	for _, th := range l.a.order {
+	for _, th := range l.threads() {
 		for i := range th.nodes {
 			n := &th.nodes[i]
 			n.calls, n.closed, n.base, n.min, n.max = 0, 0, Metrics{}, 0, 0
@@ -329,7 +403,9 @@ func (l *Live) Reset(now uint64, w TreeWriter) error {
 			lt.info.Events, lt.info.Popped, lt.info.Unmatched, lt.info.Unclosed, lt.info.Detached = 0, 0, 0, 0, 0
 		}
 	}
-	l.a.dropped = 0
+	for _, a := range l.replays() {
+		a.dropped = 0
+	}
 	l.prunedNodes, l.prunedNS = 0, 0
 	return w.Write(&trace.TreeMark{Time: now, Kind: trace.TreeReset, Switches: l.switches, Interrupts: l.irqs, Nodes: uint64(l.Nodes())})
 }
@@ -342,19 +418,21 @@ func (l *Live) Finish(end, detached uint64, w TreeWriter) error {
 	if len(l.batch) > 0 {
 		l.flush()
 	}
-	a := l.a
-	a.end = max(end, l.last)
-	for _, t := range l.p.Threads {
-		a.end = max(a.end, t.Start, t.End)
-	}
-	a.detached = detached
-	clear(a.recent)
-	for _, os := range a.os {
-		if os != nil {
-			os.end = a.threadEnd(os.mt)
+	for _, a := range l.replays() {
+		a.end = max(end, l.last)
+		for _, t := range l.p.Threads {
+			a.end = max(a.end, t.Start, t.End)
 		}
+		a.detached = detached
+		clear(a.recent)
+		a.last = nil
+		for _, os := range a.os {
+			if os != nil {
+				os.end = a.threadEnd(os.mt)
+			}
+		}
+		a.sweep()
 	}
-	a.sweep()
 	if err := l.Prune(end, w); err != nil {
 		return err
 	}
@@ -364,10 +442,20 @@ func (l *Live) Finish(end, detached uint64, w TreeWriter) error {
 // Nodes returns the number of nodes of every tree.
 func (l *Live) Nodes() int {
 	n := 0
-	for _, th := range l.a.order {
-		n += len(th.nodes)
+	for _, a := range l.replays() {
+		for _, th := range a.order {
+			n += len(th.nodes)
+		}
 	}
 	return n
+}
+
+// threads returns the trees of every replay of l.
+func (l *Live) threads() []*thread {
+	if l.g == nil {
+		return l.a.order
+	}
+	return append(slices.Clip(l.a.order), l.g.order...)
 }
 
 // prunedFunc is the function of a "(pruned)" node.
@@ -384,8 +472,8 @@ func fromTree(p *model.Profile, o Options) (*replay, error) {
 		return nil, fmt.Errorf("%w: its times were calibrated while recording (raw times are in the raw columns)", ErrAggregated)
 	case o.Root != "" && o.Root != p.Header.Root:
 		return nil, fmt.Errorf("%w: --root %s needs the events", ErrAggregated, o.Root)
-	case o.ByGoroutine:
-		return nil, fmt.Errorf("%w: its trees are per thread, not per goroutine", ErrAggregated)
+	case o.ByGoroutine && (o.Filter.Filter().HasTID || o.Filter.Filter().Thread != ""):
+		return nil, fmt.Errorf("%w: its trees by goroutine hold what every thread ran of each goroutine: a thread filter needs the events", ErrAggregated)
 	case len(o.Filter.LabelMatcher()) > 0:
 		return nil, fmt.Errorf("%w: a label filter needs the events", ErrAggregated)
 	case o.ExcludeInterrupts:
@@ -396,8 +484,21 @@ func fromTree(p *model.Profile, o Options) (*replay, error) {
 		tr = &model.Tree{} // no snapshot yet: every thread empty
 	}
 	var sum summary
+	byG := false // the recorder followed goroutines
 	for i := range tr.Threads {
-		sum.counts[model.RecordEvent] += tr.Threads[i].Events
+		byG = byG || tr.Threads[i].ByGoroutine
+		if tr.Threads[i].ByGoroutine == o.ByGoroutine {
+			sum.counts[model.RecordEvent] += tr.Threads[i].Events
+		}
+	}
+	if o.ByGoroutine {
+		if !byG && len(p.GoIDs) > 0 {
+			return nil, fmt.Errorf("%w: its trees are per thread (recorded before trees by goroutine were kept)", ErrAggregated)
+		}
+		sum.counts[model.RecordGoID] = uint64(len(p.GoIDs))
+		if byG {
+			sum.counts[model.RecordGoID] = max(sum.counts[model.RecordGoID], 1)
+		}
 	}
 	if tr.Switches {
 		sum.counts[model.RecordSwitch] = 1
@@ -414,13 +515,21 @@ func fromTree(p *model.Profile, o Options) (*replay, error) {
 	pruned := FuncID(-1)
 	for i := range tr.Threads {
 		st := &tr.Threads[i]
-		if !o.Filter.Thread(st.PID, st.TID, p.ThreadAt(st.PID, st.TID, st.Start)) {
+		if st.ByGoroutine != o.ByGoroutine {
+			continue
+		}
+		if st.Goroutine && !o.Filter.Thread(st.PID, 0, nil) || // a process filter: threads are refused above
+			!st.Goroutine && !o.Filter.Thread(st.PID, st.TID, p.ThreadAt(st.PID, st.TID, st.Start)) {
 			continue
 		}
 		th := &thread{key: threadKey{pid: st.PID, tid: st.TID, start: st.Start}, name: st.Name,
 			root: fmt.Sprintf("%s_%d", st.Name, st.TID), begin: st.Begin, end: st.End,
 			first: st.First, lastEvent: st.Last, events: st.Events,
 			repairs: Repairs{Popped: st.Popped, Unmatched: st.Unmatched, Unclosed: st.Unclosed, Detached: st.Detached}}
+		if st.Goroutine {
+			th.key = threadKey{pid: st.PID, goid: st.GoID, goroutine: true}
+			th.root, th.ran = st.Name, st.Ran
+		}
 		th.nodes = make([]node, len(st.Nodes))
 		linked := make([]bool, len(st.Nodes))
 		linked[0] = true

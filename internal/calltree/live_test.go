@@ -57,6 +57,11 @@ func liveTraceBound(t testing.TB, p *model.Profile, every int, r *rand.Rand, bou
 		t.Fatal(err)
 	}
 	l.Bound(bound)
+	if len(p.GoIDs) > 0 {
+		if err := l.FollowGoroutines(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var cuts []int
 	for i, rec := range records(p) {
 		l.Record(&rec)
@@ -156,6 +161,10 @@ func diffResults(got, want *Result) string {
 				return fmt.Sprintf("thread %d/%d: %s", g.PID, g.TID, d)
 			}
 			g.Root, w.Root = Node{}, Node{}
+			if (g.Goroutine == nil) != (w.Goroutine == nil) || g.Goroutine != nil && *g.Goroutine != *w.Goroutine {
+				return fmt.Sprintf("thread %+v is goroutine %v, want %v", g, g.Goroutine, w.Goroutine)
+			}
+			g.Goroutine, w.Goroutine = nil, nil
 			if fmt.Sprint(g) != fmt.Sprint(w) {
 				return fmt.Sprintf("thread %+v\nwant %+v", g, w)
 			}
@@ -173,8 +182,10 @@ func diffResults(got, want *Result) string {
 // TestLiveSameResult: the trees a Live analysis writes as snapshots,
 // read back, give Build's Result on every event: calls exact, times but
 // for rounding, over random hook recordings (threads created, exiting
-// and reused, switches, pauses, interrupts, samples) and the fixtures,
-// with snapshots after every record, at random and only at the end.
+// and reused, switches, pauses, interrupts, goroutine switches, samples)
+// and the fixtures, with snapshots after every record, at random and
+// only at the end; by thread and, for recordings with goroutine
+// switches, by goroutine.
 func TestLiveSameResult(t *testing.T) {
 	type input struct {
 		name string
@@ -185,6 +196,12 @@ func TestLiveSameResult(t *testing.T) {
 		inputs = append(inputs, input{fmt.Sprintf("RandomHooks %d", seed), modeltest.RandomHooks(rand.New(rand.NewPCG(seed, 5)), seed%2 == 0)})
 	}
 	r := rand.New(rand.NewPCG(1, 2))
+	byG := 0 // inputs compared by goroutine
+	defer func() {
+		if byG < 50 {
+			t.Errorf("only %d comparisons by goroutine", byG)
+		}
+	}()
 	for _, in := range inputs {
 		want, err := Build(in.p, Options{})
 		if err != nil {
@@ -198,6 +215,21 @@ func TestLiveSameResult(t *testing.T) {
 			}
 			if d := diffResults(got, want); d != "" {
 				t.Fatalf("%s, %d snapshots: %s", in.name, len(cuts)+1, d)
+			}
+			if len(in.p.GoIDs) == 0 {
+				continue
+			}
+			byG++
+			wantG, err := Build(in.p, Options{ByGoroutine: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotG, err := Build(q, Options{ByGoroutine: true})
+			if err != nil {
+				t.Fatalf("%s by goroutine: %v", in.name, err)
+			}
+			if d := diffResults(gotG, wantG); d != "" {
+				t.Fatalf("%s by goroutine, %d snapshots: %s", in.name, len(cuts)+1, d)
 			}
 		}
 		// A --root recording: the trees of the root's subgraph.
@@ -252,11 +284,24 @@ func TestAggregatedRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{Flow: true}, {Raw: true}, {Root: "b"}, {ByGoroutine: true}, {ExcludeInterrupts: true},
-		{Filter: labels}} {
-		if _, err := Build(q, o); !errors.Is(err, ErrAggregated) {
-			t.Errorf("%+v: %v, want ErrAggregated", o, err)
+	thread, err := model.Filter{Thread: "worker*"}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, _ := liveTrace(t, modeltest.RandomHooks(rand.New(rand.NewPCG(0, 5)), true), 3, nil)
+	for _, c := range []struct {
+		q *model.Profile
+		o Options
+	}{{q, Options{Flow: true}}, {q, Options{Raw: true}}, {q, Options{Root: "b"}}, {q, Options{ExcludeInterrupts: true}},
+		{q, Options{Filter: labels}}, {g, Options{ByGoroutine: true, Filter: thread}}} {
+		if _, err := Build(c.q, c.o); !errors.Is(err, ErrAggregated) {
+			t.Errorf("%+v: %v, want ErrAggregated", c.o, err)
 		}
+	}
+	// By goroutine, a recording of a program without goroutines says so
+	// as a trace of every event does.
+	if _, err := Build(q, Options{ByGoroutine: true}); !errors.Is(err, ErrNoGoroutines) {
+		t.Errorf("by goroutine without goroutines: %v, want ErrNoGoroutines", err)
 	}
 }
 
@@ -269,39 +314,51 @@ func TestLivePrune(t *testing.T) {
 	pruned := 0
 	for seed := range uint64(100) {
 		p := modeltest.RandomHooks(rand.New(rand.NewPCG(seed, 5)), seed%2 == 0)
-		want, err := Build(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		const maxNodes = 12
 		q, _, _ := liveTraceBound(t, p, 0, rand.New(rand.NewPCG(seed, 9)), maxNodes*nodeBytes)
-		got, err := Build(q, Options{})
-		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
-		}
-		// Folded nodes clamp their calibrated sums at zero once, not
-		// each (clampedSum).
-		if got.Calls > want.Calls || got.Events != want.Events || !clampedSum(got.Total, want.Total) || len(got.Processes) != len(want.Processes) {
-			t.Fatalf("seed %d: calls %d, events %d, total %+v; every event's %d, %d, %+v",
-				seed, got.Calls, got.Events, got.Total, want.Calls, want.Events, want.Total)
-		}
-		for i := range got.Processes {
-			for k := range got.Processes[i].Threads {
-				g, w := &got.Processes[i].Threads[k], &want.Processes[i].Threads[k]
-				if !clampedSum(g.Root.Cum, w.Root.Cum) || g.Root.Callees != w.Root.Callees || g.Events != w.Events {
-					t.Fatalf("seed %d thread %d: root %+v\nwant %+v", seed, g.TID, g.Root.Cum, w.Root.Cum)
-				}
+		for _, o := range []Options{{}, {ByGoroutine: true}} {
+			if o.ByGoroutine && len(p.GoIDs) == 0 {
+				continue
 			}
+			checkPruned(t, fmt.Sprintf("seed %d %+v", seed, o), p, q, o)
 		}
 		if q.Tree.Pruned > 0 {
 			pruned++
-			if !hasPruned(got) {
-				t.Errorf("seed %d: %d nodes pruned, no (pruned) node in the trees", seed, q.Tree.Pruned)
-			}
 		}
 	}
 	if pruned < 20 {
 		t.Errorf("only %d recordings pruned", pruned)
+	}
+}
+
+// checkPruned compares the trees o selects of q, an aggregated trace of
+// p with pruned trees, with Build's of p: every total exact.
+func checkPruned(t *testing.T, name string, p, q *model.Profile, o Options) {
+	t.Helper()
+	want, err := Build(p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Build(q, o)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	// Folded nodes clamp their calibrated sums at zero once, not each
+	// (clampedSum).
+	if got.Calls > want.Calls || got.Events != want.Events || !clampedSum(got.Total, want.Total) || len(got.Processes) != len(want.Processes) {
+		t.Fatalf("%s: calls %d, events %d, total %+v; every event's %d, %d, %+v",
+			name, got.Calls, got.Events, got.Total, want.Calls, want.Events, want.Total)
+	}
+	for i := range got.Processes {
+		for k := range got.Processes[i].Threads {
+			g, w := &got.Processes[i].Threads[k], &want.Processes[i].Threads[k]
+			if !clampedSum(g.Root.Cum, w.Root.Cum) || g.Root.Callees != w.Root.Callees || g.Events != w.Events {
+				t.Fatalf("%s thread %d: root %+v\nwant %+v", name, g.TID, g.Root.Cum, w.Root.Cum)
+			}
+		}
+	}
+	if q.Tree.Pruned > 0 && !o.ByGoroutine && !hasPruned(got) {
+		t.Errorf("%s: %d nodes pruned, no (pruned) node in the trees", name, q.Tree.Pruned)
 	}
 }
 
@@ -332,7 +389,9 @@ func hasPruned(r *Result) bool {
 // BenchmarkLive feeds a hook trace of 1.2M events (modeltest.WriteCalls)
 // through model.Tables and a Live analysis record by record, as the
 // recorder does with --aggregate, with a snapshot every 100,000 records:
-// the recorder's cost per event of aggregating (events/s).
+// the recorder's cost per event of aggregating (events/s); by thread,
+// and by goroutine too as for a Go target (FollowGoroutines: a second
+// replay of every record).
 func BenchmarkLive(b *testing.B) {
 	var buf bytes.Buffer
 	if err := modeltest.WriteCalls(&buf, 200_000); err != nil {
@@ -350,35 +409,48 @@ func BenchmarkLive(b *testing.B) {
 		}
 		recs = append(recs, r)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		var l *Live
-		tables := model.NewTables(tr.Header(), func(r *model.Record) { l.Record(r) })
-		l, err = NewLive(tables.Profile(), Options{}, true)
-		if err != nil {
-			b.Fatal(err)
+	for _, goroutines := range []bool{false, true} {
+		name := "thread"
+		if goroutines {
+			name = "thread+goroutine"
 		}
-		w, err := trace.NewWriter(io.Discard, &trace.Header{}, trace.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i, r := range recs {
-			if changed, err := tables.Add(r); err != nil {
-				b.Fatal(err)
-			} else if changed {
-				l.ThreadsChanged()
-			}
-			if i%100_000 == 0 {
-				if err := l.Snapshot(0, w); err != nil {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var l *Live
+				tables := model.NewTables(tr.Header(), func(r *model.Record) { l.Record(r) })
+				l, err = NewLive(tables.Profile(), Options{}, true)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if goroutines {
+					if err := l.FollowGoroutines(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				w, err := trace.NewWriter(io.Discard, &trace.Header{}, trace.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i, r := range recs {
+					if changed, err := tables.Add(r); err != nil {
+						b.Fatal(err)
+					} else if changed {
+						l.ThreadsChanged()
+					}
+					if i%100_000 == 0 {
+						if err := l.Snapshot(0, w); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if err := l.Finish(0, 0, w); err != nil {
 					b.Fatal(err)
 				}
 			}
-		}
-		if err := l.Finish(0, 0, w); err != nil {
-			b.Fatal(err)
-		}
+			b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
-	b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 // FuzzBuildAggregated reads arbitrary bytes as a trace and renders its

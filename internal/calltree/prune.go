@@ -53,7 +53,7 @@ func (l *Live) Prune(now uint64, w TreeWriter) error {
 		cum float64
 	}
 	var cands []cand
-	for _, th := range l.a.order {
+	for _, th := range l.threads() {
 		lt := l.trees[th]
 		cum := make([]float64, len(th.nodes))
 		for i := len(th.nodes) - 1; i > 0; i-- { // a child comes after its parent

@@ -163,6 +163,9 @@ type Region struct {
 	viewPairs uint64
 	own       *Batch   // Drain's
 	dec       *Decoder // Drain's
+	// frozen, after Freeze, is each slot's head then: the drains copy
+	// no further.
+	frozen []uint64
 }
 
 // liveEvery is how often Drain looks for owned slots of threads that
@@ -343,6 +346,19 @@ func (r *Region) drainDecode(fn func(Event), check, final bool) int {
 	}
 }
 
+// Freeze ends what the drains deliver at what the rings hold now: the
+// records a thread publishes later stay in its ring (it waits for space,
+// then drops them). A recorder that stops while the target runs on
+// freezes the region before its last drains, which would otherwise copy
+// for as long as the target writes, as fast as they copy, into ever more
+// batches.
+func (r *Region) Freeze() {
+	r.frozen = make([]uint64, len(r.slots))
+	for i := range r.slots {
+		r.frozen[i] = atomic.LoadUint64(&r.slots[i].Head)
+	}
+}
+
 // DrainBatch copies the records available in the rings into b, as they
 // are, and hands their space back to the threads at once: copying 16
 // bytes a record keeps up with threads writing one every few ns, where
@@ -420,6 +436,9 @@ const noSlot = ^uint32(0)
 func (r *Region) copySlot(i int, b *Batch) (full bool) {
 	s := &r.slots[i]
 	head := atomic.LoadUint64(&s.Head)
+	if r.frozen != nil && head-r.frozen[i] < 1<<63 { // later than the freeze (heads only grow)
+		head = r.frozen[i]
+	}
 	tail := s.Tail
 	if head == tail {
 		return false

@@ -222,3 +222,33 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(count), "ns/record")
 }
+
+// TestFreeze: after Freeze the drains deliver what the rings held then
+// and nothing a thread publishes later, which stays in its ring.
+func TestFreeze(t *testing.T) {
+	r := fakeRegion(t, 2, 8)
+	for i := range r.slots {
+		s := &r.slots[i]
+		s.State, s.PID, s.TID = stateOwned, 10, uint32(11+i)
+	}
+	r.produce(0, rec{Time: 1, W: word(recEntry, 1)}, rec{Time: 2, W: word(recExit, 1)})
+	r.produce(1, rec{Time: 3, W: word(recEntry, 1)})
+	r.Freeze()
+	r.produce(0, rec{Time: 4, W: word(recEntry, 1)})
+	r.produce(1, rec{Time: 5, W: word(recExit, 1)})
+	var times []uint64
+	for _, e := range r.collect() {
+		times = append(times, e.Time)
+	}
+	if len(times) != 3 || times[0] != 1 || times[1] != 2 || times[2] != 3 {
+		t.Errorf("drained after the freeze: times %v, want [1 2 3]", times)
+	}
+	if evs := r.collect(); len(evs) != 0 {
+		t.Errorf("a second drain delivered %d records published after the freeze", len(evs))
+	}
+	for i := range r.slots {
+		if s := &r.slots[i]; s.Head-s.Tail != 1 {
+			t.Errorf("slot %d: %d records left in the ring, want the 1 published after the freeze", i, s.Head-s.Tail)
+		}
+	}
+}

@@ -31,11 +31,16 @@ type Tree struct {
 }
 
 // TreeThread is the tree of one thread incarnation (trace.TreeThread
-// with its nodes).
+// with its nodes) or, ByGoroutine, one of the trees of a report by
+// goroutine: goroutine GoID's when Goroutine (which the threads Ran
+// ran), else a thread's records before it ran any goroutine.
 type TreeThread struct {
-	PID, TID uint32
-	Start    uint64
-	Name     string
+	PID, TID               uint32
+	Start                  uint64
+	Name                   string
+	ByGoroutine, Goroutine bool
+	GoID                   uint64
+	Ran                    []uint32
 	// Begin, End, First, Last, Events and the repairs are the latest
 	// trace.TreeThread's.
 	Begin, End, First, Last, Events       uint64
@@ -89,6 +94,7 @@ func (l *loader) addTree(rec trace.Record) error {
 		}
 		th := &tr.Threads[i]
 		th.PID, th.TID, th.Start, th.Name = r.PID, r.TID, r.Start, name
+		th.ByGoroutine, th.Goroutine, th.GoID, th.Ran = r.ByGoroutine, r.Goroutine, r.GoID, r.Ran
 		th.Begin, th.End, th.First, th.Last, th.Events = r.Begin, r.End, r.First, r.Last, r.Events
 		th.Popped, th.Unmatched, th.Unclosed, th.Detached = r.Popped, r.Unmatched, r.Unclosed, r.Detached
 	case *trace.TreeNode:

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"trueprof/internal/calltree"
@@ -46,6 +47,26 @@ func checkAggregate(cfg *Config, mech Mech) error {
 	return nil
 }
 
+// aggregateGCPercent is the collector's setting (GOGC) while recording
+// with --aggregate. The recorder's heap is then mostly the hook spool and
+// the trees, which allocate nothing per event; the little it allocates
+// meanwhile (the hook clock's copies, the trace's chunks: about 1 MB/s
+// on the dense load) let the heap grow to twice what is live with the
+// default of 100, and the RSS rose from 70 to 110 MB over the first 35 s
+// of a dense recording. At 25 the heap stays within a quarter of what is
+// live, at a collection every ten seconds or so.
+const aggregateGCPercent = 25
+
+// aggregateGC sets the collector for an aggregated recording (nothing
+// otherwise) and returns what restores it.
+func aggregateGC(cfg *Config) (restore func()) {
+	if !cfg.Aggregate {
+		return func() {}
+	}
+	old := debug.SetGCPercent(aggregateGCPercent)
+	return func() { debug.SetGCPercent(old) }
+}
+
 // aggregator folds the recording's records, as they are written, into
 // call trees (calltree.Live) and writes their snapshots in place of the
 // events: the recorder's half of record --aggregate (docs/aggregate.md).
@@ -84,6 +105,19 @@ func (s *session) writerOptions(h *trace.Header) (trace.Options, error) {
 	return opt, nil
 }
 
+// aggregateGoroutines makes an aggregated recording of a Go target
+// keep its trees by goroutine too (calltree.Live.FollowGoroutines), so
+// that report --by goroutine reads them: called when the goroutine
+// switches are followed, before the target runs.
+func (s *session) aggregateGoroutines() {
+	if s.agg == nil {
+		return
+	}
+	if err := s.agg.live.FollowGoroutines(); err != nil {
+		fmt.Fprintf(s.log, "trueprof: aggregated per thread only: %v\n", err)
+	}
+}
+
 // observe reads a record the writer accepted into the tables (and, for
 // the time-ordered ones, the trees).
 func (ag *aggregator) observe(r trace.Record) {
@@ -112,18 +146,33 @@ func (s *session) aggregateEvent(e *trace.Event) error {
 	return nil
 }
 
+// tickCheck is how many records a drain processes between two looks at
+// the snapshot clock (tick): a drain of a large backlog (kernel records
+// with stacks to unwind, a uprobe ring) would otherwise delay the
+// snapshot until its end. At the dense load's 13M events a second, some
+// 5 ms.
+const tickCheck = 1 << 16
+
 // pruneCheck is how many events pass between two looks at the trees'
 // size: at most half as many nodes, some 40 KB, are created meanwhile.
 const pruneCheck = 256
 
 // tick writes a snapshot when one is due, and flushes it to the file so
-// that a recorder killed later loses at most the interval since.
+// that a recorder killed later loses at most the interval since. The
+// snapshots keep their cadence: one late by less than an interval does
+// not delay the next.
 func (s *session) tick() error {
 	ag := s.agg
-	if ag == nil || time.Now().Before(ag.next) {
+	if ag == nil {
 		return nil
 	}
-	ag.next = time.Now().Add(ag.every)
+	now := time.Now()
+	if now.Before(ag.next) {
+		return nil
+	}
+	if ag.next = ag.next.Add(ag.every); ag.next.Before(now) {
+		ag.next = now.Add(ag.every)
+	}
 	if err := s.snapshotTrees(perf.Now()); err != nil {
 		return err
 	}

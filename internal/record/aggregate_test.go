@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"trueprof/internal/calltree"
+	"trueprof/internal/model"
 	"trueprof/internal/report"
 	"trueprof/internal/testutil"
 )
@@ -195,5 +197,99 @@ func TestAggregateDenseLoad(t *testing.T) {
 	}
 	if heap > 150<<20 {
 		t.Errorf("recorder heap reached %d MiB: want at most 150 MiB", heap>>20)
+	}
+}
+
+// spinCalls returns the calls of main.spin in each tree of r, by
+// goroutine id (0 for a thread's tree), and their sum.
+func spinCalls(r *calltree.Result) (map[uint64]uint64, uint64) {
+	calls, total := map[uint64]uint64{}, uint64(0)
+	var walk func(g uint64, n *calltree.Node)
+	walk = func(g uint64, n *calltree.Node) {
+		if n.Name == "main.spin" {
+			calls[g] += n.Calls
+			total += n.Calls
+		}
+		for i := range n.Children {
+			walk(g, &n.Children[i])
+		}
+	}
+	for _, pr := range r.Processes {
+		for _, th := range pr.Threads {
+			g := uint64(0)
+			if th.Goroutine != nil {
+				g = *th.Goroutine
+			}
+			walk(g, &th.Root)
+		}
+	}
+	return calls, total
+}
+
+// TestAggregateGoroutines records the goroutine fixture with a probe on
+// main.spin, aggregated and not: by goroutine, the aggregated trace
+// gives each worker goroutine (the ids the program printed) its exact
+// rounds of calls, as the trace of every event does, whichever threads
+// ran it; by thread it still gives the same calls and events.
+func TestAggregateGoroutines(t *testing.T) {
+	bin := goFixture(t)
+	cfg := Config{Command: []string{bin}, Trace: []string{"main.spin"}, NoSampling: true}
+	full, _, fullWorkers := recordGoFixture(t, cfg)
+	cfg.Aggregate, cfg.Snapshot = true, 20*time.Millisecond
+	agg, _, workers := recordGoFixture(t, cfg)
+	if len(agg.Events) != 0 || !agg.Aggregated() || len(agg.GoIDs) == 0 {
+		t.Fatalf("aggregated trace: %d events, %d goroutine switches", len(agg.Events), len(agg.GoIDs))
+	}
+	build := func(p *model.Profile, o calltree.Options) *calltree.Result {
+		r, err := calltree.Build(p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	const want = testutil.GoroutineFixtureWorkers * testutil.GoroutineFixtureRounds
+	for _, c := range []struct {
+		name    string
+		p       *model.Profile
+		workers []uint64
+	}{{"every event", full, fullWorkers}, {"aggregated", agg, workers}} {
+		byG := build(c.p, calltree.Options{ByGoroutine: true})
+		byT := build(c.p, calltree.Options{})
+		calls, total := spinCalls(byG)
+		t.Logf("%s: main.spin calls by goroutine %v; events %d by goroutine, %d by thread", c.name, calls, byG.Events, byT.Events)
+		for _, g := range c.workers {
+			if calls[g] != testutil.GoroutineFixtureRounds {
+				t.Errorf("%s: goroutine %d made %d calls of main.spin, want %d", c.name, g, calls[g], testutil.GoroutineFixtureRounds)
+			}
+		}
+		if _, tt := spinCalls(byT); total != want || tt != want {
+			t.Errorf("%s: %d calls of main.spin by goroutine, %d by thread, want %d", c.name, total, tt, want)
+		}
+		if byG.Events != 2*want || byT.Events != 2*want || !byG.ByGoroutine {
+			t.Errorf("%s: %d events by goroutine, %d by thread, want %d", c.name, byG.Events, byT.Events, 2*want)
+		}
+	}
+	// A worker that ran on several threads (CheckGoroutineFixture saw
+	// some) is one tree by goroutine, which says so.
+	moved := 0
+	for _, pr := range build(agg, calltree.Options{ByGoroutine: true}).Processes {
+		for _, th := range pr.Threads {
+			if th.Goroutine != nil && slices.Contains(workers, *th.Goroutine) && len(th.OSThreads) > 1 {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("no worker's tree says it ran on more than one thread")
+	}
+	// The reports read them: trueprof report --by goroutine.
+	for _, view := range []string{"tree", "threads", "flat"} {
+		var text strings.Builder
+		if err := report.Write(&text, agg, report.Options{View: view, Format: "text", By: "goroutine"}); err != nil {
+			t.Fatalf("%s by goroutine: %v", view, err)
+		}
+		if g := fmt.Sprintf("goroutine %d", workers[0]); view != "flat" && !strings.Contains(text.String(), g) {
+			t.Errorf("%s by goroutine does not show %s:\n%s", view, g, text.String())
+		}
 	}
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"trueprof/internal/calltree"
 	"trueprof/internal/control"
 	"trueprof/internal/model"
+	"trueprof/internal/perf"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 )
@@ -390,4 +392,61 @@ func TestCtlTraceAttached(t *testing.T) {
 		t.Errorf("repairs %+v", rp)
 	}
 	finish()
+}
+
+// TestCtlTraceAddCalibrates: a sampling recording that gains uprobes
+// (ctl trace add) is calibrated as a uprobe recording is: in the run, a
+// burst when the first probes go in, with the target running, and one
+// at the end, whose fit (with the site costs) is the trace's; with the
+// stored calibration, the stored one for uprobes.
+func TestCtlTraceAddCalibrates(t *testing.T) {
+	cal := &trace.Calibration{Mechanism: "uprobe", Statistic: "fit", Source: "in-run", Bursts: 2,
+		Overhead: [trace.Transitions]float64{500, 300, 400, 200}, PerCall: 700,
+		Sites: &trace.SiteCosts{EntryEmulated: 500, EntryStepped: 14000, ExitReturn: 200, ExitRetInsn: 14000}}
+	storedCal := *cal
+	storedCal.Source, storedCal.Bursts = "", 0
+	for _, inRun := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in-run %v", inRun), func(t *testing.T) {
+			fake := &fakeUprobeCalibrator{cal: cal}
+			asked := 0
+			stored := func(m Mech) (*trace.Calibration, error) {
+				asked++
+				if m != MechUprobe || inRun {
+					t.Errorf("the stored calibration of %q was asked for", m)
+				}
+				return &storedCal, nil
+			}
+			cmd, count, stop := countedTarget(t, countedFixture)
+			s, wait := ctlSession(t, Config{Command: cmd, Freq: 999, CalibrateInRun: inRun, UprobeCalibration: fake, Calibration: stored})
+			for count() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			before := perf.Now()
+			ctlProbes(t, s, control.CmdTraceAdd, "f")
+			after := perf.Now()
+			time.Sleep(100 * time.Millisecond)
+			stop()
+			p := wait()
+			c := p.Header.Calibration
+			if !inRun {
+				if asked != 1 || c == nil || c.Sites == nil || *c.Sites != *storedCal.Sites || len(fake.bursts) != 0 {
+					t.Fatalf("stored: asked %d times, %d bursts, calibration %+v: want the stored one", asked, len(fake.bursts), c)
+				}
+				return
+			}
+			if len(fake.bursts) != 2 || fake.bursts[0] < before || fake.bursts[0] > after {
+				t.Fatalf("bursts at %v; want one during trace add (%d-%d) and one at the end", fake.bursts, before, after)
+			}
+			if c == nil || c.Source != "in-run" || c.Sites == nil || *c.Sites != *cal.Sites {
+				t.Fatalf("trace calibration %+v: want the in-run one", c)
+			}
+			r, err := calltree.Build(p, calltree.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Calibration == nil || r.Calibration.Source != "in-run" {
+				t.Errorf("the report's calibration %+v: want the in-run one applied", r.Calibration)
+			}
+		})
+	}
 }

@@ -44,6 +44,7 @@ func (s *session) startGoroutines(pid int, launched bool) {
 		if g, err = uprobe.AttachGoroutines(pid, path, layout, launched); err == nil {
 			s.sources = append(s.sources, &goroutineSource{g: g, log: s.log, start: perf.Now()})
 			s.startLabels(pid, path, layout)
+			s.aggregateGoroutines()
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -42,14 +43,42 @@ func (s *session) probeRequest(req control.Request) (control.Answer, error) {
 	if err != nil {
 		return control.Answer{}, err
 	}
+	if err := s.calibrateGained(); err != nil {
+		return control.Answer{}, err
+	}
 	return control.Answer{Probes: ch}, nil
+}
+
+// calibrateGained calibrates a sampling recording once it gained uprobes
+// (livePlanner) and the first of them are in place, as a uprobe
+// recording is calibrated: in the run, by a burst now (calibrationBurst;
+// the other comes at the end), or with the stored calibration, written
+// as a Calibration record since the header went out without one.
+func (s *session) calibrateGained() error {
+	if !s.gained || s.gainedCalibrated {
+		return nil
+	}
+	s.gainedCalibrated = true
+	switch {
+	case s.uprobeInRun():
+		s.calibrationBurst(context.Background(), "first trace add")
+	case s.cfg.Calibration != nil:
+		cal, err := s.cfg.Calibration(MechUprobe)
+		if err != nil {
+			fmt.Fprintf(s.log, "trueprof: no calibration for the probes added: %v; reports show raw times\n", err)
+			return nil
+		}
+		s.hdr.Calibration = cal // for the cost warning at the end
+		return s.w.Write(&trace.CalibrationRecord{Calibration: cal})
+	}
+	return nil
 }
 
 // livePlanner returns the session's uprobe planner, making one for a
 // recording that probed nothing so far: a sampling recording gains
 // function events (its header still says no instrumentation; the Probe
 // records say from when each function counts, and the trace is read as
-// an instrumented one, without calibration).
+// an instrumented one, calibrated as calibrateGained says).
 func (s *session) livePlanner() (*uprobePlanner, error) {
 	if s.uprobes != nil {
 		return s.uprobes, nil
@@ -58,7 +87,7 @@ func (s *session) livePlanner() (*uprobePlanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mech = MechUprobe
+	s.mech, s.gained = MechUprobe, true
 	s.openPauses()
 	p.res, p.w, p.pauses, p.addSource = s.res, s.w, s.pauses, s.addSource
 	s.uprobes, s.planner = p, p

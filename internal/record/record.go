@@ -111,9 +111,13 @@ type session struct {
 	// with hooks); nil otherwise.
 	cal       *calfit.Collector
 	calBursts time.Duration // the uprobe calibration bursts' time (calibrationBurst)
-	sampleRec trace.Sample
-	result    Result
-	full      bool // the size limit was reached
+	// gained says a sampling recording gained uprobes (ctl trace add,
+	// root), and gainedCalibrated that it was calibrated for them
+	// (calibrateGained).
+	gained, gainedCalibrated bool
+	sampleRec                trace.Sample
+	result                   Result
+	full                     bool // the size limit was reached
 	// sampleType is the events' PERF_SAMPLE_* set, which Decode needs.
 	sampleType uint64
 	// reader empties the sampling rings (ringreader.go); freed are the
@@ -172,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
+	defer aggregateGC(&s.cfg)()
 	if err := s.launchOrAttach(); err != nil {
 		return nil, err
 	}
@@ -1070,6 +1075,11 @@ func beforeEvent(evs []instrEvent, t uint64) int {
 func (s *session) merge(n, m int) error {
 	i, j := 0, 0
 	for i < n || j < m {
+		if (i+j)%tickCheck == tickCheck-1 {
+			if err := s.tick(); err != nil {
+				return err
+			}
+		}
 		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
 			err := s.process(&s.pending[i])
 			if b := s.pending[i].UserStack; b != nil {

@@ -34,6 +34,11 @@ type TreeMetrics struct {
 // (PID, TID, Start) and what the analysis knows of it so far. It is
 // written before the first TreeNode of the tree and again whenever a
 // field changed; the latest holds.
+//
+// A Go target's recording holds a second set of trees, marked
+// ByGoroutine: those of a report by goroutine, one per goroutine
+// (Goroutine, with GoID; TID and Start are 0) and one per thread for
+// its records before it ran any goroutine.
 type TreeThread struct {
 	Time   uint64
 	Thread uint32
@@ -46,6 +51,11 @@ type TreeThread struct {
 	Begin, End, First, Last, Events uint64
 	// The shadow stack's repairs (calltree.Repairs).
 	Popped, Unmatched, Unclosed, Detached uint64
+	// ByGoroutine says the tree is one of the trees by goroutine;
+	// Goroutine that it is goroutine GoID's, which the threads Ran ran.
+	ByGoroutine, Goroutine bool
+	GoID                   uint64
+	Ran                    []uint32
 }
 
 // TreeNode is a node of tree Thread that changed since its previous
@@ -120,6 +130,12 @@ func (*TreeMark) Major() Major { return MajorTreeMark }
 // treeNodePruned is the minor bit of a pruned TreeNode.
 const treeNodePruned = 1
 
+// TreeThread minor bits.
+const (
+	treeThreadByGoroutine = 1
+	treeThreadGoroutine   = 2
+)
+
 // tree mark flag bits.
 const (
 	treeMarkSwitches   = 1
@@ -152,6 +168,17 @@ func appendTree(b []byte, r Record) ([]byte, uint8) {
 		b = binary.AppendUvarint(b, u(r.Name))
 		for _, v := range [...]uint64{r.Begin, r.End, r.First, r.Last, r.Events, r.Popped, r.Unmatched, r.Unclosed, r.Detached} {
 			b = binary.AppendUvarint(b, v)
+		}
+		if r.ByGoroutine {
+			minor |= treeThreadByGoroutine
+		}
+		if r.Goroutine {
+			minor |= treeThreadGoroutine
+			b = binary.AppendUvarint(b, r.GoID)
+			b = binary.AppendUvarint(b, uint64(len(r.Ran)))
+			for _, tid := range r.Ran {
+				b = binary.AppendUvarint(b, u(tid))
+			}
 		}
 	case *TreeNode:
 		if r.Pruned {
@@ -195,6 +222,11 @@ func decodeTree(m Major, minor uint8, t uint64, p *body) Record {
 		r := &TreeThread{Time: t, Thread: p.u32(), PID: p.u32(), TID: p.u32(), Start: p.uvarint(), Name: p.u32()}
 		for _, v := range [...]*uint64{&r.Begin, &r.End, &r.First, &r.Last, &r.Events, &r.Popped, &r.Unmatched, &r.Unclosed, &r.Detached} {
 			*v = p.uvarint()
+		}
+		r.ByGoroutine, r.Goroutine = minor&treeThreadByGoroutine != 0, minor&treeThreadGoroutine != 0
+		if r.Goroutine {
+			r.GoID = p.uvarint()
+			r.Ran = list(p, 1, p.u32)
 		}
 		return r
 	case MajorTreeNode:

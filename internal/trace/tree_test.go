@@ -14,6 +14,9 @@ func TestTreeRecordsRoundTrip(t *testing.T) {
 	want := []Record{
 		&TreeThread{Time: 5, Thread: 1, PID: 10, TID: 11, Start: 3, Name: 2, Begin: 3, End: 90, First: 4, Last: 80,
 			Events: 1 << 40, Popped: 1, Unmatched: 2, Unclosed: 3, Detached: math.MaxUint64},
+		&TreeThread{Time: 5, Thread: 2, PID: 10, TID: 11, Start: 3, Name: 2, ByGoroutine: true},
+		&TreeThread{Time: 5, Thread: 3, PID: 10, Name: 2, Begin: 4, End: 90, ByGoroutine: true, Goroutine: true,
+			GoID: 1 << 40, Ran: []uint32{11, math.MaxUint32}},
 		&TreeNode{Time: 5, Thread: 1, ID: 0, Parent: 0, Base: TreeMetrics{WallNS: 1.5, WallNSRaw: 2}},
 		&TreeNode{Time: 5, Thread: 1, ID: 7, Parent: 3, Location: math.MaxUint32, Frame: 2, Recursion: 4,
 			Calls: 10_000_000, Closed: 9_999_999,
