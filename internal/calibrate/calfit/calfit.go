@@ -11,6 +11,7 @@
 package calfit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -148,6 +149,50 @@ func Judge(mech string, median [trace.Transitions]float64, n int, shapes []Shape
 		return c, err
 	}
 	return c, nil
+}
+
+// Paired is a recorded run of a validation shape and the plain run of
+// the same loop just before it.
+type Paired struct {
+	Run   Run
+	Plain float64 // ns
+}
+
+// PairedShape returns shape name's run for the fit from its paired runs:
+// over the fastest half of the pairs (by the sum of their two times), the
+// median plain time, and a recorded run that takes the median difference
+// more. A pair's two loops run a fraction of a millisecond apart, so they
+// share the machine's speed (another process on the sibling hyperthread
+// changes it by 5% and more) where the fastest runs of each kind come
+// from different moments; and a loop that was preempted, or interrupted
+// at length, is slower by the time it lost, which puts its pair in the
+// slower half. A shape whose recorded loop is consistently slower or
+// faster than the fit says stays so in every pair: its residual remains.
+// False without pairs or with a plain time of zero.
+func PairedShape(name string, pairs []Paired) (Shape, bool) {
+	if len(pairs) == 0 {
+		return Shape{}, false
+	}
+	p := slices.Clone(pairs)
+	slices.SortStableFunc(p, func(a, b Paired) int { return cmp.Compare(a.Run.Raw+a.Plain, b.Run.Raw+b.Plain) })
+	p = p[:(len(p)+1)/2]
+	plain, diff := make([]float64, len(p)), make([]float64, len(p))
+	for i, x := range p {
+		plain[i], diff[i] = x.Plain, x.Run.Raw-x.Plain
+	}
+	s := Shape{Name: name, Run: p[0].Run, Uninstrumented: Median(plain)}
+	s.Run.Raw = s.Uninstrumented + Median(diff)
+	return s, s.Uninstrumented > 0
+}
+
+// Median returns the median of v (not empty).
+func Median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // MedianOf returns the median of v, 0 when v is empty.

@@ -1,7 +1,6 @@
 package calfit
 
 import (
-	"math"
 	"slices"
 	"strings"
 
@@ -31,8 +30,8 @@ func IsCalibration(name string) bool { return strings.HasPrefix(name, Prefix) }
 // NewCollector.
 type Collector struct {
 	threads   map[[2]uint32]*burstThread
-	best      map[string]*Shape // per shape: its fastest recorded run and fastest plain run
-	order     []string          // shape names in first-seen order
+	pairs     map[string][]Paired // per shape: its recorded runs, each with the plain run before it
+	order     []string            // shape names in first-seen order
 	intervals [trace.Transitions][]uint64
 	bursts    int
 }
@@ -49,11 +48,14 @@ type burstThread struct {
 	runRef     bool
 	runStart   uint64
 	damaged    bool // events were dropped during the run
+	// plain is, per shape, the plain run just finished whose recorded
+	// run comes next (a burst alternates them).
+	plain map[string]float64
 }
 
 // NewCollector returns an empty collector.
 func NewCollector() *Collector {
-	return &Collector{threads: map[[2]uint32]*burstThread{}, best: map[string]*Shape{}}
+	return &Collector{threads: map[[2]uint32]*burstThread{}, pairs: map[string][]Paired{}}
 }
 
 // Active reports whether thread pid/tid is inside a burst: its adjust
@@ -77,7 +79,7 @@ func (c *Collector) Event(pid, tid uint32, time uint64, entry bool, name string)
 	}
 	if role == burstName {
 		if entry {
-			*t = burstThread{inBurst: true, burstStart: time, prevTime: time, prevEntry: true}
+			*t = burstThread{inBurst: true, burstStart: time, prevTime: time, prevEntry: true, plain: map[string]float64{}}
 			return 0, false
 		}
 		done = t.inBurst
@@ -119,7 +121,7 @@ func (c *Collector) Event(pid, tid uint32, time uint64, entry bool, name string)
 	case isLoop(role):
 		if r := t.run; r != nil && !t.damaged && time >= t.runStart {
 			r.Raw += float64(time - t.runStart)
-			c.keep(t.runName, t.runRef, *r)
+			c.keep(t, *r)
 		}
 		t.run, t.stack = nil, t.stack[:0]
 	default:
@@ -149,21 +151,23 @@ func isLoop(role string) bool {
 	return strings.HasPrefix(role, shapeName) || strings.HasPrefix(role, refName)
 }
 
-// keep records a finished run of shape name: the fastest of each kind
-// stays, since load from other processes only ever adds time.
-func (c *Collector) keep(name string, ref bool, r Run) {
-	s := c.best[name]
-	if s == nil {
-		s = &Shape{Name: strings.ReplaceAll(name, "_", "-"), Uninstrumented: math.Inf(1)}
-		s.Run.Raw = math.Inf(1)
-		c.best[name] = s
+// keep records a finished run of thread t's current shape: a plain run
+// waits for the recorded run after it, which makes a pair with it.
+func (c *Collector) keep(t *burstThread, r Run) {
+	name := t.runName
+	if t.runRef {
+		t.plain[name] = r.Raw
+		return
+	}
+	plain, ok := t.plain[name]
+	if !ok {
+		return
+	}
+	delete(t.plain, name)
+	if _, seen := c.pairs[name]; !seen {
 		c.order = append(c.order, name)
 	}
-	if ref {
-		s.Uninstrumented = min(s.Uninstrumented, r.Raw)
-	} else if r.Raw < s.Run.Raw {
-		s.Run = r
-	}
+	c.pairs[name] = append(c.pairs[name], Paired{Run: r, Plain: plain})
 }
 
 // Bursts returns how many complete bursts the collector saw.
@@ -178,11 +182,9 @@ func (c *Collector) Calibration(mech string) *trace.Calibration {
 	}
 	var shapes []Shape
 	for _, name := range c.order {
-		s := c.best[name]
-		if name == emptyName || math.IsInf(s.Uninstrumented, 1) || math.IsInf(s.Run.Raw, 1) || s.Uninstrumented <= 0 {
-			continue
+		if s, ok := PairedShape(strings.ReplaceAll(name, "_", "-"), c.pairs[name]); ok && name != emptyName {
+			shapes = append(shapes, s)
 		}
-		shapes = append(shapes, *s)
 	}
 	slices.SortStableFunc(shapes, func(a, b Shape) int { return strings.Compare(a.Name, b.Name) })
 	var median [trace.Transitions]float64
