@@ -33,7 +33,7 @@ type UprobeInRun struct {
 	bin string // the built target, "" until the first burst
 	// pairs are, per validation shape (in inRunShapes' order), its
 	// probed runs, each beside the plain run just before it.
-	pairs [][]calfit.Paired
+	pairs [][]pairedRun
 	// inside and caller are, per site class other than the fitted one
 	// (copyStep, copyRins), how much longer each of its leaf-heavy runs'
 	// leaf calls were from entry to exit (inside) and its intervals from
@@ -49,9 +49,16 @@ type UprobeInRun struct {
 	errs           []string // why bursts failed
 }
 
+// pairedRun is a probed run of a shape and the plain run of the same
+// shape just before it.
+type pairedRun struct {
+	run   calfit.Run
+	plain float64
+}
+
 // NewUprobeInRun returns an in-run calibration with no burst yet.
 func NewUprobeInRun() *UprobeInRun {
-	return &UprobeInRun{pairs: make([][]calfit.Paired, len(inRunShapes())), inside: map[string][]float64{}, caller: map[string][]float64{}}
+	return &UprobeInRun{pairs: make([][]pairedRun, len(inRunShapes())), inside: map[string][]float64{}, caller: map[string][]float64{}}
 }
 
 // The copies of the target's functions a burst runs (target.c, inrun):
@@ -78,7 +85,7 @@ func inRunShapes() []shape {
 
 // Burst sizes: the empty shape's rounds (its intervals split the fitted
 // sums) and how many times each validation shape runs, plain and probed
-// alternately (calfit.PairedShape takes the medians).
+// alternately (pairedShape takes the medians).
 const (
 	inRunEmptyRounds = 1000
 	inRunReps        = 10
@@ -211,7 +218,7 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	// their differences is robust where the fastest runs of each kind
 	// (the stored calibration's statistic) come from different moments.
 	// Kept only once the whole burst is known to be good.
-	pairs := make([][]calfit.Paired, len(u.pairs))
+	pairs := make([][]pairedRun, len(u.pairs))
 	inside, caller := map[string][]float64{}, map[string][]float64{}
 	var plain, leafHeavy = make([]float64, len(inRunShapes())), calfit.Run{}
 	var leafSpans runSpans // leafHeavy's
@@ -235,7 +242,7 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		switch {
 		case i < 0: // the empty shape
 		case c == copyCal:
-			pairs[i] = append(pairs[i], calfit.Paired{Run: r, Plain: plain[i]})
+			pairs[i] = append(pairs[i], pairedRun{r, plain[i]})
 			if i == 0 {
 				leafHeavy, leafSpans = r, spans[len(probed)-1]
 			}
@@ -372,7 +379,7 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	}
 	var shapes []calfit.Shape
 	for i, sh := range inRunShapes() {
-		if s, ok := calfit.PairedShape(sh.Name, u.pairs[i]); ok {
+		if s, ok := pairedShape(sh.Name, u.pairs[i]); ok {
 			shapes = append(shapes, s)
 		}
 	}
@@ -397,6 +404,23 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	sc.ExitRetInsn = sc.ExitReturn + inside + caller
 	c.Sites = &sc
 	return c
+}
+
+// pairedShape returns the shape name's run for the fit from its paired
+// runs: the median plain run, and a probed run that takes the median
+// difference more. False without runs.
+func pairedShape(name string, pairs []pairedRun) (calfit.Shape, bool) {
+	if len(pairs) == 0 {
+		return calfit.Shape{}, false
+	}
+	var plain, diff []float64
+	for _, p := range pairs {
+		plain = append(plain, p.plain)
+		diff = append(diff, p.run.Raw-p.plain)
+	}
+	s := calfit.Shape{Name: name, Run: pairs[0].run, Uninstrumented: calfit.Median(plain)}
+	s.Run.Raw = s.Uninstrumented + calfit.Median(diff)
+	return s, s.Uninstrumented > 0
 }
 
 // extraCost returns what a hit of the site class of copy c costs more

@@ -9,11 +9,34 @@ import (
 
 	"github.com/cilium/ebpf/features"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
 )
+
+// TestPairedShape: each probed run is compared with the plain run beside
+// it, so that a machine whose speed drifts between runs (here by 20%)
+// still gives the probes' cost, which the fastest runs of each kind
+// would not: the fastest plain run (80) and the fastest probed one (130)
+// differ by 50, the probes cost 30.
+func TestPairedShape(t *testing.T) {
+	var pairs []pairedRun
+	for _, plain := range []float64{100, 120, 80, 110, 120} {
+		pairs = append(pairs, pairedRun{run: calfit.Run{Raw: plain + 30, Calls: 7}, plain: plain})
+	}
+	s, ok := pairedShape("mixed", pairs)
+	if !ok {
+		t.Fatal("no shape")
+	}
+	if s.Name != "mixed" || s.Uninstrumented != 110 || s.Run.Raw != 140 || s.Run.Calls != 7 {
+		t.Errorf("shape %+v: want uninstrumented 110 (the median plain run), raw 140 (30 more)", s)
+	}
+	if _, ok := pairedShape("long", nil); ok {
+		t.Error("a shape without runs")
+	}
+}
 
 // TestUprobeInRunWithoutBurst: a calibration whose bursts all failed is
 // refused, saying why, with nothing to subtract.

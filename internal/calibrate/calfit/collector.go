@@ -30,8 +30,9 @@ func IsCalibration(name string) bool { return strings.HasPrefix(name, Prefix) }
 // NewCollector.
 type Collector struct {
 	threads   map[[2]uint32]*burstThread
-	pairs     map[string][]Paired // per shape: its recorded runs, each with the plain run before it
-	order     []string            // shape names in first-seen order
+	plain     map[string][]float64 // per shape: its plain runs' times
+	runs      map[string][]Run     // per shape: its recorded runs
+	order     []string             // shape names in first-seen order
 	intervals [trace.Transitions][]uint64
 	bursts    int
 }
@@ -48,14 +49,11 @@ type burstThread struct {
 	runRef     bool
 	runStart   uint64
 	damaged    bool // events were dropped during the run
-	// plain is, per shape, the plain run just finished whose recorded
-	// run comes next (a burst alternates them).
-	plain map[string]float64
 }
 
 // NewCollector returns an empty collector.
 func NewCollector() *Collector {
-	return &Collector{threads: map[[2]uint32]*burstThread{}, pairs: map[string][]Paired{}}
+	return &Collector{threads: map[[2]uint32]*burstThread{}, plain: map[string][]float64{}, runs: map[string][]Run{}}
 }
 
 // Active reports whether thread pid/tid is inside a burst: its adjust
@@ -79,7 +77,7 @@ func (c *Collector) Event(pid, tid uint32, time uint64, entry bool, name string)
 	}
 	if role == burstName {
 		if entry {
-			*t = burstThread{inBurst: true, burstStart: time, prevTime: time, prevEntry: true, plain: map[string]float64{}}
+			*t = burstThread{inBurst: true, burstStart: time, prevTime: time, prevEntry: true}
 			return 0, false
 		}
 		done = t.inBurst
@@ -121,7 +119,7 @@ func (c *Collector) Event(pid, tid uint32, time uint64, entry bool, name string)
 	case isLoop(role):
 		if r := t.run; r != nil && !t.damaged && time >= t.runStart {
 			r.Raw += float64(time - t.runStart)
-			c.keep(t, *r)
+			c.keep(t.runName, t.runRef, *r)
 		}
 		t.run, t.stack = nil, t.stack[:0]
 	default:
@@ -151,23 +149,17 @@ func isLoop(role string) bool {
 	return strings.HasPrefix(role, shapeName) || strings.HasPrefix(role, refName)
 }
 
-// keep records a finished run of thread t's current shape: a plain run
-// waits for the recorded run after it, which makes a pair with it.
-func (c *Collector) keep(t *burstThread, r Run) {
-	name := t.runName
-	if t.runRef {
-		t.plain[name] = r.Raw
-		return
-	}
-	plain, ok := t.plain[name]
-	if !ok {
-		return
-	}
-	delete(t.plain, name)
-	if _, seen := c.pairs[name]; !seen {
+// keep records a finished run of shape name, plain (ref) or recorded.
+func (c *Collector) keep(name string, ref bool, r Run) {
+	if _, seen := c.runs[name]; !seen {
 		c.order = append(c.order, name)
+		c.runs[name] = nil
 	}
-	c.pairs[name] = append(c.pairs[name], Paired{Run: r, Plain: plain})
+	if ref {
+		c.plain[name] = append(c.plain[name], r.Raw)
+	} else {
+		c.runs[name] = append(c.runs[name], r)
+	}
 }
 
 // Bursts returns how many complete bursts the collector saw.
@@ -182,7 +174,7 @@ func (c *Collector) Calibration(mech string) *trace.Calibration {
 	}
 	var shapes []Shape
 	for _, name := range c.order {
-		if s, ok := PairedShape(strings.ReplaceAll(name, "_", "-"), c.pairs[name]); ok && name != emptyName {
+		if s, ok := FastShape(strings.ReplaceAll(name, "_", "-"), c.plain[name], c.runs[name]); ok && name != emptyName {
 			shapes = append(shapes, s)
 		}
 	}

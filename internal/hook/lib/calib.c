@@ -32,16 +32,22 @@
 static long cal_work;
 static volatile long cal_sink;
 
-/* trueprof_cal_spin is the leaves' work, one function for both copies: a loop of
- * volatile adds runs 1.65-1.75 ns an iteration depending on where it
- * sits in the code (its alignment), so a loop inlined in each copy made
- * the plain leaf 2-3% faster than the recorded one at any load, which
- * the fit could only read as a bad shape (leaf-heavy +3.4%, long
- * +5..+10% in most recordings). */
+/* trueprof_cal_spin is the leaves' work, one function for both copies
+ * and a chain of register arithmetic: about 2 cycles an iteration, with
+ * no memory in it. Two things made the plain leaf faster than the
+ * recorded one, which the fit could only read as a bad shape (leaf-heavy
+ * +3.4%, long +5..+10% in most recordings): a loop inlined in each copy
+ * runs at a speed that depends on its alignment, and a loop of volatile
+ * stores (cal_sink += i) delays the hook's own stores after it, 106 TSC
+ * ticks a hook call after it against 25 after a register loop here. */
 CAL_FN __attribute__((aligned(64))) void trueprof_cal_spin(void)
 {
-	for (long i = 0; i < cal_work; i++)
-		cal_sink += i;
+	long x = 0;
+	for (long i = 0; i < cal_work; i++) {
+		x = x * 3 + i;
+		__asm__ volatile("" : "+r"(x));
+	}
+	cal_sink = x;
 }
 
 /* CAL_FUNCS defines the loop functions once with hook calls (ENTER,
@@ -95,7 +101,7 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 
 /* CAL_SHAPE defines a validation shape's recorded loop and its plain
  * reference: rounds calls of outer, fanout calls each, chains of depth
- * links, leaves of work iterations (about 2 ns each). The shapes are
+ * links, leaves of work iterations (about 0.7 ns each). The shapes are
  * internal/calibrate's validation shapes at a twelfth of their rounds: a
  * burst takes about 6 ms. */
 #define CAL_SHAPE(NAME, ROUNDS, FANOUT, DEPTH, WORK)                           \
@@ -117,16 +123,16 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 	}
 
 CAL_SHAPE(empty, 2000, 2, 0, 0)
-CAL_SHAPE(leaf_heavy, 12, 8, 0, 500)
-CAL_SHAPE(call_heavy, 500, 1, 8, 50)
-CAL_SHAPE(mixed, 80, 3, 2, 150)
-CAL_SHAPE(long, 4, 2, 0, 5000)
+CAL_SHAPE(leaf_heavy, 12, 8, 0, 1200)
+CAL_SHAPE(call_heavy, 500, 1, 8, 120)
+CAL_SHAPE(mixed, 80, 3, 2, 360)
+CAL_SHAPE(long, 4, 2, 0, 12000)
 
 /* cal_reps: each shape's loop runs this many times a burst, plain and
- * recorded alternately; the recorder keeps the fastest of each. Loops of
- * about 0.1 ms, many times, rather than longer ones a few times: on a
- * busy machine short windows without preemption are common, long ones
- * rare. */
+ * recorded alternately; the recorder keeps, of each kind, the median of
+ * the runs within 5% of the fastest (calfit.FastShape). Loops of about
+ * 0.1 ms, many times, rather than longer ones a few times: on a busy
+ * machine short windows without preemption are common, long ones rare. */
 enum { cal_reps = 8 };
 
 CAL_FN void trueprof_cal_burst(void)
