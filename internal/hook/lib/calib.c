@@ -102,8 +102,8 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 /* CAL_SHAPE defines a validation shape's recorded loop and its plain
  * reference: rounds calls of outer, fanout calls each, chains of depth
  * links, leaves of work iterations (about 0.7 ns each). The shapes are
- * internal/calibrate's validation shapes at a twelfth of their rounds: a
- * burst takes about 6 ms. */
+ * internal/calibrate's validation shapes at about a fiftieth of their
+ * rounds (loops of 17-25 us): a burst takes about 6 ms. */
 #define CAL_SHAPE(NAME, ROUNDS, FANOUT, DEPTH, WORK)                           \
 	CAL_FN void trueprof_cal_shape_##NAME(void)                            \
 	{                                                                      \
@@ -123,17 +123,20 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 	}
 
 CAL_SHAPE(empty, 2000, 2, 0, 0)
-CAL_SHAPE(leaf_heavy, 12, 8, 0, 1200)
-CAL_SHAPE(call_heavy, 500, 1, 8, 120)
-CAL_SHAPE(mixed, 80, 3, 2, 360)
-CAL_SHAPE(long, 4, 2, 0, 12000)
+CAL_SHAPE(leaf_heavy, 3, 8, 0, 1200)
+CAL_SHAPE(call_heavy, 125, 1, 8, 120)
+CAL_SHAPE(mixed, 20, 3, 2, 360)
+CAL_SHAPE(long, 1, 2, 0, 12000)
 
 /* cal_reps: each shape's loop runs this many times a burst, plain and
  * recorded alternately; the recorder keeps, of each kind, the median of
- * the runs within 5% of the fastest (calfit.FastShape). Loops of about
- * 0.1 ms, many times, rather than longer ones a few times: on a busy
- * machine short windows without preemption are common, long ones rare. */
-enum { cal_reps = 8 };
+ * the runs within 5% of the fastest (calfit.FastShape). Short loops many
+ * times rather than longer ones a few times: on a busy machine short
+ * windows at full speed and without preemption are common, long ones
+ * rare. With two busy loops beside the recording, 8 loops of 70-100 us
+ * left a kind without a single full-speed run in 3 of 15 recordings, 32
+ * of 17-25 us in none of 15. */
+enum { cal_reps = 32 };
 
 CAL_FN void trueprof_cal_burst(void)
 {
