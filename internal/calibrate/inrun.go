@@ -418,8 +418,8 @@ func pairedShape(name string, pairs []pairedRun) (calfit.Shape, bool) {
 		plain = append(plain, p.plain)
 		diff = append(diff, p.run.Raw-p.plain)
 	}
-	s := calfit.Shape{Name: name, Run: pairs[0].run, Uninstrumented: median(plain)}
-	s.Run.Raw = s.Uninstrumented + median(diff)
+	s := calfit.Shape{Name: name, Run: pairs[0].run, Uninstrumented: calfit.Median(plain)}
+	s.Run.Raw = s.Uninstrumented + calfit.Median(diff)
 	return s, s.Uninstrumented > 0
 }
 
@@ -431,7 +431,7 @@ func (u *UprobeInRun) extraCost(c string) (inside, caller float64) {
 	if len(u.inside[c]) == 0 {
 		return 0, 0
 	}
-	return max(median(u.inside[c]), 0), max(median(u.caller[c]), 0)
+	return max(calfit.Median(u.inside[c]), 0), max(calfit.Median(u.caller[c]), 0)
 }
 
 // btoi is 1 for true, 0 for false.
@@ -440,16 +440,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// median returns the median of v (not empty).
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // parseTimes parses the n loop times (ns) the target printed, one a line.

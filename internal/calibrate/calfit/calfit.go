@@ -52,8 +52,8 @@ func (r Run) Overhead(oh [trace.Transitions]float64) float64 {
 	return sum
 }
 
-// Shape is a validation shape's best recorded run and its uninstrumented
-// time.
+// Shape is a validation shape's recorded run and its uninstrumented
+// time, each as FastShape (or the stored calibration) chose it.
 type Shape struct {
 	Name           string
 	Run            Run
@@ -148,6 +148,59 @@ func Judge(mech string, median [trace.Transitions]float64, n int, shapes []Shape
 		return c, err
 	}
 	return c, nil
+}
+
+// fastBand is how much slower than the fastest run of its kind a run
+// of a validation shape may be and still count as run at the machine's
+// full speed (FastShape).
+const fastBand = 0.05
+
+// FastShape returns shape name's run for the fit from its plain loop
+// times (ns) and recorded runs (the same transitions in each): of each
+// kind, the median of the runs within fastBand of the kind's fastest.
+// On this project's shared VM a burst's loops run at two speeds 38%
+// apart, phases of a few loops each (another guest, or the recorder,
+// on the core's other hyperthread), and a preempted or interrupted loop
+// is slower by the time it lost: the fastest runs of each kind are the
+// loops that ran alone, and their median rather than their minimum keeps
+// one lucky run from deciding. A shape whose recorded loop is slower or
+// faster than the fitted overheads say stays so at full speed: its
+// residual remains. False without runs of either kind or with a plain
+// time of zero.
+func FastShape(name string, plain []float64, runs []Run) (Shape, bool) {
+	if len(plain) == 0 || len(runs) == 0 {
+		return Shape{}, false
+	}
+	raw := make([]float64, len(runs))
+	for i, r := range runs {
+		raw[i] = r.Raw
+	}
+	s := Shape{Name: name, Run: runs[0], Uninstrumented: fastMedian(plain)}
+	s.Run.Raw = fastMedian(raw)
+	return s, s.Uninstrumented > 0
+}
+
+// fastMedian returns the median of the times v (not empty) within
+// fastBand of their minimum.
+func fastMedian(v []float64) float64 {
+	limit := slices.Min(v) * (1 + fastBand)
+	var fast []float64
+	for _, x := range v {
+		if x <= limit {
+			fast = append(fast, x)
+		}
+	}
+	return Median(fast)
+}
+
+// Median returns the median of v (not empty).
+func Median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // MedianOf returns the median of v, 0 when v is empty.

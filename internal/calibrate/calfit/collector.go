@@ -1,7 +1,6 @@
 package calfit
 
 import (
-	"math"
 	"slices"
 	"strings"
 
@@ -31,8 +30,9 @@ func IsCalibration(name string) bool { return strings.HasPrefix(name, Prefix) }
 // NewCollector.
 type Collector struct {
 	threads   map[[2]uint32]*burstThread
-	best      map[string]*Shape // per shape: its fastest recorded run and fastest plain run
-	order     []string          // shape names in first-seen order
+	plain     map[string][]float64 // per shape: its plain runs' times
+	runs      map[string][]Run     // per shape: its recorded runs
+	order     []string             // shape names in first-seen order
 	intervals [trace.Transitions][]uint64
 	bursts    int
 }
@@ -53,7 +53,7 @@ type burstThread struct {
 
 // NewCollector returns an empty collector.
 func NewCollector() *Collector {
-	return &Collector{threads: map[[2]uint32]*burstThread{}, best: map[string]*Shape{}}
+	return &Collector{threads: map[[2]uint32]*burstThread{}, plain: map[string][]float64{}, runs: map[string][]Run{}}
 }
 
 // Active reports whether thread pid/tid is inside a burst: its adjust
@@ -149,20 +149,16 @@ func isLoop(role string) bool {
 	return strings.HasPrefix(role, shapeName) || strings.HasPrefix(role, refName)
 }
 
-// keep records a finished run of shape name: the fastest of each kind
-// stays, since load from other processes only ever adds time.
+// keep records a finished run of shape name, plain (ref) or recorded.
 func (c *Collector) keep(name string, ref bool, r Run) {
-	s := c.best[name]
-	if s == nil {
-		s = &Shape{Name: strings.ReplaceAll(name, "_", "-"), Uninstrumented: math.Inf(1)}
-		s.Run.Raw = math.Inf(1)
-		c.best[name] = s
+	if _, seen := c.runs[name]; !seen {
 		c.order = append(c.order, name)
+		c.runs[name] = nil
 	}
 	if ref {
-		s.Uninstrumented = min(s.Uninstrumented, r.Raw)
-	} else if r.Raw < s.Run.Raw {
-		s.Run = r
+		c.plain[name] = append(c.plain[name], r.Raw)
+	} else {
+		c.runs[name] = append(c.runs[name], r)
 	}
 }
 
@@ -178,11 +174,9 @@ func (c *Collector) Calibration(mech string) *trace.Calibration {
 	}
 	var shapes []Shape
 	for _, name := range c.order {
-		s := c.best[name]
-		if name == emptyName || math.IsInf(s.Uninstrumented, 1) || math.IsInf(s.Run.Raw, 1) || s.Uninstrumented <= 0 {
-			continue
+		if s, ok := FastShape(strings.ReplaceAll(name, "_", "-"), c.plain[name], c.runs[name]); ok && name != emptyName {
+			shapes = append(shapes, s)
 		}
-		shapes = append(shapes, *s)
 	}
 	slices.SortStableFunc(shapes, func(a, b Shape) int { return strings.Compare(a.Name, b.Name) })
 	var median [trace.Transitions]float64

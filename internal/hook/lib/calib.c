@@ -32,6 +32,24 @@
 static long cal_work;
 static volatile long cal_sink;
 
+/* trueprof_cal_spin is the leaves' work, one function for both copies
+ * and a chain of register arithmetic: about 2 cycles an iteration, with
+ * no memory in it. Two things made the plain leaf faster than the
+ * recorded one, which the fit could only read as a bad shape (leaf-heavy
+ * +3.4%, long +5..+10% in most recordings): a loop inlined in each copy
+ * runs at a speed that depends on its alignment, and a loop of volatile
+ * stores (cal_sink += i) delays the hook's own stores after it, 106 TSC
+ * ticks a hook call after it against 25 after a register loop here. */
+CAL_FN __attribute__((aligned(64))) void trueprof_cal_spin(void)
+{
+	long x = 0;
+	for (long i = 0; i < cal_work; i++) {
+		x = x * 3 + i;
+		__asm__ volatile("" : "+r"(x));
+	}
+	cal_sink = x;
+}
+
 /* CAL_FUNCS defines the loop functions once with hook calls (ENTER,
  * LEAVE) and once without. The local array gives each a frame, so its
  * first instruction is push %rbp as in most frame-pointer code. */
@@ -41,8 +59,7 @@ static volatile long cal_sink;
 		ENTER(P##leaf);                                                \
 		volatile char frame[16];                                       \
 		frame[0] = 0;                                                  \
-		for (long i = 0; i < cal_work; i++)                            \
-			cal_sink += i;                                         \
+		trueprof_cal_spin();                                           \
 		__asm__ volatile("" ::"r"(frame));                             \
 		LEAVE(P##leaf);                                                \
 	}                                                                      \
@@ -84,9 +101,9 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 
 /* CAL_SHAPE defines a validation shape's recorded loop and its plain
  * reference: rounds calls of outer, fanout calls each, chains of depth
- * links, leaves of work iterations (about 2 ns each). The shapes are
- * internal/calibrate's validation shapes at a twelfth of their rounds: a
- * burst takes about 6 ms. */
+ * links, leaves of work iterations (about 0.7 ns each). The shapes are
+ * internal/calibrate's validation shapes at about a fiftieth of their
+ * rounds (loops of 17-25 us): a burst takes about 6 ms. */
 #define CAL_SHAPE(NAME, ROUNDS, FANOUT, DEPTH, WORK)                           \
 	CAL_FN void trueprof_cal_shape_##NAME(void)                            \
 	{                                                                      \
@@ -106,17 +123,20 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
 	}
 
 CAL_SHAPE(empty, 2000, 2, 0, 0)
-CAL_SHAPE(leaf_heavy, 12, 8, 0, 500)
-CAL_SHAPE(call_heavy, 500, 1, 8, 50)
-CAL_SHAPE(mixed, 80, 3, 2, 150)
-CAL_SHAPE(long, 4, 2, 0, 5000)
+CAL_SHAPE(leaf_heavy, 3, 8, 0, 1200)
+CAL_SHAPE(call_heavy, 125, 1, 8, 120)
+CAL_SHAPE(mixed, 20, 3, 2, 360)
+CAL_SHAPE(long, 1, 2, 0, 12000)
 
 /* cal_reps: each shape's loop runs this many times a burst, plain and
- * recorded alternately; the recorder keeps the fastest of each. Loops of
- * about 0.1 ms, many times, rather than longer ones a few times: on a
- * busy machine short windows without preemption are common, long ones
- * rare. */
-enum { cal_reps = 8 };
+ * recorded alternately; the recorder keeps, of each kind, the median of
+ * the runs within 5% of the fastest (calfit.FastShape). Short loops many
+ * times rather than longer ones a few times: on a busy machine short
+ * windows at full speed and without preemption are common, long ones
+ * rare. With two busy loops beside the recording, 8 loops of 70-100 us
+ * left a kind without a single full-speed run in 3 of 15 recordings, 32
+ * of 17-25 us in none of 15. */
+enum { cal_reps = 32 };
 
 CAL_FN void trueprof_cal_burst(void)
 {
