@@ -1097,11 +1097,34 @@ func (s *session) merge(n, m int) error {
 		}
 		j++
 	}
-	s.pending = append(s.pending[:0], s.pending[n:]...)
+	s.pending = keepRest(s.pending, n, pendingKeep)
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
-	s.pendingEvents = append(s.pendingEvents[:0], s.pendingEvents[m:]...)
+	s.pendingEvents = keepRest(s.pendingEvents, m, eventsKeep)
 	return nil
+}
+
+// pendingKeep is the capacity, in records, that the loop's buffers keep
+// between drains: a burst (a storm of context switches, a backlog of
+// hook batches) grows them far past it, and a buffer that kept the
+// burst's capacity would hold its memory for the rest of the recording,
+// a step in the recorder's memory at every larger burst.
+const pendingKeep = 1 << 14 // kernel records, 272 bytes each: 4.25 MiB
+
+// eventsKeep is pendingKeep for probe events (40 bytes each: 5 MiB): the
+// hook source decodes up to hookTake batches into the buffer at every
+// pass, which must not allocate anew each time.
+const eventsKeep = 1 << 17
+
+// keepRest returns the records of buf after the first n, moved to its
+// start, in a buffer of at most max(keep, 2*their number) capacity.
+func keepRest[T any](buf []T, n, keep int) []T {
+	rest := buf[n:]
+	if c := max(keep, 2*len(rest)); cap(buf) > 2*c {
+		// A burst is over: give its memory back.
+		return append(make([]T, 0, c), rest...)
+	}
+	return append(buf[:0], rest...)
 }
 
 func (s *session) lost(kind trace.LostKind, n, time uint64) {

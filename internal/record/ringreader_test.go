@@ -41,3 +41,20 @@ func TestRingReaderCountsHeldBuffers(t *testing.T) {
 		t.Fatal("reader stayed full after the loop gave half its buffers back")
 	}
 }
+
+// TestKeepRest: the loop's buffers keep their records after a drain and
+// give a burst's capacity back once it is over.
+func TestKeepRest(t *testing.T) {
+	buf := make([]int, 100, 1000)
+	for i := range buf {
+		buf[i] = i
+	}
+	got := keepRest(buf, 90, 16)
+	if len(got) != 10 || got[0] != 90 || got[9] != 99 || cap(got) != 20 {
+		t.Errorf("after a burst: len %d cap %d %v, want the last 10 records in a buffer of 20 (twice their number)", len(got), cap(got), got)
+	}
+	buf = make([]int, 100, 120)
+	if got := keepRest(buf, 50, 16); len(got) != 50 || cap(got) != 120 {
+		t.Errorf("no burst: len %d cap %d, want 50 records in the same buffer", len(got), cap(got))
+	}
+}
