@@ -44,7 +44,7 @@ func TestExportHookRecording(t *testing.T) {
 	}
 	// name -> flat, cum of each sample type, as go tool pprof prints them.
 	top := map[string]map[string][2]float64{}
-	for _, index := range []string{"calls", "wall"} {
+	for _, index := range []string{"calls", "wall", "wall_raw"} {
 		top[index] = map[string][2]float64{}
 		for _, row := range pprofRows(t, pb, "-sample_index="+index, "-unit=ns") {
 			f := strings.Fields(row)
@@ -75,8 +75,16 @@ func TestExportHookRecording(t *testing.T) {
 			t.Errorf("%s: pprof wall flat %v cum %v, report self %v total %v", fn.Name, got[0], got[1], fn.Self.WallNS, fn.Total.WallNS)
 		}
 	}
-	if len(top["wall"]) == 0 || flat.Total.WallNS == 0 {
-		t.Fatalf("no wall time: pprof %v, report %v", top["wall"], flat.Total)
+	// mid and leaf take a few ns a call, below the calibration's
+	// resolution: their calibrated wall may be 0 in the report and in
+	// the export alike (so pprof lists no row), but never their raw one.
+	if len(top["wall_raw"]) == 0 || flat.Total.WallNSRaw == 0 {
+		t.Fatalf("no raw wall time: pprof %v, report %v", top["wall_raw"], flat.Total)
+	}
+	for _, fn := range flat.Functions {
+		if got := top["wall_raw"][fn.Name]; fn.Calls > 0 && (got[0] != float64(fn.Self.WallNSRaw) || got[1] != float64(fn.Total.WallNSRaw)) {
+			t.Errorf("%s: pprof wall_raw flat %v cum %v, report self %v total %v", fn.Name, got[0], got[1], fn.Self.WallNSRaw, fn.Total.WallNSRaw)
+		}
 	}
 
 	folded := filepath.Join(dir, "calls.folded")
