@@ -89,13 +89,14 @@ type liveTree struct {
 
 // nodeTotals are the fields of a node its records give deltas of.
 type nodeTotals struct {
-	calls, closed uint64
-	base          Metrics
-	min, max      float64
+	calls, closed  uint64
+	base           Metrics
+	min, max       float64
+	minCPU, maxCPU float64
 }
 
 func totalsOf(n *node) nodeTotals {
-	return nodeTotals{calls: n.calls, closed: n.closed, base: n.base, min: n.min, max: n.max}
+	return nodeTotals{calls: n.calls, closed: n.closed, base: n.base, min: n.min, max: n.max, minCPU: n.minCPU, maxCPU: n.maxCPU}
 }
 
 // NewLive returns a Live analysis of the recording whose tables p holds
@@ -348,6 +349,7 @@ func (l *Live) snapshotThread(now uint64, th *thread, byG bool, w TreeWriter) er
 		rec.Calls, rec.Closed = cur.calls-prev.calls, cur.closed-prev.closed
 		rec.Base = treeDelta(&cur.base, &prev.base)
 		rec.MinSelfNS, rec.MaxSelfNS = cur.min, cur.max
+		rec.MinSelfCPUNS, rec.MaxSelfCPUNS = cur.minCPU, cur.maxCPU
 		if err := w.Write(&rec); err != nil {
 			return err
 		}
@@ -537,7 +539,7 @@ func fromTree(p *model.Profile, o Options) (*replay, error) {
 			sn := &st.Nodes[k]
 			n := &th.nodes[k]
 			*n = node{fn: -1, rl: int(sn.Recursion), firstChild: -1, next: -1, calls: sn.Calls, closed: sn.Closed,
-				base: Metrics(sn.Base), min: sn.MinSelfNS, max: sn.MaxSelfNS}
+				base: Metrics(sn.Base), min: sn.MinSelfNS, max: sn.MaxSelfNS, minCPU: sn.MinSelfCPUNS, maxCPU: sn.MaxSelfCPUNS}
 			if k == 0 || sn.Gone || !linked[sn.Parent] {
 				continue
 			}

@@ -128,7 +128,8 @@ func diffNodes(path string, a, b *Node) string {
 	path += "/" + a.Name
 	if a.Name != b.Name || a.Module != b.Module || a.Level != b.Level || a.Recursion != b.Recursion || a.Sampled != b.Sampled ||
 		a.Calls != b.Calls || a.Callees != b.Callees || !sameMetrics(a.Base, b.Base) || !sameMetrics(a.Cum, b.Cum) ||
-		!near(a.MinSelfNS, b.MinSelfNS) || !near(a.MaxSelfNS, b.MaxSelfNS) || len(a.Children) != len(b.Children) {
+		!near(a.MinSelfNS, b.MinSelfNS) || !near(a.MaxSelfNS, b.MaxSelfNS) ||
+		!near(a.MinSelfCPUNS, b.MinSelfCPUNS) || !near(a.MaxSelfCPUNS, b.MaxSelfCPUNS) || len(a.Children) != len(b.Children) {
 		return fmt.Sprintf("%s: %+v\nwant %+v", path, *a, *b)
 	}
 	for i := range a.Children {

@@ -55,11 +55,14 @@ type TreeNode struct {
 	// Location and Frame name the node's function (trace.TreeNode):
 	// location 0 is the unknown function (a sample without a stack), and
 	// Frame PrunedFrame marks a "(pruned)" node.
-	Location, Frame      uint32
-	Recursion            uint32
-	Calls, Closed        uint64
-	Base                 trace.TreeMetrics
-	MinSelfNS, MaxSelfNS float64
+	Location, Frame uint32
+	Recursion       uint32
+	Calls, Closed   uint64
+	Base            trace.TreeMetrics
+	// MinSelfNS and MaxSelfNS are the extremes of one call's self wall
+	// time, MinSelfCPUNS and MaxSelfCPUNS of its self CPU time.
+	MinSelfNS, MaxSelfNS       float64
+	MinSelfCPUNS, MaxSelfCPUNS float64
 	// Gone marks a node that was pruned: its totals are its "(pruned)"
 	// sibling's now.
 	Gone bool
@@ -132,6 +135,7 @@ func (l *loader) addTree(rec trace.Record) error {
 		n.Closed += r.Closed
 		addTreeMetrics(&n.Base, &r.Base)
 		n.MinSelfNS, n.MaxSelfNS = r.MinSelfNS, r.MaxSelfNS
+		n.MinSelfCPUNS, n.MaxSelfCPUNS = r.MinSelfCPUNS, r.MaxSelfCPUNS
 	case *trace.TreeMark:
 		tr.Dropped, tr.Switches, tr.Interrupts = r.Dropped, r.Switches, r.Interrupts
 		tr.Nodes, tr.Pruned, tr.PrunedNS = r.Nodes, r.Pruned, r.PrunedNS
@@ -156,6 +160,7 @@ func (t *Tree) reset() {
 		for k := range th.Nodes {
 			n := &th.Nodes[k]
 			n.Calls, n.Closed, n.Base, n.MinSelfNS, n.MaxSelfNS = 0, 0, trace.TreeMetrics{}, 0, 0
+			n.MinSelfCPUNS, n.MaxSelfCPUNS = 0, 0
 		}
 	}
 }

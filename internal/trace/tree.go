@@ -65,17 +65,20 @@ type TreeThread struct {
 // Recursion occurrences of that function among its ancestors. Calls,
 // Closed (calls that returned) and Base are the deltas since the node's
 // previous record; MinSelfNS and MaxSelfNS the current smallest and
-// largest self wall time of one call (valid when some call closed).
+// largest self wall time of one call, MinSelfCPUNS and MaxSelfCPUNS its
+// self CPU time's (valid when some call closed; the CPU pair is absent,
+// zero, in traces written before it was added).
 // A node's record comes after its parent's first one.
 type TreeNode struct {
-	Time                 uint64
-	Thread               uint32
-	ID, Parent           uint32
-	Location, Frame      uint32
-	Recursion            uint32
-	Calls, Closed        uint64
-	Base                 TreeMetrics
-	MinSelfNS, MaxSelfNS float64
+	Time                       uint64
+	Thread                     uint32
+	ID, Parent                 uint32
+	Location, Frame            uint32
+	Recursion                  uint32
+	Calls, Closed              uint64
+	Base                       TreeMetrics
+	MinSelfNS, MaxSelfNS       float64
+	MinSelfCPUNS, MaxSelfCPUNS float64
 	// Pruned says the node was folded, with its subtree, into node
 	// Parent (the "(pruned)" child of the subtree root's parent) to bound
 	// the recorder's memory: a reader adds what it accumulated for the
@@ -127,8 +130,13 @@ func (*TreeNode) Major() Major { return MajorTreeNode }
 // Major returns MajorTreeMark.
 func (*TreeMark) Major() Major { return MajorTreeMark }
 
-// treeNodePruned is the minor bit of a pruned TreeNode.
-const treeNodePruned = 1
+// TreeNode minor bits: treeNodePruned marks a pruned node, treeNodeCPU
+// a record that ends with the CPU extremes (every record written since
+// they were added; older readers ignore the bit and the bytes).
+const (
+	treeNodePruned = 1
+	treeNodeCPU    = 2
+)
 
 // TreeThread minor bits.
 const (
@@ -181,8 +189,9 @@ func appendTree(b []byte, r Record) ([]byte, uint8) {
 			}
 		}
 	case *TreeNode:
+		minor = treeNodeCPU
 		if r.Pruned {
-			minor = treeNodePruned
+			minor |= treeNodePruned
 		}
 		b = appendU32s(b, r.Thread, r.ID, r.Parent, r.Location, r.Frame, r.Recursion)
 		b = binary.AppendUvarint(b, r.Calls)
@@ -197,6 +206,8 @@ func appendTree(b []byte, r Record) ([]byte, uint8) {
 		}
 		b = appendF64(b, r.MinSelfNS)
 		b = appendF64(b, r.MaxSelfNS)
+		b = appendF64(b, r.MinSelfCPUNS)
+		b = appendF64(b, r.MaxSelfCPUNS)
 	case *TreeMark:
 		minor = uint8(r.Kind)
 		var flags uint64
@@ -239,6 +250,9 @@ func decodeTree(m Major, minor uint8, t uint64, p *body) Record {
 			*v = p.uvarint()
 		}
 		r.MinSelfNS, r.MaxSelfNS = p.f64(), p.f64()
+		if minor&treeNodeCPU != 0 {
+			r.MinSelfCPUNS, r.MaxSelfCPUNS = p.f64(), p.f64()
+		}
 		return r
 	case MajorTreeMark:
 		r := &TreeMark{Time: t, Kind: TreeMarkKind(minor), Dropped: p.uvarint()}

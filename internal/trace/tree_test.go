@@ -22,7 +22,7 @@ func TestTreeRecordsRoundTrip(t *testing.T) {
 			Calls: 10_000_000, Closed: 9_999_999,
 			Base: TreeMetrics{WallNS: 123.25, WallNSRaw: 200, DeltaNS: 76.75, CPUNS: 100.5, Dispatches: 3, Voluntary: 2,
 				Involuntary: 1, Interrupts: 4, InterruptNS: 500, Samples: 6, Period: math.MaxUint64},
-			MinSelfNS: 0.125, MaxSelfNS: 1e9},
+			MinSelfNS: 0.125, MaxSelfNS: 1e9, MinSelfCPUNS: 0.0625, MaxSelfCPUNS: 5e8},
 		&TreeNode{Time: 6, Thread: 1, ID: 8, Parent: 2, Pruned: true},
 		&TreeMark{Time: 6, Kind: TreeSnapshot, Dropped: 3, Switches: true, Nodes: 9, Pruned: 1, PrunedNS: 42.5},
 		&TreeMark{Time: 7, Kind: TreeReset, Interrupts: true},
