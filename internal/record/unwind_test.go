@@ -176,11 +176,16 @@ func TestUnwindCorpus(t *testing.T) {
 				// The two tools take their samples apart (two timers over
 				// one execution), so a share near 25% of 800 samples
 				// differs by 2 points (one standard deviation) by chance
-				// alone: the bar is 2 points or 3 standard deviations of
+				// alone: the bar is 2 points or 4 standard deviations of
 				// the difference of two such estimates, whichever is
 				// larger. Near 100% (the entry frames) it is 2 points.
+				// Four, not three: each program compares up to ten shares
+				// away from 100%, and at 3 sigma one of ten passes its bar
+				// by chance in about 3% of runs (a CI run on a quiet
+				// machine: 6.03 points against 5.9 for 1,212 samples at
+				// 39-45%, within 0.9 points in the next three runs).
 				q := want[fn] / 100
-				bar := max(2, 300*math.Sqrt(2*q*(1-q)/float64(n)))
+				bar := max(2, 400*math.Sqrt(2*q*(1-q)/float64(n)))
 				d := math.Abs(got[fn] - want[fn])
 				t.Logf("perf %6.2f%%, trueprof %6.2f%% (bar %.1f): %s", want[fn], got[fn], bar, fn)
 				if d > bar {
