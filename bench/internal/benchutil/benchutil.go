@@ -1,5 +1,6 @@
 // Package benchutil holds what the benchmark programs under bench/ share:
-// running commands that must succeed, building trueprof, and medians.
+// running commands that must succeed and measuring what they cost,
+// building trueprof, and medians.
 // Benchmarks print medians because absolute times on shared machines are
 // noisy.
 package benchutil
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -76,4 +78,34 @@ func Median[T cmp.Ordered](v []T) T {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// Usage is what a command cost: its wall time, its CPU time split as
+// the kernel accounts it, and its peak resident set (wait4's
+// ru_maxrss). On a shared machine the CPU time says more of the command
+// than its wall time, which waiting for a CPU inflates.
+type Usage struct {
+	Wall, User, System time.Duration
+	PeakKiB            int64 // 0 where the platform has no rusage
+}
+
+// CPU is the user and system time together.
+func (u Usage) CPU() time.Duration { return u.User + u.System }
+
+// Measure runs a command that must succeed, with env added to the
+// environment, its output discarded and its error output passed on,
+// and returns what it cost.
+func Measure(env []string, argv ...string) Usage {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	u := Usage{Wall: time.Since(start), User: cmd.ProcessState.UserTime(), System: cmd.ProcessState.SystemTime()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u.PeakKiB = ru.Maxrss
+	}
+	return u
 }
