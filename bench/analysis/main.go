@@ -49,7 +49,6 @@ import (
 	"trueprof/examples"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/model/modeltest"
 	"trueprof/internal/testutil"
 )
 
@@ -68,7 +67,7 @@ func main() {
 		return
 	}
 	if *synth != "" {
-		synthesize(*synth, *synthMids)
+		benchutil.WriteCallsTrace(*synth, *synthMids)
 		return
 	}
 	self, err := os.Executable()
@@ -229,21 +228,6 @@ func buildStream(path string) {
 		log.Fatal(err)
 	}
 	if _, err := calltree.BuildStream(s, calltree.Options{}); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// synthesize writes to path the hook trace of modeltest.WriteCalls: main
-// calls mid mids times, and mid calls leaf twice.
-func synthesize(path string, mids int) {
-	f, err := os.Create(path)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := modeltest.WriteCalls(f, mids); err != nil {
-		log.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -37,7 +37,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"trueprof/bench/internal/benchutil"
-	"trueprof/internal/model/modeltest"
 )
 
 func main() {
@@ -50,18 +49,7 @@ func main() {
 	defer cleanup()
 	bin := benchutil.BuildTrueprof(dir)
 	tr := filepath.Join(dir, "hooks.trace")
-	f, err := os.Create(tr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	if err := modeltest.WriteCalls(w, *mids); err != nil {
-		log.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		log.Fatal(err)
-	}
-	f.Close()
+	benchutil.WriteCallsTrace(tr, *mids)
 	fmt.Printf("hook trace: %d mid calls, %d events\n\n", *mids, 6**mids+2)
 
 	html := filepath.Join(dir, "report.html")
