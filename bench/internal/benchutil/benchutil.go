@@ -8,11 +8,13 @@ package benchutil
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -127,4 +129,30 @@ func WriteCallsTrace(path string, mids int) {
 	if err := f.Close(); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// ProcStatus reads the numeric fields of /proc/PID/status (VmRSS,
+// voluntary_ctxt_switches, ...), those in kB as bytes.
+func ProcStatus(pid int) (map[string]uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		num, kb := strings.CutSuffix(strings.TrimSpace(v), " kB")
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			continue
+		}
+		if kb {
+			n <<= 10
+		}
+		fields[name] = n
+	}
+	return fields, nil
 }
