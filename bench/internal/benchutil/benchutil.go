@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,21 +61,44 @@ func Run(argv ...string) {
 
 // Output runs a command that must succeed and returns its standard output.
 func Output(argv ...string) string {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		log.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.Bytes())
-	}
-	return string(out)
+	out, _, _ := Timed(argv...)
+	return out
 }
 
 // Time runs a command that must succeed and returns its wall time.
 func Time(argv ...string) time.Duration {
+	_, _, wall := Timed(argv...)
+	return wall
+}
+
+// Timed runs a command that must succeed and returns its standard
+// output, its error output (where trueprof record prints its summary)
+// and its wall time; on failure it exits with the error output.
+func Timed(argv ...string) (stdout, stderr string, wall time.Duration) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
 	start := time.Now()
-	Output(argv...)
-	return time.Since(start)
+	out, err := cmd.Output()
+	wall = time.Since(start)
+	if err != nil {
+		log.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, errOut.Bytes())
+	}
+	return string(out), errOut.String(), wall
+}
+
+// recorderCPU finds the recorder's CPU time in trueprof record's summary.
+var recorderCPU = regexp.MustCompile(`recorder CPU ([0-9.]+) s`)
+
+// RecorderCPU returns the recorder's CPU time that trueprof record's
+// summary (its error output) shows, if it shows one.
+func RecorderCPU(stderr string) (time.Duration, bool) {
+	m := recorderCPU.FindStringSubmatch(stderr)
+	if m == nil {
+		return 0, false
+	}
+	sec, err := strconv.ParseFloat(m[1], 64)
+	return time.Duration(sec * float64(time.Second)), err == nil
 }
 
 // Median returns the median of v (the upper one of an even count).
