@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"log"
@@ -27,7 +26,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -90,7 +88,12 @@ wait:
 			}
 			break wait
 		case <-tick.C:
-			if r, hwm, ok := residentBytes(rec.Process.Pid); ok {
+			// A process that has exited but not been waited for has
+			// no VmRSS: no reading then.
+			st, err := benchutil.ProcStatus(rec.Process.Pid)
+			r, rssOK := st["VmRSS"]
+			hwm, hwmOK := st["VmHWM"]
+			if err == nil && rssOK && hwmOK {
 				if time.Since(start) >= *warmup {
 					rss = append(rss, r)
 				}
@@ -150,32 +153,4 @@ wait:
 	if !ok {
 		os.Exit(1)
 	}
-}
-
-// residentBytes returns the resident set of process pid (VmRSS) and its
-// peak so far (VmHWM).
-func residentBytes(pid int) (rss, hwm uint64, ok bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	found := 0
-	for sc.Scan() {
-		for _, field := range []struct {
-			name string
-			v    *uint64
-		}{{"VmRSS:", &rss}, {"VmHWM:", &hwm}} {
-			if v, ok := strings.CutPrefix(sc.Text(), field.name); ok {
-				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				if err != nil {
-					return 0, 0, false
-				}
-				*field.v = kb << 10
-				found++
-			}
-		}
-	}
-	return rss, hwm, found == 2
 }

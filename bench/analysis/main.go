@@ -43,14 +43,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
-	"trueprof/internal/model/modeltest"
 	"trueprof/internal/testutil"
 )
 
@@ -69,7 +67,7 @@ func main() {
 		return
 	}
 	if *synth != "" {
-		synthesize(*synth, *synthMids)
+		benchutil.WriteCallsTrace(*synth, *synthMids)
 		return
 	}
 	self, err := os.Executable()
@@ -104,8 +102,8 @@ func main() {
 		var walls, cpus []time.Duration
 		var rsss []int64
 		for range *runs {
-			w, c, r := run(env, argv...)
-			walls, cpus, rsss = append(walls, w), append(cpus, c), append(rsss, r)
+			u := benchutil.Measure(env, argv...)
+			walls, cpus, rsss = append(walls, u.Wall), append(cpus, u.CPU()), append(rsss, u.PeakKiB)
 		}
 		rw := row{name, benchutil.Median(walls), benchutil.Median(cpus), benchutil.Median(rsss)}
 		fmt.Printf("%-34s %10.0f %12.3g %8d MB %10.0f\n", name, benchutil.MS(rw.wall), events/rw.wall.Seconds(), rw.rss/1024, benchutil.MS(rw.cpu))
@@ -197,10 +195,10 @@ func sampling(dir, bin string, seconds float64, runs int, bar func(bool, string,
 	// for a run of a few milliseconds.
 	var perfWalls, ourWalls, perfCPUs, ourCPUs []time.Duration
 	for range runs {
-		w, c, _ := run(nil, "perf", "report", "--stdio", "-i", pdata)
-		perfWalls, perfCPUs = append(perfWalls, w), append(perfCPUs, c)
-		w, c, _ = run(nil, bin, "report", "-i", tr, "--view", "tree")
-		ourWalls, ourCPUs = append(ourWalls, w), append(ourCPUs, c)
+		p := benchutil.Measure(nil, "perf", "report", "--stdio", "-i", pdata)
+		perfWalls, perfCPUs = append(perfWalls, p.Wall), append(perfCPUs, p.CPU())
+		o := benchutil.Measure(nil, bin, "report", "-i", tr, "--view", "tree")
+		ourWalls, ourCPUs = append(ourWalls, o.Wall), append(ourCPUs, o.CPU())
 	}
 	pw, ow := benchutil.Median(perfWalls), benchutil.Median(ourWalls)
 	pc, oc := benchutil.Median(perfCPUs), benchutil.Median(ourCPUs)
@@ -221,26 +219,6 @@ func sampleCount(flatJSON string) uint64 {
 	return h.Total.Samples
 }
 
-// run runs a command that must succeed, its output discarded, with env
-// added to the environment, and returns its wall time, CPU time (user
-// and system) and peak RSS in KiB.
-func run(env []string, argv ...string) (time.Duration, time.Duration, int64) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%v: %v", argv, err)
-	}
-	wall := time.Since(start)
-	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if ru == nil {
-		return wall, cpu, 0
-	}
-	return wall, cpu, ru.Maxrss
-}
-
 // buildStream analyses the trace at path as a report's instrumented
 // views do, but reading it in two passes (model.OpenStream and
 // calltree.BuildStream).
@@ -250,21 +228,6 @@ func buildStream(path string) {
 		log.Fatal(err)
 	}
 	if _, err := calltree.BuildStream(s, calltree.Options{}); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// synthesize writes to path the hook trace of modeltest.WriteCalls: main
-// calls mid mids times, and mid calls leaf twice.
-func synthesize(path string, mids int) {
-	f, err := os.Create(path)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := modeltest.WriteCalls(f, mids); err != nil {
-		log.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -96,18 +96,15 @@ var windowKinds = []string{"idle", "attach", "detach"}
 
 // voluntarySwitches reads voluntary_ctxt_switches of /proc/PID/status.
 func voluntarySwitches(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := benchutil.ProcStatus(pid)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n
-		}
+	n, ok := st["voluntary_ctxt_switches"]
+	if !ok {
+		log.Fatalf("no voluntary_ctxt_switches in /proc/%d/status", pid)
 	}
-	log.Fatalf("no voluntary_ctxt_switches in /proc/%d/status", pid)
-	return 0
+	return n
 }
 
 // schedstat reads /proc/PID/schedstat: the CPU time and the run-queue

@@ -107,8 +107,8 @@ func (l load) run(dir, uftrace string, runs, calls int, period time.Duration, ri
 		time func(n int) time.Duration
 	}
 	variants := []variant{
-		{"uninstrumented", func(n int) time.Duration { return timeCmd(nil, plain, strconv.Itoa(n)) }},
-		{"glibc no-op hooks", func(n int) time.Duration { return timeCmd(nil, instr, strconv.Itoa(n)) }},
+		{"uninstrumented", func(n int) time.Duration { return benchutil.Time(plain, strconv.Itoa(n)) }},
+		{"glibc no-op hooks", func(n int) time.Duration { return benchutil.Time(instr, strconv.Itoa(n)) }},
 		{"trueprof hooks", func(n int) time.Duration {
 			d, events, adjusts := timeTrueprof(instr, n, period, hook.Options{Events: ringEvents})
 			waits += adjusts
@@ -127,7 +127,7 @@ func (l load) run(dir, uftrace string, runs, calls int, period time.Duration, ri
 		data := filepath.Join(dir, "uftrace.data")
 		variants = append(variants, variant{"uftrace record", func(n int) time.Duration {
 			defer os.RemoveAll(data)
-			return timeCmd(nil, uftrace, "record", "--no-libcall", "-d", data, instr, strconv.Itoa(n))
+			return benchutil.Time(uftrace, "record", "--no-libcall", "-d", data, instr, strconv.Itoa(n))
 		}})
 	}
 
@@ -199,19 +199,17 @@ func timeTrueprof(bin string, n int, period time.Duration, opts hook.Options) (t
 			}
 		}
 	}()
-	d := timeCmd(cmd, "")
+	d := timeCmd(cmd)
 	close(done)
 	<-drained
 	r.Flush(count)
 	return d, events, adjusts
 }
 
-// timeCmd runs a command (cmd, or argv) with its output discarded and
-// returns its wall time.
-func timeCmd(cmd *exec.Cmd, argv ...string) time.Duration {
-	if cmd == nil {
-		cmd = exec.Command(argv[0], argv[1:]...)
-	}
+// timeCmd runs cmd, prepared with the files and environment
+// benchutil.Time cannot pass, with its output discarded and returns its
+// wall time.
+func timeCmd(cmd *exec.Cmd) time.Duration {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	start := time.Now()

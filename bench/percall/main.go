@@ -22,17 +22,14 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"trueprof/bench/internal/benchutil"
 )
 
@@ -145,20 +142,12 @@ func main() {
 				if _, err := exec.LookPath(v.argv[0]); err != nil {
 					continue
 				}
-				var stderr bytes.Buffer
-				cmd := exec.Command(v.argv[0], v.argv[1:]...)
-				cmd.Stderr = &stderr
-				start := time.Now()
-				out, err := cmd.Output()
-				if err != nil {
-					log.Fatalf("%s: %v\n%s", v.name, err, stderr.Bytes())
+				out, stderr, wall := benchutil.Timed(v.argv...)
+				l.whole[v.name] = append(l.whole[v.name], float64(wall))
+				if cpu, ok := benchutil.RecorderCPU(stderr); ok {
+					l.recorder[v.name] = append(l.recorder[v.name], float64(cpu))
 				}
-				l.whole[v.name] = append(l.whole[v.name], float64(time.Since(start)))
-				if m := recorderCPU.FindSubmatch(stderr.Bytes()); m != nil {
-					sec, _ := strconv.ParseFloat(string(m[1]), 64)
-					l.recorder[v.name] = append(l.recorder[v.name], sec*1e9)
-				}
-				if ns, ok := firstNumber(string(out)); ok {
+				if ns, ok := firstNumber(out); ok {
 					l.own[v.name] = append(l.own[v.name], ns)
 				}
 				os.RemoveAll(uft)
@@ -201,9 +190,6 @@ func (l *load) print(runs int) {
 	}
 	fmt.Println()
 }
-
-// recorderCPU finds the recorder's CPU time in trueprof record's summary.
-var recorderCPU = regexp.MustCompile(`recorder CPU ([0-9.]+) s`)
 
 // firstNumber finds the fixture's output line (the tools print their own
 // lines around it).

@@ -29,7 +29,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"flag"
@@ -125,32 +124,22 @@ func main() {
 }
 
 var (
-	targetCPU   = regexp.MustCompile(`(?m)^target-cpu-ns (\d+)$`)
-	recorderCPU = regexp.MustCompile(`recorder CPU ([0-9.]+) s`)
-	tpLost      = regexp.MustCompile(`\((\d+) lost\)`)
+	targetCPU = regexp.MustCompile(`(?m)^target-cpu-ns (\d+)$`)
+	tpLost    = regexp.MustCompile(`\((\d+) lost\)`)
 )
 
 // run runs argv, which must succeed, and parses what the target and
 // trueprof print on stderr.
 func run(argv []string) sample {
-	var stderr bytes.Buffer
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = &stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, stderr.Bytes())
-	}
-	s := sample{wall: time.Since(start)}
-	if m := targetCPU.FindSubmatch(stderr.Bytes()); m != nil {
-		ns, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	_, stderr, wall := benchutil.Timed(argv...)
+	s := sample{wall: wall}
+	if m := targetCPU.FindStringSubmatch(stderr); m != nil {
+		ns, _ := strconv.ParseInt(m[1], 10, 64)
 		s.targetCPU = time.Duration(ns)
 	}
-	if m := recorderCPU.FindSubmatch(stderr.Bytes()); m != nil {
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		s.recorderCPU = time.Duration(v * float64(time.Second))
-	}
-	if m := tpLost.FindSubmatch(stderr.Bytes()); m != nil {
-		s.lost, _ = strconv.Atoi(string(m[1]))
+	s.recorderCPU, _ = benchutil.RecorderCPU(stderr)
+	if m := tpLost.FindStringSubmatch(stderr); m != nil {
+		s.lost, _ = strconv.Atoi(m[1])
 	}
 	return s
 }

@@ -32,13 +32,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"trueprof/bench/internal/benchutil"
-	"trueprof/internal/model/modeltest"
 )
 
 func main() {
@@ -51,18 +49,7 @@ func main() {
 	defer cleanup()
 	bin := benchutil.BuildTrueprof(dir)
 	tr := filepath.Join(dir, "hooks.trace")
-	f, err := os.Create(tr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	if err := modeltest.WriteCalls(w, *mids); err != nil {
-		log.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		log.Fatal(err)
-	}
-	f.Close()
+	benchutil.WriteCallsTrace(tr, *mids)
 	fmt.Printf("hook trace: %d mid calls, %d events\n\n", *mids, 6**mids+2)
 
 	html := filepath.Join(dir, "report.html")
@@ -77,8 +64,8 @@ func main() {
 		var walls, users []time.Duration
 		var rss int64
 		for range *runs {
-			wall, user, peak := timed(append([]string{bin}, append(c, "-i", tr)...)...)
-			walls, users, rss = append(walls, wall), append(users, user), max(rss, peak)
+			u := benchutil.Measure(nil, append([]string{bin}, append(c, "-i", tr)...)...)
+			walls, users, rss = append(walls, u.Wall), append(users, u.User), max(rss, u.PeakKiB)
 		}
 		fmt.Printf("%-40s %10.0f %10.0f %7d MB\n", strings.Join(c[:3], " "), benchutil.MS(benchutil.Median(walls)),
 			benchutil.MS(benchutil.Median(users)), rss/1024)
@@ -126,24 +113,6 @@ func main() {
 	}
 	bar(file < 3000, "HTML report opens in Chromium in %.0f ms (median of %d; bar 3000 ms)", file, *runs)
 	bar(served < 3000, "serve's page opens in Chromium in %.0f ms (median of %d; bar 3000 ms)", served, *runs)
-}
-
-// timed runs a command that must succeed and returns its wall time, its
-// user CPU time (which a loaded machine inflates less) and its peak RSS
-// in KiB.
-func timed(argv ...string) (wall, user time.Duration, rss int64) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = os.Stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v", strings.Join(argv, " "), err)
-	}
-	wall = time.Since(start)
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if ru == nil {
-		return wall, cmd.ProcessState.UserTime(), 0
-	}
-	return wall, cmd.ProcessState.UserTime(), ru.Maxrss
 }
 
 // browser starts headless Chromium.

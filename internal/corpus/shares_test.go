@@ -77,8 +77,8 @@ func normName(name string) string {
 // the return type before the name from a demangled C++ (or JVM perf map)
 // name: perf demangles without them ("std::sort<...>"), trueprof with the
 // parameters ("std::sort<...>(It, It)"), a JVM's perf map with both. Names
-// that do not end in a
-// parameter list (C, kernel, node's "JS:*f file:1:2") are unchanged.
+// that do not end in a parameter list (C, kernel, node's "JS:*f
+// file:1:2") are unchanged.
 func stripSignature(name string) string {
 	s := name
 	for _, q := range []string{" const", " volatile", " &&", " &", " noexcept"} {
