@@ -1,14 +1,12 @@
 package symbolize
 
 import (
-	"cmp"
 	"debug/elf"
 	"debug/gosym"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -192,18 +190,15 @@ func (f *File) Callees(vaddr uint64) []Function {
 }
 
 // functionSymbols lists the STT_FUNC symbols of symtab or, if it has
-// none, of dynsym, as Functions describes them. Aliases are ordered as
-// chooseSymbols ranks them (global, then weak, then local; the shortest
-// name; the smallest), so the preferred one is the name Resolve gives.
+// none, of dynsym, as Functions describes them. Aliases are in
+// symbolOrder, as chooseSymbols ranks them, so the preferred one is the
+// name Resolve gives.
 func functionSymbols(symtab, dynsym []symbol) []Function {
 	syms := funcSymbols(symtab)
 	if len(syms) == 0 {
 		syms = funcSymbols(dynsym)
 	}
-	slices.SortFunc(syms, func(a, b symbol) int {
-		return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(bindRank(a.bind), bindRank(b.bind)),
-			cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
-	})
+	slices.SortFunc(syms, symbolOrder)
 	funcs := make([]Function, len(syms))
 	for i, s := range syms {
 		funcs[i] = Function{Name: Demangle(s.name), Addr: s.lo, Size: s.size, Global: s.bind != elf.STB_LOCAL}
