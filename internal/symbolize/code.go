@@ -101,6 +101,13 @@ func (f *File) Machine() elf.Machine { return f.elf.Machine }
 // dynamic symbols a preloaded library can interpose.
 func (f *File) Dynamic() bool { return f.interp }
 
+// Sonames returns the file's DT_SONAME entries (a shared library's
+// names for the dynamic loader), none for a file without them.
+func (f *File) Sonames() []string {
+	names, _ := f.elf.DynString(elf.DT_SONAME)
+	return names
+}
+
 // Imports reports whether the file's dynamic symbol table has name
 // undefined: the file uses it from another module.
 func (f *File) Imports(name string) bool {
