@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"os/exec"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"trueprof/internal/report"
 	"trueprof/internal/testutil"
 )
 
@@ -30,14 +28,7 @@ func TestExportHookRecording(t *testing.T) {
 	if out, err := exec.Command(trueprof(), "record", "-o", tr, "--", bin, strconv.Itoa(mids)).CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
-	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
-	if err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	var flat report.InstrFlatReport
-	if err := json.Unmarshal(out, &flat); err != nil {
-		t.Fatal(err)
-	}
+	flat := reportInstrFlat(t, tr)
 	pb := filepath.Join(dir, "calls.pb.gz")
 	if out, err := exec.Command(trueprof(), "export", "-i", tr, "-o", pb).CombinedOutput(); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)

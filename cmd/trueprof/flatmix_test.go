@@ -45,14 +45,7 @@ func TestFlatSamplesAndProbes(t *testing.T) {
 	if out, err := exec.Command(trueprof(), "record", "-F", "999", "--trace", "spinA", "-o", tr, "--", bin, strconv.Itoa(rounds)).CombinedOutput(); err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
-	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
-	if err != nil {
-		t.Fatalf("report: %v", err)
-	}
-	var flat report.InstrFlatReport
-	if err := json.Unmarshal(out, &flat); err != nil {
-		t.Fatal(err)
-	}
+	flat := reportInstrFlat(t, tr)
 	rows := map[string]report.InstrFlatFunction{}
 	for _, f := range flat.Functions {
 		rows[f.Name] = f
@@ -87,6 +80,21 @@ func TestFlatSamplesAndProbes(t *testing.T) {
 	if a.Self.Samples == 0 || a.SelfSamplesPercent == 0 {
 		t.Errorf("spinA: traced and sampled, but %d samples (%.2f%%)", a.Self.Samples, a.SelfSamplesPercent)
 	}
+}
+
+// reportInstrFlat runs trueprof report --view flat --format json on the
+// instrumented recording tr and decodes its output.
+func reportInstrFlat(t *testing.T, tr string) report.InstrFlatReport {
+	t.Helper()
+	out, err := exec.Command(trueprof(), "report", "-i", tr, "--view", "flat", "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var flat report.InstrFlatReport
+	if err := json.Unmarshal(out, &flat); err != nil {
+		t.Fatal(err)
+	}
+	return flat
 }
 
 // percentOf is n as a percentage of all, rounded to hundredths as the

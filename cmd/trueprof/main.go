@@ -228,7 +228,7 @@ func calibrateCmd() *cobra.Command {
 		Long: `Measure what each probe mechanism costs on this machine.
 
 calibrate runs a bundled target whose loops call functions in several
-shapes (leaf-heavy, call-heavy, mixed; leaf bodies of 0.1 to 10 us), without
+shapes (leaf-heavy, call-heavy, mixed, long; leaf bodies of 0.1 to 10 us), without
 probes and recorded under each mechanism, alternately in batches. It fits
 the overhead of each transition kind (entry->entry, entry->exit, exit->entry,
 exit->exit) so that the calibrated loops match the uninstrumented ones, and
@@ -236,8 +236,8 @@ stores each shape's residual and the resolution (the shortest call shown to
 be measured within 10%) with it. A calibration that fits badly is refused,
 not stored. The result is stored per machine (see docs/calibration.md) and
 copied into traces recorded with --stored-calibration (record measures it
-on first use); recordings otherwise calibrate in the run itself. --counters checks whether per-call hardware
-counters can be measured here.`,
+on first use); recordings otherwise calibrate in the run itself.
+--counters checks whether per-call hardware counters can be measured here.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if counters {

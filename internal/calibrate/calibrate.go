@@ -15,7 +15,8 @@
 //	err = calibrate.Save(c)
 //	c, err = calibrate.Load("hook") // in later recordings
 //
-// LoadOrMeasure does both on first use, as record does.
+// LoadOrMeasure does both on first use, as record --stored-calibration
+// does.
 package calibrate
 
 import (
@@ -435,15 +436,7 @@ func machine() (host, kernel string) {
 func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Calibration, error) {
 	c, err := Load(o.Mechanism)
 	if errors.Is(err, ErrNotCalibrated) {
-		how := " (see trueprof calibrate)"
-		if d, full := o.withDefaults(), (Options{Mechanism: o.Mechanism}).withDefaults(); d.Batches*d.Rounds < full.Batches*full.Rounds {
-			// A quick calibration is a real one with fewer intervals
-			// (their count is in every report's header); say so and how
-			// to replace it.
-			how = fmt.Sprintf(", quickly: %d × %d calls instead of %d × %d (trueprof calibrate replaces it with the full measurement)",
-				d.Batches, d.Rounds, full.Batches, full.Rounds)
-		}
-		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now%s\n", o.Mechanism, how)
+		fmt.Fprintf(notice, "trueprof: no %s calibration for this machine; measuring it now (see trueprof calibrate)\n", o.Mechanism)
 		if c, err = Run(ctx, o); err == nil {
 			err = Save(c)
 		} else if errors.Is(err, ErrBadFit) && c != nil {

@@ -83,8 +83,9 @@
 // waited: the analysis subtracts it from the calls open at that point.
 // After Options.MaxWait it drops events instead and counts them in its
 // slot; when space returns it first writes an adjust with the count and
-// the time waited (a drop and a wait record), timed at the first drop. Counts a thread could not
-// write before it ended are reported by Drain when it frees the slot.
+// the time waited (a drop and a wait record), timed at the first drop.
+// Counts a thread could not write before it ended are reported by Drain
+// when it frees the slot.
 // When no slot is free a new thread likewise waits, then drops and counts
 // in the header (Drain reports those as an adjust with PID and TID 0),
 // retrying for a slot every 4096 events. An event that interrupts the
@@ -110,8 +111,8 @@
 // between them. Over a minute this stays within 50 ns of CLOCK_MONOTONIC,
 // where a single calibration drifts by microseconds (TestClockConversion
 // with TRUEPROF_CLOCK_TEST_SECONDS=60). Elsewhere, and with
-// Options.Monotonic, the library calls clock_gettime. Drain also never
-// lets a thread's times go backwards.
+// Options.Monotonic, the library calls clock_gettime. The Decoder also
+// never lets a thread's times go backwards.
 //
 // # The library
 //

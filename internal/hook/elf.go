@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
 	"trueprof/internal/symbolize"
 )
 

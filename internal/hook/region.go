@@ -328,7 +328,7 @@ func (r *Region) Flush(fn func(Event)) int {
 
 func (r *Region) drainDecode(fn func(Event), check, final bool) int {
 	if r.own == nil {
-		r.own = &Batch{recs: make([]rec, 0, 1<<14)}
+		r.own = NewBatch(1 << 14)
 		r.dec = NewDecoder()
 	}
 	n := 0

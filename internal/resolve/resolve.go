@@ -69,9 +69,9 @@ type Resolver struct {
 	// vdso is the recorder's own [vdso], whose CFI describes every
 	// target's (symbolize.OpenVDSO); opened at the first need.
 	vdso *moduleFile
-	// paths are module paths by string id, for fileLocation.
+	// paths are module paths by string id, for FileLocation.
 	paths map[uint32]string
-	// funcs caches functionLocation; cleared when any mapping changes.
+	// funcs caches FunctionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
 	// recent is a direct-mapped cache in front of funcs, cleared with
 	// it: the few functions of a dense call load cost a hash lookup
@@ -284,7 +284,7 @@ func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, erro
 	return id, nil
 }
 
-// recentFunc is an entry of resolver.recent: function address addr of
+// recentFunc is an entry of Resolver.recent: function address addr of
 // process pid has Location id (0: empty).
 type recentFunc struct {
 	pid, id uint32

@@ -1,14 +1,12 @@
 package symbolize
 
 import (
-	"cmp"
 	"debug/elf"
 	"debug/gosym"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -103,6 +101,13 @@ func (f *File) Machine() elf.Machine { return f.elf.Machine }
 // dynamic symbols a preloaded library can interpose.
 func (f *File) Dynamic() bool { return f.interp }
 
+// Sonames returns the file's DT_SONAME entries (a shared library's
+// names for the dynamic loader), none for a file without them.
+func (f *File) Sonames() []string {
+	names, _ := f.elf.DynString(elf.DT_SONAME)
+	return names
+}
+
 // Imports reports whether the file's dynamic symbol table has name
 // undefined: the file uses it from another module.
 func (f *File) Imports(name string) bool {
@@ -192,18 +197,15 @@ func (f *File) Callees(vaddr uint64) []Function {
 }
 
 // functionSymbols lists the STT_FUNC symbols of symtab or, if it has
-// none, of dynsym, as Functions describes them. Aliases are ordered as
-// chooseSymbols ranks them (global, then weak, then local; the shortest
-// name; the smallest), so the preferred one is the name Resolve gives.
+// none, of dynsym, as Functions describes them. Aliases are in
+// symbolOrder, as chooseSymbols ranks them, so the preferred one is the
+// name Resolve gives.
 func functionSymbols(symtab, dynsym []symbol) []Function {
 	syms := funcSymbols(symtab)
 	if len(syms) == 0 {
 		syms = funcSymbols(dynsym)
 	}
-	slices.SortFunc(syms, func(a, b symbol) int {
-		return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(bindRank(a.bind), bindRank(b.bind)),
-			cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
-	})
+	slices.SortFunc(syms, symbolOrder)
 	funcs := make([]Function, len(syms))
 	for i, s := range syms {
 		funcs[i] = Function{Name: Demangle(s.name), Addr: s.lo, Size: s.size, Global: s.bind != elf.STB_LOCAL}

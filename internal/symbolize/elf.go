@@ -2,6 +2,7 @@ package symbolize
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"debug/gosym"
 	"encoding/hex"
@@ -441,6 +442,27 @@ func collectSymbols(ef *elf.File, table func() ([]elf.Symbol, error)) []symbol {
 	return out
 }
 
+// symbolOrder sorts symbols by start address and, among the aliases of
+// an address, puts the preferred name first: a sized symbol, then global
+// over weak over local, then the shortest name, then the
+// lexicographically smallest, so that the choice does not depend on
+// table order.
+func symbolOrder(a, b symbol) int {
+	if a.lo != b.lo {
+		return cmp.Compare(a.lo, b.lo)
+	}
+	if (a.size > 0) != (b.size > 0) {
+		if a.size > 0 {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(bindRank(a.bind), bindRank(b.bind)),
+		cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
+}
+
+// bindRank ranks a symbol's binding for symbolOrder: global first, then
+// weak, then local.
 func bindRank(b elf.SymBind) int {
 	switch b {
 	case elf.STB_GLOBAL:
@@ -451,33 +473,11 @@ func bindRank(b elf.SymBind) int {
 	return 2
 }
 
-// chooseSymbols keeps one symbol per start address and gives unsized
-// symbols the range up to the next symbol (within their section). Among
-// aliases it prefers a sized symbol, then global over weak over local,
-// then the shortest name, then the lexicographically smallest, so that the
-// choice does not depend on table order.
+// chooseSymbols keeps one symbol per start address, the first in
+// symbolOrder, and gives unsized symbols the range up to the next symbol
+// (within their section).
 func chooseSymbols(syms []symbol) []symbol {
-	slices.SortFunc(syms, func(a, b symbol) int {
-		if a.lo != b.lo {
-			if a.lo < b.lo {
-				return -1
-			}
-			return 1
-		}
-		if (a.size > 0) != (b.size > 0) {
-			if a.size > 0 {
-				return -1
-			}
-			return 1
-		}
-		if ra, rb := bindRank(a.bind), bindRank(b.bind); ra != rb {
-			return ra - rb
-		}
-		if len(a.name) != len(b.name) {
-			return len(a.name) - len(b.name)
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	slices.SortFunc(syms, symbolOrder)
 	out := syms[:0]
 	for i, s := range syms {
 		if i > 0 && s.lo == syms[i-1].lo {

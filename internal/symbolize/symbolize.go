@@ -48,8 +48,9 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Demangle returns the human-readable form of a C++ (_Z...) or Rust (legacy
 // _ZN...17h<hash>E, whose hash is dropped, or v0 _R...) symbol name. C++
 // names keep their parameter types so that overloads stay distinct, as in
-// callgrind, and lose the return type of template functions, as in perf. Any other name, and any name that fails to demangle,
-// is returned unchanged.
+// callgrind, and lose the return type of template functions, as in perf.
+// Any other name, and any name that fails to demangle, is returned
+// unchanged.
 func Demangle(name string) string {
 	if !strings.HasPrefix(name, "_Z") && !strings.HasPrefix(name, "_R") {
 		// Fast path: C, Go and most other names are not mangled, and the

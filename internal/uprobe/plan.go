@@ -90,7 +90,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 		return nil, err
 	}
 	defer f.Close()
-	modules := moduleNames(path)
+	modules := moduleNames(path, f)
 	match, err := compilePatterns(modules, patterns)
 	if err != nil {
 		return nil, err
@@ -211,22 +211,17 @@ func unwindsThrough(f *symbolize.File) bool {
 	return false
 }
 
-// moduleNames returns the names a pattern's module part may give the file
-// at path: its base name (a DT_NEEDED library is found under the name the
-// program asked for, libz.so.1), its real file's base name (what the
-// kernel maps after dlopen, libz.so.1.2.13) and its DT_SONAME, without
-// repeats. A name that cannot be read is left out.
-func moduleNames(path string) []string {
+// moduleNames returns the names a pattern's module part may give f, the
+// file at path: its base name (a DT_NEEDED library is found under the
+// name the program asked for, libz.so.1), its real file's base name (what
+// the kernel maps after dlopen, libz.so.1.2.13) and its DT_SONAME,
+// without repeats. A name that cannot be read is left out.
+func moduleNames(path string, f *symbolize.File) []string {
 	names := []string{filepath.Base(path)}
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		names = append(names, filepath.Base(real))
 	}
-	if f, err := elf.Open(path); err == nil {
-		if sonames, err := f.DynString(elf.DT_SONAME); err == nil {
-			names = append(names, sonames...)
-		}
-		f.Close()
-	}
+	names = append(names, f.Sonames()...)
 	slices.Sort(names)
 	return slices.Compact(names)
 }
