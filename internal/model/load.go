@@ -1,11 +1,13 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 
 	"trueprof/internal/trace"
@@ -464,18 +466,15 @@ func (l *loader) finish() {
 			}
 		}
 	}
-	sort.SliceStable(p.Threads, func(i, j int) bool {
-		a, b := p.Threads[i], p.Threads[j]
-		if a.PID != b.PID {
-			return a.PID < b.PID
-		}
-		if a.TID != b.TID {
-			return a.TID < b.TID
-		}
-		return a.Start < b.Start
-	})
+	slices.SortStableFunc(p.Threads, threadOrder)
 	for _, pr := range procs {
 		p.Processes = append(p.Processes, pr)
 	}
 	sort.Slice(p.Processes, func(i, j int) bool { return p.Processes[i].PID < p.Processes[j].PID })
+}
+
+// threadOrder is the order of a Profile's Threads: by PID, TID, then
+// start time (a TID's incarnations in turn).
+func threadOrder(a, b *Thread) int {
+	return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
 }
