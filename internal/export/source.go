@@ -64,9 +64,6 @@ func streamSource(s *model.Stream) source {
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
 			}
-			if len(f.Labels) > 0 {
-				return nil, fmt.Errorf("export: %w", calltree.ErrNeedsLoad)
-			}
 			r, err := calltree.BuildStream(s, treeOptions(s.Profile, m, c[model.RecordGoID] > 0))
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
