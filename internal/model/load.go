@@ -28,7 +28,8 @@ func Open(path string) (*Profile, error) {
 }
 
 // Load reads a whole trace. A header that cannot be read is an error;
-// damage later in the file is not: Load returns everything before it with
+// damage later in the file is not: Load returns every intact record
+// (before a truncation, and around skipped damaged chunks) with
 // Profile.Err describing the damage and its byte offset.
 func Load(r io.Reader) (*Profile, error) {
 	tr, err := trace.NewReader(r)
