@@ -24,8 +24,8 @@ func (l *Live) Over() bool {
 	return l.maxBytes > 0 && int64(l.Nodes())*nodeBytes > l.maxBytes
 }
 
-// Prune bounds the trees' memory, when they have outgrown it, as seed
-// 000's dynamic pruning does: it writes a snapshot at time now (so that
+// Prune bounds the trees' memory, when they have outgrown it (dynamic
+// pruning): it writes a snapshot at time now (so that
 // the reader knows every node as the recorder does), then folds the
 // subtrees of smallest cum wall time, with everything they measured,
 // into one "(pruned)" child of their parent, until the trees are down

@@ -670,8 +670,8 @@ func TestCalibrationMechanismMismatch(t *testing.T) {
 	}
 }
 
-// TestBaselineAndEnd: a thread's metrics count from its creation (seed
-// 000's baseline) to its exit, even outside any event: before its first
+// TestBaselineAndEnd: a thread's metrics count from its creation (its
+// baseline) to its exit, even outside any event: before its first
 // event at its root, after its last in the call then open.
 func TestBaselineAndEnd(t *testing.T) {
 	p := modeltest.NewHooks().ThreadAt(1, 2, "w", 100).

@@ -231,8 +231,8 @@ type Thread struct {
 	// OSThreads are the tids of the threads a goroutine ran on, in the
 	// order it first ran on them; nil for a thread.
 	OSThreads []uint32 `json:"os_threads,omitempty"`
-	// BeginNS and EndNS bound the time the thread's metrics cover (seed
-	// 000's per-thread baseline, then every delta up to the end): from
+	// BeginNS and EndNS bound the time the thread's metrics cover (a
+	// per-thread baseline, then every delta up to the end): from
 	// its creation, the start of recording or its first record, to its
 	// exit or the end of the recording. A goroutine's run from the
 	// first time a thread ran it to the last time one stopped.

@@ -28,11 +28,24 @@ type recording struct {
 	events, switches, samples, goroutines bool
 }
 
+// recordingOf is what the recording p holds, given which kinds of
+// records its trace has. An aggregated recording (record --aggregate)
+// holds its calls as trees instead of events, and measured CPU time in
+// them when it recorded context switches: it exports them as the events
+// they sum.
+func recordingOf(p *model.Profile, events, switches, samples, goroutines bool) recording {
+	if p.Aggregated() {
+		events = true
+		switches = switches || (p.Tree != nil && p.Tree.Switches)
+	}
+	return recording{events: events, switches: switches, samples: samples, goroutines: goroutines}
+}
+
 // loadedSource is the source of the loaded recording p.
 func loadedSource(p *model.Profile) source {
 	return source{
 		p:   p,
-		rec: recording{events: len(p.Events) > 0, switches: len(p.Switches) > 0, samples: len(p.Samples) > 0, goroutines: len(p.GoIDs) > 0},
+		rec: recordingOf(p, len(p.Events) > 0, len(p.Switches) > 0, len(p.Samples) > 0, len(p.GoIDs) > 0),
 		tree: func(f model.Filter) (*calltree.Result, error) {
 			m, err := f.Compile()
 			if err != nil {
@@ -57,15 +70,12 @@ func streamSource(s *model.Stream) source {
 	c := &s.Counts
 	return source{
 		p: s.Profile,
-		rec: recording{events: c[model.RecordEvent] > 0, switches: c[model.RecordSwitch] > 0,
-			samples: c[model.RecordSample] > 0, goroutines: c[model.RecordGoID] > 0},
+		rec: recordingOf(s.Profile, c[model.RecordEvent] > 0, c[model.RecordSwitch] > 0,
+			c[model.RecordSample] > 0, c[model.RecordGoID] > 0),
 		tree: func(f model.Filter) (*calltree.Result, error) {
 			m, err := f.Compile()
 			if err != nil {
 				return nil, fmt.Errorf("export: %w", err)
-			}
-			if len(f.Labels) > 0 {
-				return nil, fmt.Errorf("export: %w", calltree.ErrNeedsLoad)
 			}
 			r, err := calltree.BuildStream(s, treeOptions(s.Profile, m, c[model.RecordGoID] > 0))
 			if err != nil {

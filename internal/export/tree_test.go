@@ -329,3 +329,37 @@ func TestTreeFolded(t *testing.T) {
 		t.Errorf("refused values wrote %q", buf.String())
 	}
 }
+
+// TestAggregatedExportsTrees: an aggregated recording (record --aggregate
+// of calls 20000 with the hook: main calls mid 20,000 times, mid calls
+// leaf twice; testdata/aggregated.trace) exports its trees' call paths,
+// with the calls calltree counts in them, loaded and streamed alike; its
+// samples alone would export nothing.
+func TestAggregatedExportsTrees(t *testing.T) {
+	p, s := modeltest.OpenBoth(t, "testdata/aggregated.trace")
+	if !p.Aggregated() || len(p.Events) != 0 {
+		t.Fatalf("fixture: aggregated %v, %d events", p.Aggregated(), len(p.Events))
+	}
+	r, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, f := range r.Functions {
+		calls[f.Name] = f.Calls
+	}
+	want := fmt.Sprintf("calls;main %d\ncalls;main;mid %d\ncalls;main;mid;leaf %d\n", calls["main"], calls["mid"], calls["leaf"])
+	if want != "calls;main 1\ncalls;main;mid 20000\ncalls;main;mid;leaf 40000\n" {
+		t.Fatalf("calltree counts\n%s", want)
+	}
+	var loaded, streamed bytes.Buffer
+	if err := Folded(&loaded, p, model.Filter{}, "calls"); err != nil {
+		t.Fatal(err)
+	}
+	if err := FoldedStream(&streamed, s, model.Filter{}, "calls"); err != nil {
+		t.Fatal(err)
+	}
+	if loaded.String() != want || streamed.String() != want {
+		t.Errorf("folded calls, loaded:\n%s\nstreamed:\n%s\nwant:\n%s", loaded.String(), streamed.String(), want)
+	}
+}

@@ -1,11 +1,13 @@
 package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 
 	"trueprof/internal/trace"
@@ -26,7 +28,8 @@ func Open(path string) (*Profile, error) {
 }
 
 // Load reads a whole trace. A header that cannot be read is an error;
-// damage later in the file is not: Load returns everything before it with
+// damage later in the file is not: Load returns every intact record
+// (before a truncation, and around skipped damaged chunks) with
 // Profile.Err describing the damage and its byte offset.
 func Load(r io.Reader) (*Profile, error) {
 	tr, err := trace.NewReader(r)
@@ -464,18 +467,15 @@ func (l *loader) finish() {
 			}
 		}
 	}
-	sort.SliceStable(p.Threads, func(i, j int) bool {
-		a, b := p.Threads[i], p.Threads[j]
-		if a.PID != b.PID {
-			return a.PID < b.PID
-		}
-		if a.TID != b.TID {
-			return a.TID < b.TID
-		}
-		return a.Start < b.Start
-	})
+	slices.SortStableFunc(p.Threads, threadOrder)
 	for _, pr := range procs {
 		p.Processes = append(p.Processes, pr)
 	}
 	sort.Slice(p.Processes, func(i, j int) bool { return p.Processes[i].PID < p.Processes[j].PID })
+}
+
+// threadOrder is the order of a Profile's Threads: by PID, TID, then
+// start time (a TID's incarnations in turn).
+func threadOrder(a, b *Thread) int {
+	return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
 }

@@ -66,9 +66,7 @@ func (t *Tables) Add(rec trace.Record) (threads bool, err error) {
 	return true, nil
 }
 
-// sort keeps the threads in Load's order (PID, TID, Start).
+// sort keeps the threads in Load's order (threadOrder).
 func (t *Tables) sort() {
-	slices.SortStableFunc(t.l.p.Threads, func(a, b *Thread) int {
-		return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
-	})
+	slices.SortStableFunc(t.l.p.Threads, threadOrder)
 }

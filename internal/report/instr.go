@@ -153,8 +153,9 @@ type InstrHeader struct {
 	// Instrument is the probe mechanism: "hook" or "uprobe".
 	Instrument string `json:"instrument"`
 	// Probes lists the functions probed by uprobes, with when: probes
-	// placed while the program ran (--root's callees, libraries loaded
-	// later) missed the calls made before. Never null.
+	// placed while the program ran (ProbeInfo.Late: --root's callees,
+	// libraries loaded later) missed the calls made before, probes
+	// removed while it ran the calls after. Never null.
 	Probes []ProbeInfo `json:"probes"`
 	// Metric is what the text columns showed and what percentages, Min
 	// and the order of rows use: "wall", "cpu" or "dispatches".

@@ -146,6 +146,18 @@ func (p *body) u32() uint32 {
 	return uint32(v)
 }
 
+// f64 reads appendF64's 8 bytes.
+func (p *body) f64() float64 {
+	if len(p.b)-p.i < 8 {
+		p.bad = true
+		p.i = len(p.b)
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(p.b[p.i:]))
+	p.i += 8
+	return v
+}
+
 // bytes reads a uvarint length and that many bytes. The length is checked
 // against what is left of the body before anything is allocated.
 func (p *body) bytes() []byte {

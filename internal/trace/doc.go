@@ -4,8 +4,9 @@
 // checksummed JSON) followed by chunks. Each chunk holds up to a few MiB
 // of records, is zstd-compressed and CRC-32C checksummed, and decodes on
 // its own, so a file cut at any byte — a recorder killed with SIGKILL,
-// a full disk — reads back up to its last complete chunk, and damage is
-// reported with the byte offset of the chunk it hit. Records follow the
+// a full disk — reads back up to its last complete chunk; a damaged
+// chunk is skipped, the intact ones after it read, and the damage
+// reported with the byte offset of the chunk it hit (DamageError). Records follow the
 // classic trace record layout (docs/architecture.md): a major code (what it is), a minor
 // code (a subtype or flags), a length and a timestamp, here as varints
 // delta-encoded within the chunk, so a sample takes about ten bytes
@@ -38,8 +39,9 @@
 //			break
 //		}
 //		if err != nil {
-//			// A *FormatError; errors.Is(err, trace.ErrTruncated) for a
-//			// cut file. Records read so far are intact.
+//			// A *FormatError (errors.Is(err, trace.ErrTruncated) for a
+//			// cut file), or a *DamageError after skipped damaged
+//			// chunks. Records read so far are intact.
 //			break
 //		}
 //		switch rec := rec.(type) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // chunkBuilder accumulates the raw (uncompressed) records of one chunk
@@ -44,6 +45,12 @@ func (c *chunkBuilder) appendTime(b []byte, t uint64) []byte {
 func appendBytes(b, s []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+// appendF64 appends v as 8 little-endian bytes, exactly: the tree
+// records' calibrated times, which are fractional nanoseconds.
+func appendF64(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
 
 func appendString(b []byte, s string) []byte {

@@ -127,12 +127,14 @@ func (r *Reader) Header() Header { return r.header }
 // this package, freshly allocated, so callers may keep it. Records of
 // unknown major codes (written by a newer version) are skipped.
 //
-// Next returns io.EOF when the file ends cleanly at a chunk boundary.
-// Otherwise, at the first truncated or damaged chunk it returns a
-// *FormatError with the chunk's offset, wrapping ErrTruncated,
-// ErrChecksum or ErrCorrupt; every record before that chunk has been
-// returned. A file cut exactly at a chunk boundary cannot be told from a
-// complete one here: a complete trace ends with an End record.
+// Next returns io.EOF when the file ends cleanly at a chunk boundary. A
+// damaged chunk (ErrChecksum, ErrCorrupt) is skipped and reading goes on
+// with the next intact one; at the end Next then returns a *DamageError
+// that sums up what was skipped. Without damage, a truncated last chunk
+// gives a *FormatError with the chunk's offset, wrapping ErrTruncated;
+// every record before that chunk has been returned. A file cut exactly
+// at a chunk boundary cannot be told from a complete one here: a
+// complete trace ends with an End record.
 func (r *Reader) Next() (Record, error) {
 	if r.err != nil {
 		return nil, r.err

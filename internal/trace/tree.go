@@ -1,9 +1,6 @@
 package trace
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "encoding/binary"
 
 // The records of an aggregated recording (trueprof record --aggregate,
 // docs/aggregate.md): instead of every function entry and exit, the
@@ -149,21 +146,6 @@ const (
 	treeMarkSwitches   = 1
 	treeMarkInterrupts = 2
 )
-
-func appendF64(b []byte, v float64) []byte {
-	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-}
-
-func (p *body) f64() float64 {
-	if len(p.b)-p.i < 8 {
-		p.bad = true
-		p.i = len(p.b)
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(p.b[p.i:]))
-	p.i += 8
-	return v
-}
 
 // appendTree appends the body of a tree record after its time and
 // returns its minor code.

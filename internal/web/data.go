@@ -218,7 +218,8 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	var res *calltree.Result
 	var header any
 	var err error
-	if len(p.Events) > 0 {
+	instrumented := len(p.Events) > 0 || p.Aggregated()
+	if instrumented {
 		if res, err = calltree.Build(p, calltree.Options{Root: p.Header.Root}); err != nil {
 			return nil, err
 		}
@@ -231,7 +232,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 		h.View = "flat"
 		header = h
 	}
-	return newData(p, title, res, header, rp)
+	return newData(p, title, res, header, rp, instrumented)
 }
 
 // BuildStream is Build over a trace read in two passes: the trees and
@@ -248,7 +249,7 @@ func BuildStream(s *model.Stream, title string) (*Data, error) {
 		first, last = widen(first, last, t.End)
 	}
 	rp := newRecordPass(p, first, last)
-	instrumented := s.Counts[model.RecordEvent] > 0
+	instrumented := s.Counts[model.RecordEvent] > 0 || p.Aggregated()
 	o := calltree.Options{}
 	if instrumented {
 		o.Root = p.Header.Root
@@ -265,12 +266,14 @@ func BuildStream(s *model.Stream, title string) (*Data, error) {
 		h.View = "flat"
 		header = h
 	}
-	return newData(p, title, res, header, rp)
+	return newData(p, title, res, header, rp, instrumented)
 }
 
 // newData makes the page's data of res, the analysis of p, with the
-// header of the reports and the counts of rp, the pass over p's records.
-func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass) (*Data, error) {
+// header of the reports and the counts of rp, the pass over p's records:
+// of calls when instrumented (function events, or an aggregated
+// recording's trees of them), else of samples.
+func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass, instrumented bool) (*Data, error) {
 	funcs := map[[2]string]int{}
 	b := &builder{p: p, d: &Data{Title: title, funcIndex: funcs, tableOf: map[string]int{}}, funcs: funcs, mods: map[string]int{},
 		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
@@ -279,7 +282,7 @@ func newData(p *model.Profile, title string, res *calltree.Result, header any, r
 	for _, pr := range p.Processes {
 		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
 	}
-	if rp.events > 0 {
+	if instrumented {
 		b.instrumented(res, rp)
 	} else {
 		b.sampling(res, rp)

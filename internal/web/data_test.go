@@ -179,3 +179,32 @@ func TestFunctionTablesShared(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildAggregateRecording: the page of an aggregated recording (record
+// --aggregate; ../export/testdata/aggregated.trace: main calls mid
+// 20,000 times, mid calls leaf twice) shows its trees' calls, as an
+// instrumented recording's, loaded and streamed alike: it has no events,
+// and as a sampling recording it showed no calls.
+func TestBuildAggregateRecording(t *testing.T) {
+	p, s := modeltest.OpenBoth(t, "../export/testdata/aggregated.trace")
+	d, err := Build(p, "agg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls uint64
+	for _, c := range d.Nodes.Calls {
+		calls += c
+	}
+	if d.Kind != "instrumented" || calls != 60001 {
+		t.Errorf("kind %q, %d calls; want instrumented, 60001", d.Kind, calls)
+	}
+	ds, err := BuildStream(s, "agg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(d)
+	b, _ := json.Marshal(ds)
+	if !bytes.Equal(a, b) {
+		t.Error("the streamed page's data differ from the loaded one's")
+	}
+}

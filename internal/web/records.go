@@ -15,7 +15,6 @@ import (
 type recordPass struct {
 	p           *model.Profile
 	first, last uint64 // the timeline's axis
-	events      uint64 // function events seen
 	stacks      []bool // by stack id: sampled
 	entries     []bool // by location id: a function entry
 	leaves      map[uint32]uint64
@@ -187,7 +186,6 @@ func (rp *recordPass) record(r *model.Record) {
 		}
 	case model.RecordEvent:
 		e := &r.Event
-		rp.events++
 		rp.owner(e.PID, e.TID, e.Time).events[rp.bin(e.Time)]++
 		if e.Entry && int(e.Function) < len(rp.entries) {
 			rp.entries[e.Function] = true
