@@ -75,7 +75,8 @@ func (s *session) startSideRings() {
 	})
 }
 
-// readerNice is the nice value of the threads that empty the rings.
+// readerNice is the nice value of the threads that empty the rings:
+// the perf rings' readers (pollRings) and the hooks' drainer.
 const readerNice = -10
 
 // ringPoll is a goroutine that empties rings (pollRings) and what stops
