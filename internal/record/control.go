@@ -42,11 +42,17 @@ type controlCall struct {
 	ans  chan control.Answer
 }
 
+// controlQueue is how many requests may wait for the loop. The queue
+// must hold a request before the loop is woken for it (handleControl):
+// an unbuffered send completed only once the loop, woken by its poll's
+// timeout, took it, so every request waited up to 100 ms.
+const controlQueue = 16
+
 // startControl opens the session's control socket. A recording whose
 // socket cannot be made goes on without one, with a warning: control is
 // a convenience, the recording is the point.
 func (s *session) startControl(pid int, launched bool) {
-	s.ctl = controlState{calls: make(chan controlCall), done: make(chan struct{}), start: perf.Now()}
+	s.ctl = controlState{calls: make(chan controlCall, controlQueue), done: make(chan struct{}), start: perf.Now()}
 	wake, err := perf.NewWakeup()
 	if err != nil {
 		fmt.Fprintf(s.log, "trueprof: no control socket: %v\n", err)
@@ -85,8 +91,8 @@ func (s *session) controlFds() []int {
 	return []int{s.ctl.wake.Fd()}
 }
 
-// handleControl runs on a connection's goroutine: it hands the request
-// to the loop and waits for the answer.
+// handleControl runs on a connection's goroutine: it queues the request
+// for the loop, wakes it, and waits for the answer.
 func (s *session) handleControl(req control.Request, file *os.File) control.Answer {
 	c := controlCall{req: req, file: file, ans: make(chan control.Answer, 1)}
 	select {

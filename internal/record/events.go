@@ -71,9 +71,9 @@ func (s *session) drainEvents(final bool) bool {
 // collectEvents takes the batch sources' events into s.pendingEvents,
 // sorts them all by time and reports whether a source holds more. What
 // the last merge left is in order; check says that other events were
-// appended since, which are looked at. Each source delivers a thread's events in order and, with
-// one busy thread, usually everything in order: the stable sort runs
-// only when threads interleave.
+// appended since, which are looked at. Each source delivers a thread's
+// events in order and, with one busy thread, usually everything in
+// order: the stable sort runs only when threads interleave.
 func (s *session) collectEvents(check bool) bool {
 	more, ordered := false, true
 	for _, src := range s.sources {

@@ -100,7 +100,7 @@ func (h *hookSource) run() {
 	// gets the CPU first.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), -10)
+	syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), readerNice)
 	// Drain on a period, never in a loop: the hook publishes each record
 	// by storing its ring's head, and a reader polling those heads
 	// continuously pulls their cache lines away from the writing threads

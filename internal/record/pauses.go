@@ -12,15 +12,15 @@ import (
 // pauseWatch finds the time the target's threads lose while the recorder
 // places or removes uprobes in a running process (attaching with -p, a
 // dlopen'ed library, --root's callees, ctl trace add|remove and root, the
-// detach at the end). Writing a
-// probe into a process's code takes its mm's lock, once per probe: a
-// thread that computes never notices, but one that needs the lock (a
-// page fault, mmap, munmap, a new thread) waits, for up to tens of
-// milliseconds over 2,000 probes (go run ./bench/attachpause). The
-// kernel's lock:contention_begin and lock:contention_end tracepoints,
-// enabled only while probes are placed or removed, give each wait, and a
-// target thread's wait during such a window is written as an Adjust
-// record, which the analysis removes from the calls it falls in.
+// detach at the end). Writing a probe into a process's code takes its
+// mm's lock, once per probe: a thread that computes never notices, but
+// one that needs the lock (a page fault, mmap, munmap, a new thread)
+// waits, for up to tens of milliseconds over 2,000 probes (go run
+// ./bench/attachpause). The kernel's lock:contention_begin and
+// lock:contention_end tracepoints, enabled only while probes are placed
+// or removed, give each wait, and a target thread's wait during such a
+// window is written as an Adjust record, which the analysis removes from
+// the calls it falls in.
 type pauseWatch struct {
 	fds   []int // the tracepoint events, disabled outside the windows
 	rings []*perf.Ring

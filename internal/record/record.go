@@ -687,8 +687,8 @@ func (s *session) openPerCPU(attr *unix.PerfEventAttr, pid int, cpus []int) []pr
 }
 
 // openShared opens attr on pid (-1: every task) and cpu. With owner < 0
-// the event maps a ring of its own of pages data pages; otherwise its records go
-// to the ring of event owner, on the same CPU.
+// the event maps a ring of its own of pages data pages; otherwise its
+// records go to the ring of event owner, on the same CPU.
 func (s *session) openShared(attr *unix.PerfEventAttr, pid, cpu, owner, pages int) (event, error) {
 	fd, err := perf.Open(attr, pid, cpu, 0)
 	if err != nil {
@@ -713,7 +713,8 @@ var errOpeningStopped = errors.New("tracepoints: opening stopped")
 // openTracepoints opens tps on every CPU for all tasks, each CPU's events
 // writing to the ring of its first (rings, owned by the events owners),
 // with filter (when not empty) set on each; on error it closes what it
-// opened. The rings are of sideRingPages, o's watermark a quarter of them. The caller adds the events to s.events, which closeEvents
+// opened. The rings are of sideRingPages, o's watermark a quarter of
+// them. The caller adds the events to s.events, which closeEvents
 // closes.
 //
 // Once stop is closed (nil: never) it opens no further tracepoint and
@@ -764,8 +765,9 @@ func byTime(a, b perf.Record) int { return cmp.Compare(a.Time, b.Time) }
 // Ring sizes: the ring reader empties the rings while the loop reads a
 // large module's symbols (2 to 3.5 s were seen on node, 100 MB, on a
 // loaded machine), but it too can be descheduled on a loaded machine, so
-// a ring holds up to ringSeconds of samples at the sampling rate, each as large as a full call chain and the user stack
-// make it. Rings never get smaller than perf's default, 512 KiB, and
+// a ring holds up to ringSeconds of samples at the sampling rate, each as
+// large as a full call chain and the user stack make it. Rings never get
+// smaller than perf's default, 512 KiB, and
 // without the right to lock more memory (UnlimitedRings) never larger;
 // the sampling and interrupt rings of all CPUs together stay within
 // maxRingsBytes.

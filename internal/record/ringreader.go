@@ -49,9 +49,8 @@ type ringReader struct {
 	// full counts the passes the reader skipped with a full queue.
 	full uint64
 
-	wake       *perf.Wakeup // signalled when the reader queued records
-	kick       *perf.Wakeup // signalled to stop the reader (pollRings)
-	stop, done chan struct{}
+	wake *perf.Wakeup // signalled when the reader queued records
+	poll *ringPoll    // the reader, once started
 	// ask wakes the reader for a pass take waits for: asked counts the
 	// passes asked, answered the last one a pass began after; answer
 	// (on mu) tells take of each pass. reading is true while the
@@ -76,33 +75,19 @@ const maxFreeStacks = 1024
 // start starts the reader's goroutine over the rings whose events are
 // fds. Without it (an error) the loop's own reads go on alone.
 func (rr *ringReader) start(fds []int) error {
-	kick, err := perf.NewWakeup()
-	if err != nil {
-		return err
-	}
+	var err error
 	if rr.ask, err = perf.NewWakeup(); err != nil {
-		kick.Close()
-		return err
-	}
-	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd(), rr.ask.Fd()))
-	if err != nil {
-		kick.Close()
-		rr.ask.Close()
 		return err
 	}
 	if rr.wake, err = perf.NewWakeup(); err != nil {
-		poller.Close()
-		kick.Close()
 		rr.ask.Close()
 		return err
 	}
-	rr.kick = kick
-	rr.stop, rr.done = make(chan struct{}), make(chan struct{})
 	rr.answer = sync.NewCond(&rr.mu)
 	rr.reading = true
 	// The watermark wakes the reader when a ring is a quarter full; the
 	// timeout reads what a quiet ring holds; take asks for a pass.
-	go pollRings(poller, rr.stop, rr.done, func() {
+	rr.poll, err = startRingPoll(append(slices.Clip(fds), rr.ask.Fd()), func() {
 		rr.ask.Clear()
 		rr.mu.Lock()
 		asked := rr.asked
@@ -114,29 +99,28 @@ func (rr *ringReader) start(fds []int) error {
 			rr.wake.Signal()
 		}
 	})
+	if err != nil {
+		rr.reading = false
+		rr.ask.Close()
+		rr.wake.Close()
+		rr.ask, rr.wake = nil, nil // the loop reads alone and waits on no wake-up
+		return err
+	}
 	return nil
 }
 
 // stopReading stops the goroutine, so that the loop reads the rings a
 // last time alone and may unmap them.
 func (rr *ringReader) stopReading() {
-	if rr.stop == nil {
+	if rr.poll == nil || !rr.poll.end() {
 		return
 	}
-	select {
-	case <-rr.stop:
-	default:
-		close(rr.stop)
-		rr.kick.Signal()
-		<-rr.done
-		rr.mu.Lock()
-		rr.reading = false
-		rr.answer.Broadcast()
-		rr.mu.Unlock()
-		rr.wake.Close()
-		rr.kick.Close()
-		rr.ask.Close()
-	}
+	rr.mu.Lock()
+	rr.reading = false
+	rr.answer.Broadcast()
+	rr.mu.Unlock()
+	rr.wake.Close()
+	rr.ask.Close()
 }
 
 // readLocked moves the rings' records to the queue unless it is full,

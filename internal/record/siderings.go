@@ -2,6 +2,7 @@ package record
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,9 +20,7 @@ import (
 // sampling rings' records; counter samples are counted at once.
 type sideRings struct {
 	mu       sync.Mutex
-	kick     *perf.Wakeup // signalled to stop the goroutine (pollRings)
-	stop     chan struct{}
-	done     chan struct{}
+	poll     *ringPoll // the goroutine, once started
 	irqs     []perf.Record
 	lost     uint64 // records the kernel lost
 	unparsed uint64
@@ -38,7 +37,7 @@ func (s *session) readOtherRings(final bool) {
 	}
 	if final {
 		s.stopSideRings()
-	} else if s.side.stop == nil {
+	} else if s.side.poll == nil {
 		s.startSideRings()
 	}
 	sr := &s.side
@@ -66,19 +65,9 @@ func (s *session) startSideRings() {
 	for _, fd := range s.counters.owners {
 		fds = append(fds, fd)
 	}
-	kick, err := perf.NewWakeup()
-	if err != nil {
-		return // the loop's own reads will do
-	}
-	poller, err := perf.NewPoller(append(fds, kick.Fd()))
-	if err != nil {
-		kick.Close()
-		return
-	}
 	sr := &s.side
-	sr.kick = kick
-	sr.stop, sr.done = make(chan struct{}), make(chan struct{})
-	go pollRings(poller, sr.stop, sr.done, func() {
+	// Without the goroutine (an error) the loop's own reads will do.
+	sr.poll, _ = startRingPoll(fds, func() {
 		sr.mu.Lock()
 		s.readIRQ()
 		s.readCounters()
@@ -86,14 +75,53 @@ func (s *session) startSideRings() {
 	})
 }
 
-// readerNice is the nice value of the threads that empty the rings.
+// readerNice is the nice value of the threads that empty the rings:
+// the perf rings' readers (pollRings) and the hooks' drainer.
 const readerNice = -10
 
+// ringPoll is a goroutine that empties rings (pollRings) and what stops
+// it.
+type ringPoll struct {
+	stop, done chan struct{}
+	// kick is in the poller and signalled after stop is closed, so that
+	// a stop does not wait for the timeout (up to 50 ms, twice, at the
+	// end of every recording).
+	kick *perf.Wakeup
+}
+
+// startRingPoll starts pollRings over the rings whose events are fds.
+func startRingPoll(fds []int, read func()) (*ringPoll, error) {
+	kick, err := perf.NewWakeup()
+	if err != nil {
+		return nil, err
+	}
+	poller, err := perf.NewPoller(append(slices.Clip(fds), kick.Fd()))
+	if err != nil {
+		kick.Close()
+		return nil, err
+	}
+	p := &ringPoll{stop: make(chan struct{}), done: make(chan struct{}), kick: kick}
+	go pollRings(poller, p.stop, p.done, read)
+	return p, nil
+}
+
+// end stops the goroutine and waits for its end; it reports whether
+// this call stopped it (later calls return at once).
+func (p *ringPoll) end() bool {
+	select {
+	case <-p.stop:
+		return false
+	default:
+	}
+	close(p.stop)
+	p.kick.Signal()
+	<-p.done
+	p.kick.Close()
+	return true
+}
+
 // pollRings calls read whenever a ring of poller's has data or 50 ms
-// pass, until stop is closed; it then closes poller and done. The
-// poller also holds a wake-up the stopper signals after closing stop, so
-// that a stop does not wait for the timeout (up to 50 ms, twice, at the
-// end of every recording).
+// pass, until stop is closed; it then closes poller and done.
 //
 // Its thread runs at a higher priority (readerNice) than the target and
 // the rest of the recorder: on a loaded machine (load 50-150 on 2 CPUs
@@ -121,17 +149,7 @@ func pollRings(poller *perf.Poller, stop, done chan struct{}, read func()) {
 // stopSideRings stops the goroutine before the rings are read a last
 // time or unmapped.
 func (s *session) stopSideRings() {
-	sr := &s.side
-	if sr.stop == nil {
-		return
+	if s.side.poll != nil {
+		s.side.poll.end()
 	}
-	select {
-	case <-sr.stop:
-	default:
-		close(sr.stop)
-		sr.kick.Signal()
-		<-sr.done
-		sr.kick.Close()
-	}
-	<-sr.done
 }
