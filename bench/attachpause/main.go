@@ -177,7 +177,7 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 			t := time.Now()
 			switch kind {
 			case "attach":
-				if set, err = uprobe.Attach(pid, bin, sites, false); err != nil {
+				if set, err = uprobe.Attach(pid, bin, sites); err != nil {
 					log.Fatal(err)
 				}
 			case "detach":

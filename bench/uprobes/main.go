@@ -77,7 +77,7 @@ func main() {
 	pmu(bin, sites[:share], "PMU per CPU with inherit", cpus, pid, true)
 
 	t = time.Now()
-	set, err := uprobe.Attach(pid, bin, sites, false)
+	set, err := uprobe.Attach(pid, bin, sites)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("running the calibration target: %w", err)
 	}
-	set, err := uprobe.Attach(cmd.Process.Pid, u.bin, sites, false)
+	set, err := uprobe.Attach(cmd.Process.Pid, u.bin, sites)
 	if err != nil {
 		stdin.Close()
 		cmd.Wait()

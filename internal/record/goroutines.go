@@ -27,7 +27,7 @@ const eventGoID trace.EventKind = 0xff
 // of a thread can be given to the goroutine it ran. It is not a reason
 // to stop recording: a target that is not Go is left alone, and one
 // whose goroutines cannot be followed is said once and recorded without.
-func (s *session) startGoroutines(pid int, launched bool) {
+func (s *session) startGoroutines(pid int) {
 	if s.cfg.NoGoroutines {
 		return
 	}
@@ -41,7 +41,7 @@ func (s *session) startGoroutines(pid int, launched bool) {
 	}
 	if err == nil {
 		var g *uprobe.Goroutines
-		if g, err = uprobe.AttachGoroutines(pid, path, layout, launched); err == nil {
+		if g, err = uprobe.AttachGoroutines(pid, path, layout); err == nil {
 			s.sources = append(s.sources, &goroutineSource{g: g, log: s.log, start: perf.Now()})
 			s.startLabels(pid, path, layout)
 			s.aggregateGoroutines()

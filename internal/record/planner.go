@@ -199,7 +199,7 @@ func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *
 	var placed []*uprobeSource
 	var live uint64
 	for _, m := range p.modules {
-		u, err := p.placeModule(pid, m, launched, false)
+		u, err := p.placeModule(pid, m, false)
 		if err != nil {
 			return err
 		}
@@ -353,7 +353,7 @@ func (p *uprobePlanner) attachLive(pid int, m plannedModule, lazy bool) (*uprobe
 		return nil, nil // recording is stopping: the probes would count nothing
 	}
 	placed := p.pauses.placing()
-	u, err := p.placeModule(pid, m, false, lazy)
+	u, err := p.placeModule(pid, m, lazy)
 	placed()
 	if err != nil || u == nil {
 		return nil, err
@@ -366,7 +366,7 @@ func (p *uprobePlanner) attachLive(pid int, m plannedModule, lazy bool) (*uprobe
 // --root's expansion. Functions probed already are left out: nil when
 // all of them are. A function of the root's subgraph that calls functions
 // not probed yet holds the target at its first entry (lazy.go).
-func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy bool) (*uprobeSource, error) {
+func (p *uprobePlanner) placeModule(pid int, m plannedModule, lazy bool) (*uprobeSource, error) {
 	module, err := p.res.Module(m.path)
 	if err != nil {
 		return nil, err
@@ -386,10 +386,10 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, launched, lazy boo
 	}
 	var set *uprobe.Set
 	if lazy && p.spare != nil && len(m.sites) <= uprobe.LoadedSites {
-		set, err = attachLoaded(p.spare, pid, m.path, m.sites, launched)
+		set, err = attachLoaded(p.spare, pid, m.path, m.sites)
 		p.spare = nil
 	} else {
-		set, err = attachUprobes(pid, m.path, m.sites, launched)
+		set, err = attachUprobes(pid, m.path, m.sites)
 	}
 	if err != nil {
 		return nil, err

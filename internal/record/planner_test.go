@@ -57,8 +57,8 @@ func (f *fakePlanner) close() {}
 // uprobe attach, no event source added).
 func TestDataPathReportsToThePlanner(t *testing.T) {
 	attached := 0
-	defer func(f func(int, string, []uprobe.Site, bool) (*uprobe.Set, error)) { attachUprobes = f }(attachUprobes)
-	attachUprobes = func(int, string, []uprobe.Site, bool) (*uprobe.Set, error) {
+	defer func(f func(int, string, []uprobe.Site) (*uprobe.Set, error)) { attachUprobes = f }(attachUprobes)
+	attachUprobes = func(int, string, []uprobe.Site) (*uprobe.Set, error) {
 		attached++
 		return nil, errors.New("probes attached outside the planner")
 	}

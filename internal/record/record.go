@@ -313,7 +313,7 @@ func (s *session) open() error {
 	if err := s.startProbes(s.pid, launched); err != nil {
 		return err
 	}
-	s.startGoroutines(s.pid, launched)
+	s.startGoroutines(s.pid)
 	return nil
 }
 

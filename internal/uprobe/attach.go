@@ -106,8 +106,8 @@ var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need
 // to pid's threads (existing and later ones) and writing to one BPF ring
 // buffer.
 //
-// launched says the process is stopped in trueprof's exec wrapper before
-// exec of path: the breakpoints are then installed when exec maps path,
+// A process stopped in trueprof's exec wrapper before exec of path gets
+// its breakpoints when exec maps path,
 // because the kernel matches the process's memory map, which exec
 // replaces, not a fixed one. Otherwise pid is running and the breakpoints
 // are written into its current mappings of path at once. Children the
@@ -126,8 +126,7 @@ var ErrNoUprobeMulti = errors.New("BPF uprobe_multi links unavailable (they need
 // (Lost) and stops nothing.
 //
 // Attach fails, having placed nothing, if any probe cannot be placed.
-func Attach(pid int, path string, sites []Site, launched bool) (*Set, error) {
-	_ = launched // both cases are the same pid-filtered link; see above
+func Attach(pid int, path string, sites []Site) (*Set, error) {
 	return attach(pid, path, sites, nil)
 }
 
@@ -174,8 +173,7 @@ func (l *Loaded) Close() error {
 // AttachLoaded is Attach with the BPF side loaded beforehand (Load), for
 // at most LoadedSites sites. The Set owns l from then on; on error l is
 // closed.
-func AttachLoaded(l *Loaded, pid int, path string, sites []Site, launched bool) (*Set, error) {
-	_ = launched // as for Attach
+func AttachLoaded(l *Loaded, pid int, path string, sites []Site) (*Set, error) {
 	if len(sites) > LoadedSites {
 		l.Close()
 		return nil, fmt.Errorf("uprobe: %d sites, more than the %d a loaded set takes", len(sites), LoadedSites)

@@ -157,7 +157,7 @@ func TestCExactCounts(t *testing.T) {
 				runs = bin
 			}
 			in, _ := testutil.StartGated(t, cmd, runs)
-			set, err := Attach(cmd.Process.Pid, bin, sites, mode == "launched")
+			set, err := Attach(cmd.Process.Pid, bin, sites)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +290,7 @@ func TestGoRetProbes(t *testing.T) {
 	}
 	cmd := exec.Command(bin)
 	in, out := testutil.StartGated(t, cmd, bin)
-	set, err := Attach(cmd.Process.Pid, bin, sites, false)
+	set, err := Attach(cmd.Process.Pid, bin, sites)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestAttachRunningThreads(t *testing.T) {
 		old[uint32(tid)] = true
 	}
 	start := time.Now()
-	set, err := Attach(pid, bin, sites, false)
+	set, err := Attach(pid, bin, sites)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestAttach5000(t *testing.T) {
 	cmd := exec.Command(bin)
 	in, _ := testutil.StartGated(t, cmd, bin)
 	t1 := time.Now()
-	set, err := Attach(cmd.Process.Pid, bin, sites, false)
+	set, err := Attach(cmd.Process.Pid, bin, sites)
 	if err != nil {
 		t.Fatal(err)
 	}

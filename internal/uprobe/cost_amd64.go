@@ -55,7 +55,7 @@ func hitCost(pc, delta uintptr, ret bool, n int) (float64, error) {
 	}
 	base := run()
 	site := Site{Function: "cost", Entry: off + uint64(delta), Return: ret}
-	set, err := Attach(os.Getpid(), path, []Site{site}, false)
+	set, err := Attach(os.Getpid(), path, []Site{site})
 	if err != nil {
 		return 0, err
 	}

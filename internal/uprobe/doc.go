@@ -37,7 +37,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	set, err := uprobe.Attach(pid, "/usr/bin/prog", sites, false)
+//	set, err := uprobe.Attach(pid, "/usr/bin/prog", sites)
 //	if err != nil {
 //		return err
 //	}

@@ -69,8 +69,7 @@ const ptRegsRAX = 80
 // every goroutine switch. layout comes from symbolize.ReadGoLayout on the
 // same file. It fails, having placed nothing, if the executable has no
 // runtime.execute whose first argument a probe can read.
-func AttachGoroutines(pid int, path string, layout symbolize.GoLayout, launched bool) (*Goroutines, error) {
-	_ = launched // a pid-filtered link either way; see Attach
+func AttachGoroutines(pid int, path string, layout symbolize.GoLayout) (*Goroutines, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("uprobe: invalid pid %d", pid)
 	}

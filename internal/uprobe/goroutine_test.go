@@ -24,7 +24,7 @@ func TestGoroutines(t *testing.T) {
 	pid := 0
 	out := runFixture(t, testutil.GoroutineFixture, func(p int, bin string, layout symbolize.GoLayout) (ring *ring, err error) {
 		pid = p
-		g, err = AttachGoroutines(pid, bin, layout, false)
+		g, err = AttachGoroutines(pid, bin, layout)
 		if err != nil {
 			return nil, err
 		}

@@ -72,9 +72,9 @@ func testHold(t *testing.T, loaded bool) {
 		if l, err = Load(); err != nil {
 			t.Fatal(err)
 		}
-		set, err = AttachLoaded(l, cmd.Process.Pid, bin, sites, false)
+		set, err = AttachLoaded(l, cmd.Process.Pid, bin, sites)
 	} else {
-		set, err = Attach(cmd.Process.Pid, bin, sites, false)
+		set, err = Attach(cmd.Process.Pid, bin, sites)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestAttachLoadedTooMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AttachLoaded(l, os.Getpid(), "/bin/true", make([]Site, LoadedSites+1), false); err == nil || !strings.Contains(err.Error(), "more than") {
+	if _, err := AttachLoaded(l, os.Getpid(), "/bin/true", make([]Site, LoadedSites+1)); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("AttachLoaded of %d sites: %v", LoadedSites+1, err)
 	}
 	if l.events != nil || l.hold != nil {
