@@ -33,7 +33,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"trueprof/internal/calibrate/calfit"
@@ -413,18 +412,7 @@ func functionName(p *model.Profile, loc uint32) string {
 // machine names this machine for the stored calibration.
 func machine() (host, kernel string) {
 	host, _ = os.Hostname()
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		b := make([]byte, 0, len(u.Release))
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		kernel = string(b)
-	}
-	return host, kernel
+	return host, perf.KernelRelease()
 }
 
 // LoadOrMeasure returns this machine's stored calibration of

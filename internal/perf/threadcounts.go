@@ -210,6 +210,17 @@ func cachedTaskOffsets() (taskOffsets, error) {
 	return off, nil
 }
 
+// KernelRelease returns the running kernel's release (uname -r), "" if
+// it cannot be read: traces and stored calibrations name the kernel they
+// were made on.
+func KernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
 // taskOffsetsKey names the running kernel's BTF, and the cache file;
 // "" when there is no per-user cache directory.
 func taskOffsetsKey() (key, path string) {

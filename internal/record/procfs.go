@@ -50,21 +50,6 @@ func procState(path string) (byte, bool) {
 	return '?', true
 }
 
-func kernelRelease() string {
-	var u syscall.Utsname
-	if err := syscall.Uname(&u); err != nil {
-		return ""
-	}
-	b := make([]byte, 0, len(u.Release))
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
-	return string(b)
-}
-
 // synthesize writes the thread names and executable mappings that an
 // attached process had before recording started, as the kernel's records
 // would have described them (what perf record does from /proc too).

@@ -551,7 +551,7 @@ func (s *session) header(kernel bool) *trace.Header {
 		h.StackBytes = s.cfg.StackBytes
 	}
 	h.Host, _ = os.Hostname()
-	h.Kernel = kernelRelease()
+	h.Kernel = perf.KernelRelease()
 	if s.cfg.PID != 0 {
 		h.PIDs = []int{s.cfg.PID}
 	}
