@@ -73,8 +73,10 @@ func TestThreadCounts(t *testing.T) {
 	if _, err := unix.Read(migrations, b[:]); err != nil {
 		t.Fatal(err)
 	}
-	if want := binary.LittleEndian.Uint64(b[:]); sum.Migrations != want {
-		t.Errorf("the threads' migrations since tracked add up to %d, the cpu-migrations event counted %d", sum.Migrations, want)
+	// A migration after a thread's exit tracepoint (late in its exit,
+	// docs/recording.md) is the event's only: at most one per thread.
+	if want := binary.LittleEndian.Uint64(b[:]); sum.Migrations > want || want-sum.Migrations > uint64(len(exits)) {
+		t.Errorf("the threads' migrations since tracked add up to %d, the cpu-migrations event counted %d (at most one a thread more)", sum.Migrations, want)
 	}
 	if len(pids) < 2 {
 		t.Errorf("exits of processes %v, want the shell and its children", pids)
