@@ -8,7 +8,7 @@
 //   - one BPF uprobe_multi link for all entries and one for all
 //     uretprobes (uprobe.Attach).
 //
-// It also prints the per-hit cost of a probe (uprobe.Cost) and the time a
+// It also prints the per-hit cost of a probe (uprobe.SiteCosts) and the time a
 // fully probed run of the fixture takes.
 //
 // Usage (as root, from the repository root):
@@ -97,12 +97,12 @@ func main() {
 	fmt.Printf("BPF uprobe_multi: probed run %v, %d events, %d lost; detached in %v\n",
 		run.Round(time.Millisecond), events, set.Lost(), time.Since(t).Round(time.Millisecond))
 
-	emulated, stepped, err := uprobe.Cost()
+	c, err := uprobe.SiteCosts()
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("per hit: %.2f µs on an emulated instruction (push %%rbp), %.2f µs single-stepped (mov %%edi,%%edx)\n",
-		emulated/1000, stepped/1000)
+	fmt.Printf("per hit: entry %.2f µs on an emulated instruction (push %%rbp), %.2f µs single-stepped (mov %%edi,%%edx); exit %.2f µs through a uretprobe, %.2f µs on a RET\n",
+		c.EntryEmulated/1000, c.EntryStepped/1000, c.ExitReturn/1000, c.ExitRetInsn/1000)
 }
 
 // pmu opens an entry probe and a uretprobe per site through the uprobe

@@ -4,69 +4,33 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
-	"time"
+
+	"golang.org/x/sys/unix"
 
 	"trueprof/internal/trace"
 )
 
-// Addresses of the probed functions of cost_amd64.s.
-var costPushPC, costMovPC uintptr
+// Addresses of the functions of cost_amd64.s: one never probed, four
+// probed one way each.
+var costPlainPC, costPushPC, costPushRetPC, costMovPC, costMovRetPC uintptr
 
 // costLoop calls the function at fn n times (n > 0).
 //
 //go:noescape
 func costLoop(fn uintptr, n int)
 
-// Cost measures the per-hit cost of an entry probe on an emulated and a
-// non-emulated instruction on this machine (ns). It probes two functions
-// of trueprof's own executable, push %rbp and mov %edi,%edx, through
-// Attach, so it needs the same privileges, and returns the smallest extra
-// time per call over a few runs.
-func Cost() (emulated, stepped float64, err error) {
-	// Emulated hits cost about 1 µs and stepped ones over 10 µs here.
-	if emulated, err = hitCost(costPushPC, 0, false, 20000); err != nil {
-		return 0, 0, err
-	}
-	if stepped, err = hitCost(costMovPC, 0, false, 1000); err != nil {
-		return 0, 0, err
-	}
-	return emulated, stepped, nil
-}
-
-// hitCost probes the instruction at pc+delta of this process (with a
-// uretprobe too if ret) and returns the extra ns per call of the function
-// at pc.
-func hitCost(pc, delta uintptr, ret bool, n int) (float64, error) {
-	path, off, err := selfOffset(pc)
-	if err != nil {
-		return 0, err
-	}
-	run := func() time.Duration {
-		best := time.Duration(1<<63 - 1)
-		for range 3 {
-			t := time.Now()
-			costLoop(pc, n)
-			best = min(best, time.Since(t))
-		}
-		return best
-	}
-	base := run()
-	site := Site{Function: "cost", Entry: off + uint64(delta), Return: ret}
-	set, err := Attach(os.Getpid(), path, []Site{site})
-	if err != nil {
-		return 0, err
-	}
-	defer set.Close()
-	probed := run()
-	hits := set.Read(func(Event) {})
-	if want := 3 * n; !ret && hits != want || ret && hits != 2*want {
-		return 0, fmt.Errorf("uprobe: cost measurement saw %d probe hits for %d calls", hits, 3*n)
-	}
-	return float64(probed-base) / float64(n), nil
-}
+// costRounds is how many times SiteCosts times each function. The
+// functions take turns within a round, so a busy moment of the machine
+// slows every class alike instead of one class's whole measurement (a
+// return probe's exit, the difference of two classes, came out 0 when
+// its two terms were timed a second apart on a loaded machine). Loops
+// are short (1-2 ms) and many, so that some run within one time slice.
+const costRounds = 40
 
 // selfOffset returns the file this process maps at pc and pc's offset in
 // it. The path is /proc/self/exe when pc is in the executable, which
@@ -110,20 +74,88 @@ func selfOffset(pc uintptr) (string, uint64, error) {
 // (a uretprobe's trampoline, beyond its entry probe) and a uprobe on a
 // RET instruction (single-stepped). Calibration stores them so that
 // reports charge each probed function the cost of its own sites.
+//
+// It probes five small functions of trueprof's own executable through
+// Attach, so it needs the same privileges, times a loop of calls to each
+// costRounds times in turn on the thread's CPU clock, and takes each
+// function's fastest loop.
 func SiteCosts() (trace.SiteCosts, error) {
-	var c trace.SiteCosts
-	var err error
-	if c.EntryEmulated, c.EntryStepped, err = Cost(); err != nil {
-		return c, err
+	type fn struct {
+		pc    uintptr
+		delta uintptr // offset of the probed instruction; -1: not probed
+		ret   bool
+		n     int // calls per loop: emulated hits cost about 1 µs, stepped ones over 10 µs
 	}
-	// costMov's RET is at +2.
-	if c.ExitRetInsn, err = hitCost(costMovPC, 2, false, 1000); err != nil {
-		return c, err
+	const (
+		plain = iota
+		push
+		pushRet
+		mov
+		movRet
+	)
+	fns := []fn{
+		plain:   {costPlainPC, ^uintptr(0), false, 2000},
+		push:    {costPushPC, 0, false, 2000},
+		pushRet: {costPushRetPC, 0, true, 2000},
+		mov:     {costMovPC, 0, false, 100},
+		movRet:  {costMovRetPC, 2, false, 100},
 	}
-	both, err := hitCost(costPushPC, 0, true, 20000)
+	var path string
+	var sites []Site
+	want := 0
+	for _, f := range fns {
+		if f.delta == ^uintptr(0) {
+			continue
+		}
+		p, off, err := selfOffset(f.pc)
+		if err != nil {
+			return trace.SiteCosts{}, err
+		}
+		path = p
+		sites = append(sites, Site{Function: "cost", Entry: off + uint64(f.delta), Return: f.ret})
+		if f.ret {
+			want += 2 * f.n * costRounds
+		} else {
+			want += f.n * costRounds
+		}
+	}
+	set, err := Attach(os.Getpid(), path, sites)
 	if err != nil {
-		return c, err
+		return trace.SiteCosts{}, err
 	}
-	c.ExitReturn = max(both-c.EntryEmulated, 0)
-	return c, nil
+	defer set.Close()
+	best := make([]float64, len(fns))
+	for i := range best {
+		best[i] = math.Inf(1)
+	}
+	// The thread's CPU clock, which includes the probes' kernel time but
+	// not the time other tasks ran while this one waited.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := func() float64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+			panic(err) // every Linux since 2.6.12 has it
+		}
+		return float64(ts.Nano())
+	}
+	hits := 0
+	for range costRounds {
+		for i, f := range fns {
+			t := cpu()
+			costLoop(f.pc, f.n)
+			best[i] = min(best[i], (cpu()-t)/float64(f.n))
+		}
+		// Drain after every round: a round's hits fit the ring, seven do not.
+		hits += set.Read(func(Event) {})
+	}
+	if hits != want {
+		return trace.SiteCosts{}, fmt.Errorf("uprobe: cost measurement saw %d probe hits, want %d", hits, want)
+	}
+	return trace.SiteCosts{
+		EntryEmulated: max(best[push]-best[plain], 0),
+		EntryStepped:  max(best[mov]-best[plain], 0),
+		ExitReturn:    max(best[pushRet]-best[push], 0),
+		ExitRetInsn:   max(best[movRet]-best[plain], 0),
+	}, nil
 }

@@ -10,7 +10,7 @@
 //     stack-growth check, or after a C function's endbr64. Emulated hits
 //     cost about 0.6 µs here; single-stepped ones (endbr64, mov, ret, a
 //     frameless leaf's first instruction) about 11 µs. Site.Emulated says
-//     which, and Cost measures both on the running machine.
+//     which, and SiteCosts measures both on the running machine.
 //   - C, C++ and Rust functions exit through a uretprobe at the entry.
 //   - Go functions exit through probes on their RET instructions (and
 //     tail-call jumps), because a uretprobe rewrites the return address on
