@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/perf"
 	"trueprof/internal/uprobe"
 )
@@ -207,7 +208,7 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 		log.Fatal(err)
 	}
 	fmt.Printf("%s loop, %d probes, %d runs of %v windows, gaps over %v:\n", mode, len(sites), runs, windowLen, gap)
-	fmt.Printf("  attach %v, detach %v (medians)\n", benchutil.Median(took["attach"]).Round(time.Microsecond), benchutil.Median(took["detach"]).Round(time.Microsecond))
+	fmt.Printf("  attach %v, detach %v (medians)\n", calfit.Median(took["attach"]).Round(time.Microsecond), calfit.Median(took["detach"]).Round(time.Microsecond))
 	for _, kind := range windowKinds {
 		var sleeps []uint64
 		var blocked, longest, sum []time.Duration
@@ -225,7 +226,7 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 			longest, sum = append(longest, w.longest), append(sum, w.sum)
 		}
 		fmt.Printf("  %-6s windows: voluntary switches %v; blocked median %v (max %v); longest gap median %v, gaps' sum median %v\n",
-			kind, sleeps, benchutil.Median(blocked).Round(time.Microsecond), slices.Max(blocked).Round(time.Microsecond),
-			benchutil.Median(longest).Round(time.Microsecond), benchutil.Median(sum).Round(time.Microsecond))
+			kind, sleeps, calfit.Median(blocked).Round(time.Microsecond), slices.Max(blocked).Round(time.Microsecond),
+			calfit.Median(longest).Round(time.Microsecond), calfit.Median(sum).Round(time.Microsecond))
 	}
 }

@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", calltree.TransitionName(k))
 		}
 		n = min(n, len(pooled[k]))
-		median[k] = calfit.MedianOf(pooled[k])
+		median[k] = float64(calfit.Median(pooled[k]))
 	}
 	fmt.Fprintf(o.Log, "calibrate: %s: empty intervals' medians %v ns (%d each or more)\n", o.Mechanism, round(median), n)
 	var fs []calfit.Shape
