@@ -44,6 +44,7 @@ import (
 	"strings"
 
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/trace"
@@ -484,5 +485,5 @@ func medianOrNaN(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
-	return benchutil.Median(v)
+	return calfit.Median(v)
 }

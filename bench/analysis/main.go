@@ -47,6 +47,7 @@ import (
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
 	"trueprof/internal/testutil"
@@ -105,7 +106,7 @@ func main() {
 			u := benchutil.Measure(env, argv...)
 			walls, cpus, rsss = append(walls, u.Wall), append(cpus, u.CPU()), append(rsss, u.PeakKiB)
 		}
-		rw := row{name, benchutil.Median(walls), benchutil.Median(cpus), benchutil.Median(rsss)}
+		rw := row{name, calfit.Median(walls), calfit.Median(cpus), calfit.Median(rsss)}
 		fmt.Printf("%-34s %10.0f %12.3g %8d MB %10.0f\n", name, benchutil.MS(rw.wall), events/rw.wall.Seconds(), rw.rss/1024, benchutil.MS(rw.cpu))
 		return rw
 	}
@@ -139,7 +140,7 @@ func main() {
 		for range *runs {
 			walls = append(walls, benchutil.Time("uftrace", "report", "-d", data))
 		}
-		uftraceReport = benchutil.Median(walls)
+		uftraceReport = calfit.Median(walls)
 		fmt.Printf("%-34s %10.0f %12.3g\n", "uftrace report (same calls, -pg)", benchutil.MS(uftraceReport), n/uftraceReport.Seconds())
 		os.RemoveAll(data)
 	} else {
@@ -200,8 +201,8 @@ func sampling(dir, bin string, seconds float64, runs int, bar func(bool, string,
 		o := benchutil.Measure(nil, bin, "report", "-i", tr, "--view", "tree")
 		ourWalls, ourCPUs = append(ourWalls, o.Wall), append(ourCPUs, o.CPU())
 	}
-	pw, ow := benchutil.Median(perfWalls), benchutil.Median(ourWalls)
-	pc, oc := benchutil.Median(perfCPUs), benchutil.Median(ourCPUs)
+	pw, ow := calfit.Median(perfWalls), calfit.Median(ourWalls)
+	pc, oc := calfit.Median(perfCPUs), calfit.Median(ourCPUs)
 	fmt.Printf("\nsampling: examples/hotspots, %s rounds (about 1 ms each) at 4000 Hz (%d samples)\n", rounds, sampleCount(samples))
 	fmt.Printf("%-34s %10s %10s\n", "measurement", "time (ms)", "CPU (ms)")
 	fmt.Printf("%-34s %10.1f %10.1f\n%-34s %10.1f %10.1f\n", "perf report --stdio", benchutil.MS(pw), benchutil.MS(pc),

@@ -12,9 +12,10 @@
 // probes to every function of the target (-n of them) and detaches them,
 // and one in which it does nothing. It prints, per window kind, the
 // voluntary context switches of each window and the
-// median over -runs of the time the target was blocked (neither running
-// nor waiting for a CPU, from its schedstat), of the longest gap and of
-// the gaps' sum.
+// median over -runs of the time the target was blocked (off a CPU without
+// being preempted: from each such switch-out to the next switch-in, from
+// its PERF_RECORD_SWITCH records), of the longest gap and of the gaps'
+// sum.
 //
 // Usage (as root, from the repository root):
 //
@@ -26,7 +27,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/perf"
 	"trueprof/internal/uprobe"
 )
@@ -82,10 +83,9 @@ type window struct {
 	// that makes no blocking call has none unless something makes it
 	// wait.
 	sleeps uint64
-	// blocked is the time the target neither ran nor waited for a CPU:
-	// the wall time less the CPU time and the run-queue wait of its
-	// schedstat. On a loaded machine the loop's gaps are mostly waits for
-	// a CPU; a pause the attach causes is time blocked.
+	// blocked is the time the target neither ran nor waited for a CPU
+	// (blockedSpans). On a loaded machine the loop's gaps are mostly
+	// waits for a CPU; a pause the attach causes is time blocked.
 	blocked time.Duration
 	// longest and sum are of the loop's gaps in the window.
 	longest, sum time.Duration
@@ -107,20 +107,79 @@ func voluntarySwitches(pid int) uint64 {
 	return n
 }
 
-// schedstat reads /proc/PID/schedstat: the CPU time and the run-queue
-// wait of the process's (single) thread, in ns.
-func schedstat(pid int) (cpu, wait uint64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+// blockedSpans collects the spans in which the target was blocked: from
+// each switch-out that was not a preemption (the thread was not
+// runnable) to its next switch-in, timed by the kernel on
+// CLOCK_MONOTONIC as the windows are. (They were the wall time less the
+// CPU time and the run-queue wait of its schedstat: the kernel adds to
+// those only at scheduler events, so the difference of the three was off
+// by up to a tick, and a spin loop with no voluntary switch came out
+// hundreds of µs blocked, or less than not at all.)
+type blockedSpans struct {
+	fd    int
+	ring  *perf.Ring
+	since uint64      // when the blocked span under way began; 0 if none
+	spans [][2]uint64 // start, end
+	rec   perf.Record
+}
+
+// watchBlocked starts collecting the blocked spans of single-threaded
+// process pid.
+func watchBlocked(pid int) *blockedSpans {
+	dummy, err := perf.ParseEvent("dummy")
 	if err != nil {
 		log.Fatal(err)
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		log.Fatalf("schedstat %q", b)
+	fd, err := perf.Open(perf.SamplingAttr(dummy, perf.SamplingOptions{Period: 1, ContextSwitch: true, Kernel: true}), pid, -1, 0)
+	if err != nil {
+		log.Fatal(err)
 	}
-	cpu, _ = strconv.ParseUint(f[0], 10, 64)
-	wait, _ = strconv.ParseUint(f[1], 10, 64)
-	return cpu, wait
+	ring, err := perf.MapRing(fd, perf.RingPagesFor(4<<20))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := perf.Enable(fd); err != nil {
+		log.Fatal(err)
+	}
+	return &blockedSpans{fd: fd, ring: ring}
+}
+
+// read takes the switch records the ring holds. A lost record would
+// lose a span: it stops the measurement.
+func (b *blockedSpans) read() {
+	b.ring.Read(func(raw []byte) {
+		r := &b.rec
+		if err := perf.Decode(raw, perf.SampleType, r); err != nil {
+			log.Fatal(err)
+		}
+		switch {
+		case r.Type == perf.RecordLost:
+			log.Fatalf("the kernel lost %d context switch records of the target: enlarge the ring", r.Lost)
+		case r.Type != perf.RecordSwitch:
+		case r.SwitchOut() && !r.Preempted():
+			b.since = r.Time
+		case !r.SwitchOut() && b.since != 0:
+			b.spans = append(b.spans, [2]uint64{b.since, r.Time})
+			b.since = 0
+		}
+	})
+}
+
+// in returns how long the target was blocked between start and end.
+func (b *blockedSpans) in(start, end uint64) time.Duration {
+	var d uint64
+	for _, s := range b.spans {
+		if from, to := max(s[0], start), min(s[1], end); from < to {
+			d += to - from
+		}
+	}
+	return time.Duration(d)
+}
+
+// close stops collecting.
+func (b *blockedSpans) close() {
+	b.ring.Close()
+	perf.Close(b.fd)
 }
 
 func main() {
@@ -165,6 +224,8 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 		log.Fatalf("target did not start: %q", sc.Text())
 	}
 	pid := cmd.Process.Pid
+	spans := watchBlocked(pid)
+	defer spans.close()
 	time.Sleep(100 * time.Millisecond)
 	var windows []window
 	took := map[string][]time.Duration{}
@@ -172,7 +233,6 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 	for range runs {
 		for _, kind := range windowKinds {
 			w := window{kind: kind, start: perf.Now()}
-			cpu0, wait0 := schedstat(pid)
 			sleeps0 := voluntarySwitches(pid)
 			t := time.Now()
 			switch kind {
@@ -186,11 +246,10 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 			took[kind] = append(took[kind], time.Since(t))
 			time.Sleep(windowLen - time.Duration(perf.Now()-w.start))
 			w.end = perf.Now()
-			cpu1, wait1 := schedstat(pid)
 			w.sleeps = voluntarySwitches(pid) - sleeps0
-			w.blocked = time.Duration(int64(w.end-w.start) - int64(cpu1-cpu0) - int64(wait1-wait0))
 			windows = append(windows, w)
 			time.Sleep(windowLen) // between windows, so that neither spills into the next
+			spans.read()
 		}
 	}
 	var starts, gaps []uint64
@@ -207,7 +266,7 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 		log.Fatal(err)
 	}
 	fmt.Printf("%s loop, %d probes, %d runs of %v windows, gaps over %v:\n", mode, len(sites), runs, windowLen, gap)
-	fmt.Printf("  attach %v, detach %v (medians)\n", benchutil.Median(took["attach"]).Round(time.Microsecond), benchutil.Median(took["detach"]).Round(time.Microsecond))
+	fmt.Printf("  attach %v, detach %v (medians)\n", calfit.Median(took["attach"]).Round(time.Microsecond), calfit.Median(took["detach"]).Round(time.Microsecond))
 	for _, kind := range windowKinds {
 		var sleeps []uint64
 		var blocked, longest, sum []time.Duration
@@ -221,11 +280,12 @@ func measure(bin, mode string, sites []uprobe.Site, runs int, gap time.Duration)
 					w.sum += time.Duration(gaps[i])
 				}
 			}
+			w.blocked = spans.in(w.start, w.end)
 			sleeps, blocked = append(sleeps, w.sleeps), append(blocked, w.blocked)
 			longest, sum = append(longest, w.longest), append(sum, w.sum)
 		}
 		fmt.Printf("  %-6s windows: voluntary switches %v; blocked median %v (max %v); longest gap median %v, gaps' sum median %v\n",
-			kind, sleeps, benchutil.Median(blocked).Round(time.Microsecond), slices.Max(blocked).Round(time.Microsecond),
-			benchutil.Median(longest).Round(time.Microsecond), benchutil.Median(sum).Round(time.Microsecond))
+			kind, sleeps, calfit.Median(blocked).Round(time.Microsecond), slices.Max(blocked).Round(time.Microsecond),
+			calfit.Median(longest).Round(time.Microsecond), calfit.Median(sum).Round(time.Microsecond))
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 	"trueprof/bench/internal/benchutil"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/hook"
 	"trueprof/internal/testutil"
 )
@@ -145,7 +146,7 @@ func (l load) run(dir, uftrace string, runs, calls int, period time.Duration, ri
 	fmt.Printf("%-20s %12s %12s %14s %16s\n", "variant", "small", "large", "ns/call", "overhead ns/call")
 	slope := make([]float64, len(variants))
 	for v := range variants {
-		ts, tl := benchutil.Median(times[v][0]), benchutil.Median(times[v][1])
+		ts, tl := calfit.Median(times[v][0]), calfit.Median(times[v][1])
 		slope[v] = float64(tl-ts) / (callsOf(large) - callsOf(small))
 		fmt.Printf("%-20s %10.1fms %10.1fms %14.2f %16.2f\n", variants[v].name,
 			benchutil.MS(ts), benchutil.MS(tl), slope[v], slope[v]-slope[0])

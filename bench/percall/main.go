@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 )
 
 // fixture is the default load: one function called in a timed loop.
@@ -163,7 +164,7 @@ func main() {
 // overhead per call (entry and exit) over the uninstrumented loop, the
 // whole command's time, and the ratios to the competing tools.
 func (l *load) print(runs int) {
-	base := benchutil.Median(l.own["uninstrumented"])
+	base := calfit.Median(l.own["uninstrumented"])
 	fmt.Printf("%s load: %d calls, %d runs, medians; overhead per call (entry and exit) over the uninstrumented loop, on the fixture's own clock\n", l.name, l.calls, runs)
 	fmt.Printf("  %-18s %12s %14s %14s %16s\n", "variant", "own clock", "ns/call", "whole command", "recorder CPU/call")
 	for _, v := range l.variants {
@@ -174,13 +175,13 @@ func (l *load) print(runs int) {
 		}
 		rec := ""
 		if r, ok := l.recorder[v.name]; ok {
-			rec = fmt.Sprintf("%13.1f ns", benchutil.Median(r)/float64(l.calls))
+			rec = fmt.Sprintf("%13.1f ns", calfit.Median(r)/float64(l.calls))
 		}
-		fmt.Printf("  %-18s %9.2f ms %+14.1f %11.2f ms %16s\n", v.name, benchutil.Median(t)/1e6,
-			(benchutil.Median(t)-base)/float64(l.calls), benchutil.Median(l.whole[v.name])/1e6, rec)
+		fmt.Printf("  %-18s %9.2f ms %+14.1f %11.2f ms %16s\n", v.name, calfit.Median(t)/1e6,
+			(calfit.Median(t)-base)/float64(l.calls), calfit.Median(l.whole[v.name])/1e6, rec)
 	}
-	per := func(name string) float64 { return (benchutil.Median(l.own[name]) - base) / float64(l.calls) }
-	whole := func(name string) float64 { return benchutil.Median(l.whole[name]) }
+	per := func(name string) float64 { return (calfit.Median(l.own[name]) - base) / float64(l.calls) }
+	whole := func(name string) float64 { return calfit.Median(l.whole[name]) }
 	if _, ok := l.own["uftrace"]; ok {
 		fmt.Printf("  ratio trueprof hooks / uftrace:    %.2f per call (goal <= 0.6), %.2f whole command (goal <= 1)\n",
 			per("trueprof hooks")/per("uftrace"), whole("trueprof hooks")/whole("uftrace"))

@@ -25,6 +25,7 @@ import (
 
 	"trueprof/bench/internal/benchutil"
 	"trueprof/examples"
+	"trueprof/internal/calibrate/calfit"
 )
 
 func main() {
@@ -61,7 +62,7 @@ func main() {
 		tpTree = append(tpTree, benchutil.Time(trueprof, "report", "-i", trace, "--view", "tree"))
 	}
 
-	mb, mp, mpb, mt := benchutil.Median(base), benchutil.Median(underPerf), benchutil.Median(underPerfB), benchutil.Median(underTP)
+	mb, mp, mpb, mt := calfit.Median(base), calfit.Median(underPerf), calfit.Median(underPerfB), calfit.Median(underTP)
 	fmt.Printf("hotspots %d rounds, %d runs each, medians\n\n", *rounds, *runs)
 	fmt.Printf("recording overhead (target wall time)\n")
 	fmt.Printf("  no profiler              %8.3f s\n", mb.Seconds())
@@ -70,12 +71,12 @@ func main() {
 	fmt.Printf("  trueprof record -F 999   %8.3f s  (%+.1f%%)\n", mt.Seconds(), 100*(mt.Seconds()/mb.Seconds()-1))
 	fmt.Printf("  ratio trueprof/perf      %8.3f   (goal <= 1.0)\n", mt.Seconds()/mp.Seconds())
 	fmt.Printf("  ratio trueprof/perf -B   %8.3f\n\n", mt.Seconds()/mpb.Seconds())
-	pb, tb := benchutil.Median(perfBytes), benchutil.Median(tpBytes)
+	pb, tb := calfit.Median(perfBytes), calfit.Median(tpBytes)
 	fmt.Printf("trace size per sample\n")
 	fmt.Printf("  perf.data                %8.1f bytes\n", pb)
 	fmt.Printf("  trueprof trace           %8.1f bytes\n", tb)
 	fmt.Printf("  ratio perf/trueprof      %8.1f x  (goal >= 3)\n\n", pb/tb)
-	pr, tf, tt := benchutil.Median(perfReport), benchutil.Median(tpFlat), benchutil.Median(tpTree)
+	pr, tf, tt := calfit.Median(perfReport), calfit.Median(tpFlat), calfit.Median(tpTree)
 	fmt.Printf("report time\n")
 	fmt.Printf("  perf report --stdio      %8.3f s\n", pr.Seconds())
 	fmt.Printf("  trueprof report flat     %8.3f s  (%.1fx faster)\n", tf.Seconds(), pr.Seconds()/tf.Seconds())

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/symbolize"
 	"trueprof/internal/testutil"
 )
@@ -63,9 +64,10 @@ type tool struct {
 	tp   bool                                       // trueprof
 }
 
-// sample is what one run measured.
-type sample struct {
-	wall, targetCPU, recorderCPU time.Duration
+// measured is what the runs of one tool measured: each figure's list,
+// a value a run, and the records lost in all.
+type measured struct {
+	wall, targetCPU, recorderCPU []time.Duration
 	lost                         int
 }
 
@@ -107,7 +109,7 @@ func main() {
 		}},
 	}
 	for _, p := range programs {
-		results := make([][]sample, len(tools))
+		results := make([]measured, len(tools))
 		for range *runs {
 			// Interleaved, so drift on a shared machine hits all alike.
 			for i, tl := range tools {
@@ -115,7 +117,7 @@ func main() {
 				if tl.argv != nil {
 					argv = tl.argv(tl.out, p.argv)
 				}
-				results[i] = append(results[i], run(argv))
+				results[i].run(argv)
 			}
 		}
 		report(p, tools, results, trueprof)
@@ -128,48 +130,37 @@ var (
 	tpLost    = regexp.MustCompile(`\((\d+) lost\)`)
 )
 
-// run runs argv, which must succeed, and parses what the target and
-// trueprof print on stderr.
-func run(argv []string) sample {
+// run runs argv, which must succeed, and adds what the target and
+// trueprof print on stderr to m.
+func (m *measured) run(argv []string) {
 	_, stderr, wall := benchutil.Timed(argv...)
-	s := sample{wall: wall}
-	if m := targetCPU.FindStringSubmatch(stderr); m != nil {
-		ns, _ := strconv.ParseInt(m[1], 10, 64)
-		s.targetCPU = time.Duration(ns)
+	var tcpu time.Duration
+	if g := targetCPU.FindStringSubmatch(stderr); g != nil {
+		ns, _ := strconv.ParseInt(g[1], 10, 64)
+		tcpu = time.Duration(ns)
 	}
-	s.recorderCPU, _ = benchutil.RecorderCPU(stderr)
-	if m := tpLost.FindStringSubmatch(stderr); m != nil {
-		s.lost, _ = strconv.Atoi(m[1])
+	rcpu, _ := benchutil.RecorderCPU(stderr)
+	m.wall, m.targetCPU, m.recorderCPU = append(m.wall, wall), append(m.targetCPU, tcpu), append(m.recorderCPU, rcpu)
+	if g := tpLost.FindStringSubmatch(stderr); g != nil {
+		lost, _ := strconv.Atoi(g[1])
+		m.lost += lost
 	}
-	return s
-}
-
-func median(v []sample, f func(sample) time.Duration) time.Duration {
-	d := make([]time.Duration, len(v))
-	for i, s := range v {
-		d[i] = f(s)
-	}
-	return benchutil.Median(d)
 }
 
 // report prints one program's table and its share comparison.
-func report(p program, tools []tool, results [][]sample, trueprof string) {
+func report(p program, tools []tool, results []measured, trueprof string) {
 	comm := filepath.Base(p.argv[0])
-	fmt.Printf("%s, %d runs each, medians\n\n", p.name, len(results[0]))
+	fmt.Printf("%s, %d runs each, medians\n\n", p.name, len(results[0].wall))
 	fmt.Printf("  %-14s %9s %7s %10s %7s %10s %10s %10s %6s\n", "", "wall s", "wall%", "target s", "cpu%", "recorder s", "B/sample", "complete", "lost")
-	baseWall := median(results[0], func(s sample) time.Duration { return s.wall })
-	baseCPU := median(results[0], func(s sample) time.Duration { return s.targetCPU })
+	baseWall := calfit.Median(results[0].wall)
+	baseCPU := calfit.Median(results[0].targetCPU)
 	bytesPer := map[string]float64{}
 	over := map[string]float64{}
 	complete := map[string]float64{}
 	for i, tl := range tools {
-		wall := median(results[i], func(s sample) time.Duration { return s.wall })
-		tcpu := median(results[i], func(s sample) time.Duration { return s.targetCPU })
-		rcpu := median(results[i], func(s sample) time.Duration { return s.recorderCPU })
-		lost := 0
-		for _, s := range results[i] {
-			lost += s.lost
-		}
+		wall := calfit.Median(results[i].wall)
+		tcpu := calfit.Median(results[i].targetCPU)
+		rcpu := calfit.Median(results[i].recorderCPU)
 		over[tl.name] = 100 * (tcpu.Seconds()/baseCPU.Seconds() - 1)
 		line := fmt.Sprintf("  %-14s %9.3f %+6.1f%% %10.3f %+6.1f%%", tl.name, wall.Seconds(), 100*(wall.Seconds()/baseWall.Seconds()-1),
 			tcpu.Seconds(), over[tl.name])
@@ -196,7 +187,7 @@ func report(p program, tools []tool, results [][]sample, trueprof string) {
 		bytesPer[tl.name] = float64(st.Size()) / float64(n)
 		lostText := "-"
 		if tl.tp {
-			lostText = strconv.Itoa(lost)
+			lostText = strconv.Itoa(results[i].lost)
 		}
 		fmt.Printf("%s %10.1f %9.2f%% %6s\n", line, bytesPer[tl.name], complete[tl.name], lostText)
 	}
@@ -328,5 +319,5 @@ func cfiBuildTime() {
 		open, build = append(open, t1.Sub(t0)), append(build, t2.Sub(t1))
 	}
 	fmt.Printf("unwind table of %s (%.0f MB): open %.0f ms, FDE index %.1f ms (medians of 5; goal: start delayed < 1 s)\n",
-		filepath.Base(best), float64(size)/1e6, benchutil.MS(benchutil.Median(open)), benchutil.MS(benchutil.Median(build)))
+		filepath.Base(best), float64(size)/1e6, benchutil.MS(calfit.Median(open)), benchutil.MS(calfit.Median(build)))
 }

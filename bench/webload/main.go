@@ -37,6 +37,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"trueprof/bench/internal/benchutil"
+	"trueprof/internal/calibrate/calfit"
 )
 
 func main() {
@@ -67,8 +68,8 @@ func main() {
 			u := benchutil.Measure(nil, append([]string{bin}, append(c, "-i", tr)...)...)
 			walls, users, rss = append(walls, u.Wall), append(users, u.User), max(rss, u.PeakKiB)
 		}
-		fmt.Printf("%-40s %10.0f %10.0f %7d MB\n", strings.Join(c[:3], " "), benchutil.MS(benchutil.Median(walls)),
-			benchutil.MS(benchutil.Median(users)), rss/1024)
+		fmt.Printf("%-40s %10.0f %10.0f %7d MB\n", strings.Join(c[:3], " "), benchutil.MS(calfit.Median(walls)),
+			benchutil.MS(calfit.Median(users)), rss/1024)
 	}
 	st, _ := os.Stat(html)
 	fmt.Printf("\nHTML file: %d bytes\n", st.Size())
@@ -147,5 +148,5 @@ func load(ctx context.Context, url string, runs int) float64 {
 		ms = append(ms, v)
 	}
 	fmt.Printf("%s: %v ms\n", url, ms)
-	return benchutil.Median(ms)
+	return calfit.Median(ms)
 }

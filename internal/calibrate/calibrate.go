@@ -32,9 +32,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"time"
 
+	"trueprof/internal/cachefile"
 	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/model"
@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 			return nil, fmt.Errorf("calibration target produced no %s intervals: the probes did not fire", calltree.TransitionName(k))
 		}
 		n = min(n, len(pooled[k]))
-		median[k] = calfit.MedianOf(pooled[k])
+		median[k] = float64(calfit.Median(pooled[k]))
 	}
 	fmt.Fprintf(o.Log, "calibrate: %s: empty intervals' medians %v ns (%d each or more)\n", o.Mechanism, round(median), n)
 	var fs []calfit.Shape
@@ -500,11 +500,7 @@ func Save(c *trace.Calibration) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return cachefile.Write(path, append(b, '\n'), 0o644)
 }
 
 func loadAll() (map[string]*trace.Calibration, error) {

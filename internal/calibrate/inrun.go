@@ -342,7 +342,7 @@ const spanOutlier = 50000
 // 90th percentiles here, its mean 70-180 ns above its median), and a
 // recording pays the mean.
 func typicalMean(v []uint64) float64 {
-	limit := calfit.MedianOf(v) + spanOutlier
+	limit := float64(calfit.Median(v)) + spanOutlier
 	sum, n := 0.0, 0
 	for _, x := range v {
 		if float64(x) <= limit {
@@ -386,7 +386,7 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	var split [trace.Transitions]float64 // the empty intervals' medians
 	n := len(u.intervals[0])
 	for k := range u.intervals {
-		split[k] = calfit.MedianOf(u.intervals[k])
+		split[k] = float64(calfit.Median(u.intervals[k]))
 		n = min(n, len(u.intervals[k]))
 	}
 	c, err := calfit.Judge("uprobe", split, n, shapes)

@@ -62,6 +62,7 @@ func (a *replay) runShards(shards int) {
 		w.goroutines = map[threadKey]*thread{}
 		w.recent = map[uint64]*incarnation{}
 		w.last, w.g = nil, nil // a groups the samples, in the merge's order
+		w.bounds = newSwitchBounds(a.p)
 		w.order, w.buf, w.stacks = nil, nil, nil
 		s := &ss[k]
 		s.w, s.full, s.free = &w, make(chan []uint64, 2), make(chan []uint64, 3)
@@ -83,17 +84,26 @@ func (a *replay) runShards(shards int) {
 			w.sweep()
 		}()
 	}
-	n := uint32(shards)
-	merge(a.streams(), func(k, i int, key uint32) {
-		if a.g != nil {
-			a.group(k, i)
-		}
-		s := &ss[key%n]
+	send := func(s *shard, k, i int) {
 		s.buf = append(s.buf, uint64(k)<<56|uint64(i))
 		if len(s.buf) == batchRecords {
 			s.full <- s.buf
 			s.buf = <-s.free
 		}
+	}
+	n := uint32(shards)
+	merge(a.streams(), func(k, i int, key uint32) {
+		if a.g != nil {
+			a.group(k, i)
+		}
+		if a.bounds != nil && recordOrder[k] == model.RecordSwitch && !a.p.Switches[i].Out {
+			// Every shard's switch bounds follow every switch-in.
+			for j := range ss {
+				send(&ss[j], k, i)
+			}
+			return
+		}
+		send(&ss[key%n], k, i)
 	})
 	for k := range ss {
 		ss[k].full <- ss[k].buf

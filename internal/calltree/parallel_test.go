@@ -60,9 +60,31 @@ func profileInputs(n, salt uint64, fixtures ...*model.Profile) []profileInput {
 		inputs = append(inputs, profileInput{fmt.Sprintf("fixture %d", i), p})
 	}
 	for seed := range n {
+		hooks := modeltest.RandomHooks(rand.New(rand.NewPCG(seed, salt)), seed%2 == 0)
 		inputs = append(inputs,
-			profileInput{fmt.Sprintf("RandomHooks %d", seed), modeltest.RandomHooks(rand.New(rand.NewPCG(seed, salt)), seed%2 == 0)},
+			profileInput{fmt.Sprintf("RandomHooks %d", seed), hooks},
 			profileInput{fmt.Sprintf("RandomSamples %d", seed), modeltest.RandomSamples(rand.New(rand.NewPCG(seed, salt+1)))})
+		if seed%4 == 0 {
+			inputs = append(inputs, profileInput{fmt.Sprintf("RandomHooks %d, lossy", seed), lossy(hooks, rand.New(rand.NewPCG(seed, salt+2)))})
+		}
 	}
 	return inputs
+}
+
+// lossy is a copy of p whose kernel lost records: a third of its
+// switch-outs, the rest of its switches spread over two CPUs, so that
+// the replay bounds the lost switch-outs by the next switch-in of
+// another thread on the CPU (switchbounds.go).
+func lossy(p *model.Profile, r *rand.Rand) *model.Profile {
+	q := *p
+	q.Lost.Kernel = 1
+	q.Switches = nil
+	for _, s := range p.Switches {
+		if s.Out && r.IntN(3) == 0 {
+			continue
+		}
+		s.CPU = uint32(r.IntN(2))
+		q.Switches = append(q.Switches, s)
+	}
+	return &q
 }

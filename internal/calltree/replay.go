@@ -194,7 +194,9 @@ type thread struct {
 	onCPU   uint32
 	onSince uint64
 	onKnown bool
-	pend    pending
+	// after is what followed on onCPU since (switchBounds).
+	after afterIn
+	pend  pending
 	// offSegs are the closed off-CPU segments of the open interval, as
 	// start, end pairs.
 	offSegs []uint64
@@ -249,8 +251,9 @@ type replay struct {
 	// that cost, once measured.
 	switchCost bool
 	sc         SwitchCost
-	// switchIns index the switches by CPU once a lost one needs them.
-	switchIns cpuSwitchIns
+	// bounds follows the switch-ins that bound lost switch-outs; nil
+	// when the recording lost no kernel records.
+	bounds *switchBounds
 	// start and end bound the recording: the header's start (else its
 	// first record), and its End (or last record).
 	start, end uint64
@@ -380,6 +383,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		goroutines: map[threadKey]*thread{},
 		recent:     map[uint64]*incarnation{},
 		labels:     p.GoLabels(),
+		bounds:     newSwitchBounds(p),
 	}
 	if o.Root != "" {
 		a.rootLocs = make([]bool, len(p.Locations))
@@ -550,6 +554,9 @@ func (a *replay) onAdjust(r *model.Adjust) {
 }
 
 func (a *replay) onSwitch(r *model.Switch) {
+	if a.bounds != nil && !r.Out {
+		a.bounds.in(r) // before the filter: any thread's bounds
+	}
 	if os := a.osThread(r.PID, r.TID, r.Time, !r.Out); os != nil {
 		th := a.owner(os, r.Time)
 		os.off = r.Out
@@ -866,6 +873,9 @@ func (a *replay) switched(th *thread, s *model.Switch) {
 		}
 		th.resume(s.Time)
 		th.onCPU, th.onSince, th.onKnown = s.CPU, s.Time, true
+		if a.bounds != nil {
+			a.bounds.wait(th)
+		}
 		return
 	}
 	if th.off {

@@ -1,63 +1,110 @@
 package calltree
 
-import (
-	"sort"
+import "trueprof/internal/model"
 
-	"trueprof/internal/model"
-)
-
-// cpuSwitchIns are the recording's switch-ins by CPU, in time order: when
-// the kernel lost a thread's switch-out (its ring was full), the next
+// switchBounds follows the switch-ins of each CPU as the replay meets
+// them, in time order, for the lost switch-outs they bound: when the
+// kernel lost a thread's switch-out (its ring was full), the next
 // switch-in of another thread on the CPU it ran on is the latest moment
-// it can have left it. Built on the first lost switch a replay meets,
-// from the loaded recording's switches (a streamed replay has none, and
-// bounds nothing).
-type cpuSwitchIns map[uint32][]switchIn
-
-type switchIn struct {
-	time uint64
-	key  uint64 // pid<<32 | tid
+// it can have left it. A loaded replay and a streamed one (which holds
+// no switches) see the same switch-ins in the same order, so they bound
+// alike; each shard of a parallel replay sees them all (runShards). Nil
+// for a recording that lost no kernel records, which is taken as it is.
+//
+// Each thread waits on the CPU of its last switch-in for the first two
+// later switch-ins there that name different threads (afterIn): the
+// first of them that is not the thread's is the bound, whichever thread
+// the query names (a goroutine changes threads). So it holds at most a
+// wait per thread and CPU, not the switches.
+type switchBounds struct {
+	waits map[uint32][]wait // by CPU
 }
 
-func newCPUSwitchIns(sw []model.Switch) cpuSwitchIns {
-	c := cpuSwitchIns{}
-	for i := range sw {
-		if s := &sw[i]; !s.Out {
-			c[s.CPU] = append(c[s.CPU], switchIn{time: s.Time, key: uint64(s.PID)<<32 | uint64(s.TID)})
-		}
-	}
-	for _, ins := range c {
-		sort.SliceStable(ins, func(i, j int) bool { return ins[i].time < ins[j].time })
-	}
-	return c
+// wait is a thread waiting on a CPU since its switch-in of generation
+// gen (afterIn.gen): a later switch-in of the thread makes it stale.
+type wait struct {
+	th  *thread
+	gen uint64
 }
 
-// nextForeign returns the time of the first switch-in on cpu after t of a
-// thread other than pid/tid, and false if there is none.
-func (c cpuSwitchIns) nextForeign(cpu, pid, tid uint32, t uint64) (uint64, bool) {
-	ins := c[cpu]
-	key := uint64(pid)<<32 | uint64(tid)
-	for i := sort.Search(len(ins), func(i int) bool { return ins[i].time > t }); i < len(ins); i++ {
-		if ins[i].key != key {
-			return ins[i].time, true
+// afterIn is what followed a thread's last switch-in on its CPU: the
+// first later switch-in there (first, of the thread firstKey, a
+// pid<<32 | tid) and the first after it of another thread (other).
+type afterIn struct {
+	gen                  uint64
+	first, other         uint64
+	firstKey             uint64
+	seenFirst, seenOther bool
+}
+
+// newSwitchBounds returns the switch bounds of a replay of p: nil when p
+// lost no kernel records.
+func newSwitchBounds(p *model.Profile) *switchBounds {
+	if p.Lost.Kernel == 0 {
+		return nil
+	}
+	return &switchBounds{waits: map[uint32][]wait{}}
+}
+
+// in notes switch-in s, of any thread (filtered out or not), for the
+// threads waiting on its CPU; those whose bound it settles, and the
+// stale ones, stop waiting.
+func (b *switchBounds) in(s *model.Switch) {
+	ws := b.waits[s.CPU]
+	key := uint64(s.PID)<<32 | uint64(s.TID)
+	keep := ws[:0]
+	for _, w := range ws {
+		th := w.th
+		a := &th.after
+		if a.gen != w.gen {
+			continue
 		}
+		switch {
+		case s.Time <= th.onSince:
+			// At the switch-in's own time: not after it.
+		case !a.seenFirst:
+			a.first, a.firstKey, a.seenFirst = s.Time, key, true
+		case key != a.firstKey:
+			a.other, a.seenOther = s.Time, true
+			continue // settled
+		}
+		keep = append(keep, w)
+	}
+	clear(ws[len(keep):])
+	b.waits[s.CPU] = keep
+}
+
+// wait makes th, just switched in on th.onCPU, wait there.
+func (b *switchBounds) wait(th *thread) {
+	th.after = afterIn{gen: th.after.gen + 1}
+	b.waits[th.onCPU] = append(b.waits[th.onCPU], wait{th: th, gen: th.after.gen})
+}
+
+// nextForeign returns the time of the first switch-in, after th's last,
+// on its CPU of a thread other than pid/tid, among those seen so far;
+// false if there is none yet.
+func (th *thread) nextForeign(pid, tid uint32) (uint64, bool) {
+	a := &th.after
+	switch {
+	case a.seenFirst && a.firstKey != uint64(pid)<<32|uint64(tid):
+		return a.first, true
+	case a.seenOther:
+		return a.other, true
 	}
 	return 0, false
 }
 
 // boundLostSwitchOut ends th's on-CPU time, begun on its last switch-in,
-// when another thread was switched in on that CPU before before: th's
-// switch-out was lost. It counts the repair. A recording that lost no
-// kernel records is taken as it is.
+// when another thread was switched in on that CPU before before (the
+// replay has met every switch-in before it): th's switch-out was lost.
+// It counts the repair. A recording that lost no kernel records is taken
+// as it is.
 func (a *replay) boundLostSwitchOut(th *thread, before uint64) {
-	if th.off || !th.onKnown || th.os == nil || a.p.Lost.Kernel == 0 {
+	if th.off || !th.onKnown || th.os == nil || a.bounds == nil {
 		return
 	}
-	if a.switchIns == nil {
-		a.switchIns = newCPUSwitchIns(a.p.Switches)
-	}
 	k := th.os.key
-	if t, ok := a.switchIns.nextForeign(th.onCPU, k.pid, k.tid, th.onSince); ok && t < before {
+	if t, ok := th.nextForeign(k.pid, k.tid); ok && t < before {
 		th.stop(t)
 		th.repairs.Switches++
 	}

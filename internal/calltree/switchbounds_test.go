@@ -1,10 +1,14 @@
 package calltree_test
 
 import (
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"trueprof/internal/calltree"
+	"trueprof/internal/model"
 	"trueprof/internal/model/modeltest"
+	"trueprof/internal/trace"
 )
 
 // TestLostSwitchOut: thread 1's switch-out on CPU 0 was lost (its ring
@@ -52,5 +56,48 @@ func TestLostSwitchOutAtEnd(t *testing.T) {
 	// nothing bounds it, and it says so.
 	if m := thread(t, r, 1); m.Root.Cum.CPUNS != 955 || m.Repairs.Switches != 1 {
 		t.Errorf("thread 1 CPU %v, %d lost switches; want 955, 1", m.Root.Cum.CPUNS, m.Repairs.Switches)
+	}
+}
+
+// TestLostSwitchOutStreamed writes a trace that lost kernel records:
+// thread 7's switch-outs on CPU 0 were lost, and thread 8's switch-in
+// there at 1500 bounds its time on that CPU. BuildStream, which holds no
+// switches, must bound it as Build does, also when thread 8 is filtered
+// out (before, it took thread 7 to run until its next switch-in).
+func TestLostSwitchOutStreamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lossy.trace")
+	w := modeltest.NewTraceFile(t, path, &trace.Header{Event: "dummy", Instrument: "hook"}, "main")
+	w.Write(&trace.Comm{Time: 1000, PID: 7, TID: 7, Name: w.Intern("app"), Exec: true},
+		&trace.Fork{Time: 1000, PID: 7, TID: 8, PPID: 7, PTID: 7},
+		&trace.Switch{Time: 1100, PID: 7, TID: 7, CPU: 0},
+		&trace.Switch{Time: 1100, PID: 7, TID: 8, CPU: 1},
+		&trace.Event{Time: 1110, PID: 7, TID: 7, Kind: trace.EventEntry, Function: 1},
+		&trace.Event{Time: 1110, PID: 7, TID: 8, Kind: trace.EventEntry, Function: 1},
+		&trace.Lost{Time: 1200, Kind: trace.LostKernel, Count: 2},
+		&trace.Switch{Time: 1300, PID: 7, TID: 8, CPU: 1, Out: true},
+		&trace.Switch{Time: 1500, PID: 7, TID: 8, CPU: 0},
+		&trace.Switch{Time: 2000, PID: 7, TID: 7, CPU: 1},
+		&trace.Event{Time: 2100, PID: 7, TID: 7, Kind: trace.EventExit, Function: 1},
+		&trace.Event{Time: 2100, PID: 7, TID: 8, Kind: trace.EventExit, Function: 1},
+		&trace.Exit{Time: 2200, PID: 7, TID: 8, PPID: 7, PTID: 7},
+		&trace.Exit{Time: 2200, PID: 7, TID: 7, PPID: 7, PTID: 7})
+	w.Close(2200)
+	p, s := modeltest.OpenBoth(t, path)
+	for _, o := range []calltree.Options{{}, {Filter: modeltest.Matcher(t, model.Filter{TID: 7, HasTID: true})}} {
+		want, err := calltree.Build(p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := calltree.BuildStream(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: BuildStream gives\n%+v\nBuild\n%+v", o, got, want)
+		}
+		// On CPU 0 from 1100 to 1500, then on CPU 1 from 2000 to its exit.
+		if th := thread(t, got, 7); th.Root.Cum.CPUNS != 600 || th.Repairs.Switches != 1 {
+			t.Errorf("%+v: thread 7 CPU %v, %d lost switches; want 600, 1", o, th.Root.Cum.CPUNS, th.Repairs.Switches)
+		}
 	}
 }

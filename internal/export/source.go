@@ -29,23 +29,22 @@ type recording struct {
 }
 
 // recordingOf is what the recording p holds, given which kinds of
-// records its trace has. An aggregated recording (record --aggregate)
-// holds its calls as trees instead of events, and measured CPU time in
-// them when it recorded context switches: it exports them as the events
-// they sum.
-func recordingOf(p *model.Profile, events, switches, samples, goroutines bool) recording {
-	if p.Aggregated() {
-		events = true
-		switches = switches || (p.Tree != nil && p.Tree.Switches)
+// records its trace has. Its calls are its function events or, in an
+// aggregated recording (record --aggregate), the trees that sum them
+// (model.Profile.HasCalls), exported as the events they sum; the latter
+// has measured CPU time in them when it recorded context switches.
+func recordingOf(p *model.Profile, switches, samples, goroutines bool) recording {
+	if p.Tree != nil && p.Tree.Switches {
+		switches = true
 	}
-	return recording{events: events, switches: switches, samples: samples, goroutines: goroutines}
+	return recording{events: p.HasCalls(), switches: switches, samples: samples, goroutines: goroutines}
 }
 
 // loadedSource is the source of the loaded recording p.
 func loadedSource(p *model.Profile) source {
 	return source{
 		p:   p,
-		rec: recordingOf(p, len(p.Events) > 0, len(p.Switches) > 0, len(p.Samples) > 0, len(p.GoIDs) > 0),
+		rec: recordingOf(p, len(p.Switches) > 0, len(p.Samples) > 0, len(p.GoIDs) > 0),
 		tree: func(f model.Filter) (*calltree.Result, error) {
 			m, err := f.Compile()
 			if err != nil {
@@ -69,9 +68,8 @@ func loadedSource(p *model.Profile) source {
 func streamSource(s *model.Stream) source {
 	c := &s.Counts
 	return source{
-		p: s.Profile,
-		rec: recordingOf(s.Profile, c[model.RecordEvent] > 0, c[model.RecordSwitch] > 0,
-			c[model.RecordSample] > 0, c[model.RecordGoID] > 0),
+		p:   s.Profile,
+		rec: recordingOf(s.Profile, c[model.RecordSwitch] > 0, c[model.RecordSample] > 0, c[model.RecordGoID] > 0),
 		tree: func(f model.Filter) (*calltree.Result, error) {
 			m, err := f.Compile()
 			if err != nil {

@@ -398,6 +398,7 @@ func (l *loader) event(r *trace.Event) error {
 	if r.Function == 0 || int(r.Function) >= len(l.p.Locations) && !l.pad(r.Function+1, len(l.p.Locations), l.padLocation) {
 		return fmt.Errorf("%w: event for undefined location %d", errCorrupt, r.Function)
 	}
+	l.p.events = true
 	l.record(RecordEvent, r.Time, r)
 	l.thread(r.PID, r.TID, r.Time)
 	return nil

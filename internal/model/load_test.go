@@ -12,9 +12,14 @@ import (
 
 // writeTrace writes recs after interning names, and returns the file.
 func writeTrace(t *testing.T, build func(w *trace.Writer) []trace.Record) []byte {
+	return writeTraceOf(t, &trace.Header{Event: "cpu-clock", Freq: 999}, build)
+}
+
+// writeTraceOf is writeTrace with header h.
+func writeTraceOf(t *testing.T, h *trace.Header, build func(w *trace.Writer) []trace.Record) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, &trace.Header{Event: "cpu-clock", Freq: 999}, trace.Options{})
+	w, err := trace.NewWriter(&buf, h, trace.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,28 +267,17 @@ func TestThreadIncarnations(t *testing.T) {
 // not from when the recorder started: it ran the exec wrapper before.
 func TestLaunchedThreadStartsAtExec(t *testing.T) {
 	for _, launched := range []bool{true, false} {
-		var buf bytes.Buffer
 		h := &trace.Header{Event: "cpu-clock", StartNS: 100}
 		if launched {
 			h.Command = []string{"prog"}
 		}
-		w, err := trace.NewWriter(&buf, h, trace.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := intern(t, w, "prog")
-		for _, r := range []trace.Record{
-			&trace.Comm{Time: 150, PID: 3, TID: 3, Name: name, Exec: true},
-			&trace.Switch{Time: 160, PID: 3, TID: 3, Out: true},
-		} {
-			if err := w.Write(r); err != nil {
-				t.Fatal(err)
+		data := writeTraceOf(t, h, func(w *trace.Writer) []trace.Record {
+			return []trace.Record{
+				&trace.Comm{Time: 150, PID: 3, TID: 3, Name: intern(t, w, "prog"), Exec: true},
+				&trace.Switch{Time: 160, PID: 3, TID: 3, Out: true},
 			}
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		p, err := Load(&buf)
+		})
+		p, err := Load(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,21 @@ type Profile struct {
 	// placeholders (DamagedName), so the records after them that refer
 	// to them are kept.
 	Inconsistent uint64
+
+	// events is set when the trace held function entry or exit events,
+	// which a Stream's Profile counts but does not hold (HasCalls).
+	events bool
 }
+
+// HasCalls reports whether p is an instrumented recording, one with
+// exact call counts (and the views of calls: trees of calls, calibrated
+// times), rather than a sampling one. Its trace holds function entry and
+// exit events, loaded in p.Events or, for a Stream's Profile, only
+// counted; or it is an aggregated recording (record --aggregate), which
+// has no Event records but has calls, summed in p.Tree. Every view asks
+// this one question, so that an aggregated or streamed recording is not
+// taken for a sampling one by some view and not by others.
+func (p *Profile) HasCalls() bool { return p.events || len(p.Events) > 0 || p.Aggregated() }
 
 // DamagedName names the strings, and the function of the locations, that
 // were lost in a damaged chunk of the trace.

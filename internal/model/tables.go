@@ -11,8 +11,9 @@ import (
 // processes) from a trace's records one at a time, as a recorder writes
 // them, so that an analysis can run while recording (record
 // --aggregate): the loader Load uses, kept open. Its Profile's Threads
-// stay sorted after every record; it holds no time-ordered records:
-// those go to the keep function given to NewTables.
+// stay sorted after every record, each new one inserted in its place; it
+// holds no time-ordered records: those go to the keep function given to
+// NewTables.
 type Tables struct {
 	l *loader
 }
@@ -43,12 +44,20 @@ func (t *Tables) Add(rec trace.Record) (threads bool, err error) {
 	var exec *Thread
 	if c, ok := rec.(*trace.Comm); ok && c.Exec {
 		exec = l.current[[2]uint32{c.PID, c.TID}]
+		if exec != nil && exec.Start != 0 {
+			exec = nil // only a start time still unset is set
+		}
 	}
 	if err := l.add(rec); err != nil {
 		return false, err
 	}
 	if exec != nil && exec.Start != 0 {
-		t.sort() // its start time may have just been set
+		// Its start time may have just been set: it moves among its
+		// tid's incarnations.
+		p := l.p
+		i := slices.Index(p.Threads, exec)
+		p.Threads = slices.Delete(p.Threads, i, i+1)
+		insertThread(p, exec)
 		threads = true
 	}
 	if len(l.threads) == n {
@@ -56,17 +65,22 @@ func (t *Tables) Add(rec trace.Record) (threads bool, err error) {
 	}
 	p := l.p
 	for _, th := range l.threads[n:] {
-		p.Threads = append(p.Threads, th)
-		if p.Process(th.PID) == nil {
-			p.Processes = append(p.Processes, &Process{PID: th.PID})
-			slices.SortFunc(p.Processes, func(a, b *Process) int { return cmp.Compare(a.PID, b.PID) })
+		insertThread(p, th)
+		byPID := func(pr *Process, pid uint32) int { return cmp.Compare(pr.PID, pid) }
+		if i, found := slices.BinarySearchFunc(p.Processes, th.PID, byPID); !found {
+			p.Processes = slices.Insert(p.Processes, i, &Process{PID: th.PID})
 		}
 	}
-	t.sort()
 	return true, nil
 }
 
-// sort keeps the threads in Load's order (threadOrder).
-func (t *Tables) sort() {
-	slices.SortStableFunc(t.l.p.Threads, threadOrder)
+// insertThread inserts th into p.Threads in Load's order (threadOrder),
+// after the threads it ties with, as Load's stable sort leaves them: a
+// binary search, where sorting the whole list again for each new thread
+// made adding n threads cost n² log n.
+func insertThread(p *Profile, th *Thread) {
+	i, _ := slices.BinarySearchFunc(p.Threads, th, func(a, b *Thread) int {
+		return cmp.Or(threadOrder(a, b), -1) // ties: past them
+	})
+	p.Threads = slices.Insert(p.Threads, i, th)
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"trueprof/internal/cachefile"
 )
 
 // ThreadCounts collects the page faults and CPU migrations of a set of
@@ -200,12 +202,9 @@ func cachedTaskOffsets() (taskOffsets, error) {
 		e.Offsets[i] = *f
 	}
 	if b, err := json.Marshal(e); err == nil && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
-		// Written whole and renamed: a concurrent reader sees the old
-		// entry or the new one.
-		tmp := fmt.Sprintf("%s.%d", path, os.Getpid())
-		if os.WriteFile(tmp, b, 0o600) == nil && os.Rename(tmp, path) != nil {
-			os.Remove(tmp)
-		}
+		// A concurrent reader sees the old entry or the new one. A
+		// failed write costs the next run a reading of the BTF.
+		_ = cachefile.Write(path, b, 0o600)
 	}
 	return off, nil
 }

@@ -148,7 +148,7 @@ func NewHeader(p *model.Profile, f model.Filter) Header {
 // recording it warns that the view counts only the samples.
 func (d *data) header(view string) Header {
 	h := d.baseHeader(view)
-	if d.src.instrumented() {
+	if d.src.p.HasCalls() {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("this is an instrumented recording: this report counts only the %d samples taken alongside the traced calls, which the flat, tree, arcflow and callflow views show",
 			d.Total.Samples))
 	}

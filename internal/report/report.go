@@ -202,7 +202,7 @@ func write(w io.Writer, src source, o Options) error {
 	if o.View == "threads" {
 		return writeThreads(w, src, o, mt)
 	}
-	if src.instrumented() {
+	if src.p.HasCalls() {
 		if iv, ok := instrViews[o.View]; ok {
 			return writeInstr(w, src, o, mt, iv)
 		}
@@ -212,7 +212,7 @@ func write(w io.Writer, src source, o Options) error {
 			o.View, ErrNotInstrumented, strings.Join(slices.DeleteFunc(Views(), func(s string) bool { return s == "callflow" }), ", "))
 	}
 	what := "this profile has only samples"
-	if src.instrumented() {
+	if src.p.HasCalls() {
 		what = "the " + o.View + " view counts samples"
 	}
 	if o.Root != "" {

@@ -23,18 +23,10 @@ func (src source) count(k model.RecordKind) int {
 		return int(src.s.Counts[k])
 	}
 	switch k {
-	case model.RecordEvent:
-		return len(src.p.Events)
 	case model.RecordGoID:
 		return len(src.p.GoIDs)
 	}
 	panic("report: count of an unused record kind")
-}
-
-// instrumented reports whether the source has function entry/exit
-// events, or their trees (an aggregated recording).
-func (src source) instrumented() bool {
-	return src.count(model.RecordEvent) > 0 || src.p.Aggregated()
 }
 
 // analyse runs calltree with o (whose Filter is src.m) over the source

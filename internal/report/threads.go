@@ -146,7 +146,7 @@ func writeThreads(w io.Writer, src source, o Options, mt metric) error {
 	bw := bufio.NewWriter(w)
 	if o.Format == "json" {
 		var rep any = InstrThreadsReport{InstrHeader: *h, Threads: rows, Totals: totals}
-		if !src.instrumented() {
+		if !src.p.HasCalls() {
 			rep = ThreadsReport{Header: in.sampling, CPUMeasured: h.CPUMeasured, InterruptsMeasured: h.InterruptsMeasured,
 				ExcludeInterrupts: h.ExcludeInterrupts, Threads: rows, Totals: totals}
 		}
@@ -157,7 +157,7 @@ func writeThreads(w io.Writer, src source, o Options, mt metric) error {
 		}
 		return bw.Flush()
 	}
-	if !src.instrumented() {
+	if !src.p.HasCalls() {
 		writeHeaderText(bw, in.sampling)
 		fmt.Fprintf(bw, "Wall:       %s\n", formatNS(totals.WallNS))
 		if h.CPUMeasured {
@@ -179,7 +179,7 @@ func writeThreads(w io.Writer, src source, o Options, mt metric) error {
 func threadsText(w io.Writer, src source, h *InstrHeader, mt metric, rows []ThreadRow, totals ThreadRow) {
 	p := src.p
 	times := "as recorded"
-	if h.Calibrated && src.instrumented() {
+	if h.Calibrated && src.p.HasCalls() {
 		times = "calibrated (probe cost and profiler pauses removed)"
 	}
 	fmt.Fprintf(w, "Each thread's life in the recording: WALL and CPU %s; %% is of the total %s.\n", times, metricTitle(mt))

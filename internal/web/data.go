@@ -218,7 +218,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 	var res *calltree.Result
 	var header any
 	var err error
-	instrumented := len(p.Events) > 0 || p.Aggregated()
+	instrumented := p.HasCalls()
 	if instrumented {
 		if res, err = calltree.Build(p, calltree.Options{Root: p.Header.Root}); err != nil {
 			return nil, err
@@ -249,7 +249,7 @@ func BuildStream(s *model.Stream, title string) (*Data, error) {
 		first, last = widen(first, last, t.End)
 	}
 	rp := newRecordPass(p, first, last)
-	instrumented := s.Counts[model.RecordEvent] > 0 || p.Aggregated()
+	instrumented := p.HasCalls()
 	o := calltree.Options{}
 	if instrumented {
 		o.Root = p.Header.Root

@@ -7,14 +7,12 @@ package benchutil
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,13 +97,6 @@ func RecorderCPU(stderr string) (time.Duration, bool) {
 	}
 	sec, err := strconv.ParseFloat(m[1], 64)
 	return time.Duration(sec * float64(time.Second)), err == nil
-}
-
-// Median returns the median of v (the upper one of an even count).
-func Median[T cmp.Ordered](v []T) T {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // Usage is what a command cost: its wall time, its CPU time split as

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/record"
@@ -98,6 +99,6 @@ func (g *GoFixture) Compare(runs int, count func(*model.Profile) int) Comparison
 		counts = append(counts, count(p))
 		c.Lost += l
 	}
-	c.Plain, c.Sampled, c.Followed, c.Count = Median(plain), Median(sampled), Median(followed), Median(counts)
+	c.Plain, c.Sampled, c.Followed, c.Count = calfit.Median(plain), calfit.Median(sampled), calfit.Median(followed), calfit.Median(counts)
 	return c
 }

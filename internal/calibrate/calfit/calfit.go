@@ -193,22 +193,23 @@ func fastMedian(v []float64) float64 {
 	return Median(fast)
 }
 
-// Median returns the median of v (not empty).
-func Median(v []float64) float64 {
+// Number is what Median takes the median of: durations, counts, times.
+type Number interface {
+	~int | ~int32 | ~int64 | ~uint | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+// Median returns the median of v, the one median of the calibration and
+// of the bench programs: its middle value, or the mean of its two middle
+// ones for an even count (rounded down for integers); 0 when v is empty.
+// v is left as it was.
+func Median[T Number](v []T) T {
+	if len(v) == 0 {
+		return 0
+	}
 	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s)%2 == 0 {
 		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
-}
-
-// MedianOf returns the median of v, 0 when v is empty.
-func MedianOf(v []uint64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return float64(s[len(s)/2])
 }

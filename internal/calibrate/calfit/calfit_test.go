@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"trueprof/internal/calltree"
 	"trueprof/internal/trace"
@@ -282,5 +283,27 @@ func TestFastShape(t *testing.T) {
 	}
 	if _, ok := FastShape("x", plain, nil); ok {
 		t.Error("a shape without recorded runs")
+	}
+}
+
+// TestMedian takes the median of odd and even counts of floats,
+// intervals and durations, leaving the values in their order, and of
+// nothing.
+func TestMedian(t *testing.T) {
+	floats := []float64{3, 1, 2.5, 10}
+	if got := Median(floats); got != 2.75 || floats[0] != 3 {
+		t.Errorf("Median(3 1 2.5 10) = %v (values now %v), want 2.75", got, floats)
+	}
+	if got := Median([]uint64{7, 1, 100}); got != 7 {
+		t.Errorf("Median(7 1 100) = %v, want 7", got)
+	}
+	if got := Median([]uint64{8, 1, 100, 3}); got != 5 {
+		t.Errorf("Median(8 1 100 3) = %v, want 5 (of 3 and 8, rounded down)", got)
+	}
+	if got := Median([]time.Duration{time.Second, time.Millisecond}); got != 500500*time.Microsecond {
+		t.Errorf("Median(1s 1ms) = %v, want 500.5ms", got)
+	}
+	if got := Median([]float64(nil)); got != 0 {
+		t.Errorf("Median() = %v, want 0", got)
 	}
 }

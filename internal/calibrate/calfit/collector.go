@@ -182,7 +182,7 @@ func (c *Collector) Calibration(mech string) *trace.Calibration {
 	var median [trace.Transitions]float64
 	n := len(c.intervals[0])
 	for k := range c.intervals {
-		median[k] = MedianOf(c.intervals[k])
+		median[k] = float64(Median(c.intervals[k]))
 		n = min(n, len(c.intervals[k]))
 	}
 	cal, _ := Judge(mech, median, n, shapes)

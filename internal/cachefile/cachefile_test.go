@@ -1,0 +1,40 @@
+package cachefile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestWrite writes a file twice, with different permissions, and checks
+// its contents and mode and that no temporary file is left; a write into
+// a missing directory fails and leaves nothing.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cache.json")
+	for _, tc := range []struct {
+		data string
+		perm os.FileMode
+	}{{"first", 0o600}, {"second, longer", 0o644}} {
+		if err := Write(path, []byte(tc.data), tc.perm); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.data || fi.Mode().Perm() != tc.perm {
+			t.Errorf("file holds %q with mode %v; want %q, %v", b, fi.Mode().Perm(), tc.data, tc.perm)
+		}
+	}
+	if err := Write(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644); err == nil {
+		t.Error("a write into a missing directory succeeded")
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 1 {
+		t.Errorf("the directory holds %v (%v); want only cache.json", ents, err)
+	}
+}
