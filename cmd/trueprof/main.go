@@ -260,7 +260,9 @@ on first use); recordings otherwise calibrate in the run itself.
 				fmt.Fprintf(cmd.OutOrStdout(), "%-7s entry->entry %6.1f ns  entry->exit %6.1f ns  exit->entry %6.1f ns  exit->exit %6.1f ns  per call %7.1f ns  resolution %6.0f ns\n",
 					m, cal.Overhead[0], cal.Overhead[1], cal.Overhead[2], cal.Overhead[3], cal.PerCall, cal.Resolution)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "stored in %s\n", calibrate.Path())
+			if path, err := calibrate.Path(); err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "stored in %s\n", path)
+			}
 			return nil
 		},
 	}

@@ -1,15 +1,47 @@
-// Package cachefile writes the files trueprof keeps between runs (the
-// stored calibration, the kernel's task_struct offsets) so that a
-// reader never sees part of one: another trueprof may read the file
-// while this one replaces it.
+// Package cachefile owns the files trueprof keeps between runs (the
+// stored calibration, the calibration target, the hook library, the
+// kernel's task_struct offsets): where they live (Dir), and writing them
+// so that a reader never sees part of one (Write): another trueprof may
+// read a file while this one replaces it.
 //
-//	if err := cachefile.Write(path, data, 0o644); err != nil { ... }
+//	dir, err := cachefile.Dir()
+//	...
+//	if err := cachefile.Write(filepath.Join(dir, name), data, 0o644); err != nil { ... }
 package cachefile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
+
+// Dir returns trueprof's directory in the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache), or in the temporary directory, named by
+// the user's id, when the user has none; it creates the directory. The
+// directory must be owned by this user and writable by no one else:
+// trueprof preloads the hook library built there into its targets and
+// runs the calibration target built there, so a directory that another
+// user can write (a planted /tmp path) is refused.
+func Dir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("trueprof-cache-%d", os.Geteuid()))
+	}
+	dir := filepath.Join(base, "trueprof")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("trueprof's cache directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("trueprof's cache directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("trueprof's cache directory %s: not a directory owned by this user and writable only by it", dir)
+	}
+	return dir, nil
+}
 
 // Write replaces the file at path with data, with permissions perm: it
 // writes a temporary file in path's directory, which must exist, and

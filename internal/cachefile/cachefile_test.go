@@ -38,3 +38,24 @@ func TestWrite(t *testing.T) {
 		t.Errorf("the directory holds %v (%v); want only cache.json", ents, err)
 	}
 }
+
+// TestDirRefusesSharedDirectory: a cache directory that others can write
+// (one planted in /tmp, say) is refused, and a fresh one is made private
+// to its user.
+func TestDirRefusesSharedDirectory(t *testing.T) {
+	base := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", base)
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(base, "trueprof"); dir != want {
+		t.Errorf("Dir() = %s, want %s", dir, want)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dir(); err == nil {
+		t.Error("a cache directory writable by everyone was accepted")
+	}
+}

@@ -446,18 +446,15 @@ func LoadOrMeasure(ctx context.Context, o Options, notice io.Writer) (*trace.Cal
 // calibration for the mechanism (or only one from another kernel).
 var ErrNotCalibrated = errors.New("no calibration for this machine")
 
-// Path is where calibrations are stored: one file per user, holding one
-// entry per mechanism.
-func Path() string {
-	dir := os.Getenv("XDG_CACHE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		dir = filepath.Join(home, ".cache")
+// Path is where calibrations are stored: one file per user, in
+// trueprof's cache directory (cachefile.Dir), holding one entry per
+// mechanism.
+func Path() (string, error) {
+	dir, err := cachefile.Dir()
+	if err != nil {
+		return "", err
 	}
-	return filepath.Join(dir, "trueprof", "calibration-"+runtime.GOARCH+".json")
+	return filepath.Join(dir, "calibration-"+runtime.GOARCH+".json"), nil
 }
 
 // Load returns the stored calibration of mech, if it was measured on this
@@ -496,15 +493,19 @@ func Save(c *trace.Calibration) error {
 	if err != nil {
 		return err
 	}
-	path := Path()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	path, err := Path()
+	if err != nil {
 		return err
 	}
 	return cachefile.Write(path, append(b, '\n'), 0o644)
 }
 
 func loadAll() (map[string]*trace.Calibration, error) {
-	b, err := os.ReadFile(Path())
+	path, err := Path()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[string]*trace.Calibration{}, nil
 	}
@@ -513,7 +514,7 @@ func loadAll() (map[string]*trace.Calibration, error) {
 	}
 	all := map[string]*trace.Calibration{}
 	if err := json.Unmarshal(b, &all); err != nil {
-		return nil, fmt.Errorf("%s: %w", Path(), err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return all, nil
 }

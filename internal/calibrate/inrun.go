@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"trueprof/internal/cachefile"
 	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/calltree"
 	"trueprof/internal/trace"
@@ -465,14 +466,14 @@ func parseTimes(out string, n int) ([]float64, error) {
 // anew).
 func cachedTarget(ctx context.Context) (string, error) {
 	sum := sha256.Sum256([]byte(strings.Join(targetFlags, " ") + "\n" + targetSource))
-	dir := filepath.Dir(Path())
+	dir, err := cachefile.Dir()
+	if err != nil {
+		return "", err
+	}
 	bin := filepath.Join(dir, "uprobe-target-"+hex.EncodeToString(sum[:8]))
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")

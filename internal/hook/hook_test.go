@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"trueprof/internal/cachefile"
 	"trueprof/internal/testutil"
 )
 
@@ -680,7 +681,7 @@ func TestLibrary(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dir, err := cacheDir()
+			dir, err := cachefile.Dir()
 			if err == nil {
 				paths[i] = filepath.Join(dir, fmt.Sprintf("race-%d.so", i))
 				errs[i] = build("gcc", dir, paths[i])

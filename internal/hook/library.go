@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
+	"trueprof/internal/cachefile"
 )
 
 // hookSource is the hooks' C source (lib/hook.c).
@@ -74,7 +74,7 @@ func Library() (string, error) {
 	if cc == "" {
 		return "", ErrNoCompiler
 	}
-	dir, err := cacheDir()
+	dir, err := cachefile.Dir()
 	if err != nil {
 		return "", err
 	}
@@ -89,29 +89,6 @@ func Library() (string, error) {
 	}
 	libOnce.path = path
 	return path, nil
-}
-
-// cacheDir returns (creating it) the directory for built libraries. It
-// must be the user's own and not writable by others: whatever lies there
-// is preloaded into the targets.
-func cacheDir() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = filepath.Join(os.TempDir(), fmt.Sprintf("trueprof-cache-%d", os.Geteuid()))
-	}
-	dir := filepath.Join(base, "trueprof")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("hook library cache: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("hook library cache: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Geteuid() {
-		return "", fmt.Errorf("hook library cache %s: not a directory owned by this user and writable only by it", dir)
-	}
-	return dir, nil
 }
 
 // build compiles the library to a temporary file in dir and renames it

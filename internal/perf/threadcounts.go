@@ -225,12 +225,12 @@ func KernelRelease() string {
 func taskOffsetsKey() (key, path string) {
 	var u unix.Utsname
 	st, err := os.Stat("/sys/kernel/btf/vmlinux")
-	dir, derr := os.UserCacheDir()
+	dir, derr := cachefile.Dir()
 	if err != nil || derr != nil || unix.Uname(&u) != nil {
 		return "", ""
 	}
 	key = fmt.Sprintf("%s %s %d", unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Version[:]), st.Size())
-	return key, filepath.Join(dir, "trueprof", "task-offsets.json")
+	return key, filepath.Join(dir, "task-offsets.json")
 }
 
 // readTaskOffsets finds the fields in the kernel's BTF.
