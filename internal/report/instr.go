@@ -504,6 +504,7 @@ type ProbeInfo struct {
 var probeMechs = map[trace.ProbeMech]string{
 	trace.ProbeHook: "hook", trace.ProbeEntry: "entry", trace.ProbeReturn: "return",
 	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy", trace.ProbeRemoved: "removed",
+	trace.ProbeCallSite: "call-site",
 }
 
 // instrument is p's probe mechanism: its header's or, for a recording

@@ -124,6 +124,13 @@ type SiteCosts struct {
 	EntrySteppedCaller float64 `json:"entry_stepped_caller_ns,omitempty"`
 	ExitReturn         float64 `json:"exit_return_ns"`
 	ExitRetInsn        float64 `json:"exit_ret_insn_ns"`
+	// ExitCallSite is the cost of an exit probed on the instruction a
+	// call returns to (ProbeCallSite), an emulated uprobe, and
+	// ExitCallSiteBefore the part of what it costs more than a return
+	// probe that lies before its timestamp, in the callee's interval;
+	// 0 when not measured (older traces).
+	ExitCallSite       float64 `json:"exit_call_site_ns,omitempty"`
+	ExitCallSiteBefore float64 `json:"exit_call_site_before_ns,omitempty"`
 }
 
 // FitShape is one validation shape of a calibration: a loop of calls
@@ -530,6 +537,11 @@ const (
 	// target ran (trueprof ctl trace remove, root): its calls open then
 	// end then, and its later calls are not recorded.
 	ProbeRemoved ProbeMech = 6
+	// ProbeCallSite: uprobes at the function's callers, on its call
+	// instructions (entries) and on the instructions they return to
+	// (exits), or, for a call its caller's epilogue follows, no exit
+	// probe: the caller's exit ends the call (uprobe.CallSite).
+	ProbeCallSite ProbeMech = 7
 )
 
 // Probe records that a probe of kind Mech was placed at Address of

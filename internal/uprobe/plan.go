@@ -24,6 +24,12 @@ type Site struct {
 	Exits       []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
 	Return      bool     // use a uretprobe at Entry for the exit
 	Emulated    bool     // whether the entry instruction is one the kernel emulates (cheap)
+	// Calls, when not empty, probe the function at its callers instead
+	// of at Entry: every call of it is known and its entry instruction
+	// is single-stepped (probeAtCallers). Return and Exits are then
+	// unused, and Emulated is true: calls, and the instructions they
+	// return to, are emulated.
+	Calls []CallSite
 	// Hold makes the entry probe stop the process until Set.Release
 	// (Attach). Plan never sets it: the caller does.
 	Hold bool
@@ -81,7 +87,9 @@ func (e *SkipError) Error() string {
 // Go functions (the file has a .gopclntab) get an entry probe after the
 // stack-growth check, on the push %rbp the kernel emulates, and exit
 // probes on their RET instructions; every other function gets a
-// uretprobe. Plan returns ErrStripped when the file has no function
+// uretprobe, or, when its entry instruction is one the kernel
+// single-steps and all its calls are known, probes at its callers
+// (Site.Calls). Plan returns ErrStripped when the file has no function
 // symbols, ErrNoMatch when nothing matches, and a *SkipError alongside the
 // sites when some matching Go functions cannot be disassembled.
 func Plan(path string, patterns []string) ([]Site, error) {
@@ -122,6 +130,9 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	}
 	if len(sites) == 0 && len(skip.Skipped) == 0 {
 		return nil, fmt.Errorf("%s: %w %q", path, ErrNoMatch, patterns)
+	}
+	if !f.IsGo() && !unwinds {
+		probeAtCallers(f, path, sites)
 	}
 	if len(skip.Skipped) > 0 {
 		slices.SortFunc(skip.Skipped, func(a, b Skipped) int { return strings.Compare(a.Function, b.Function) })
