@@ -995,11 +995,7 @@ func (a *replay) closeInterval(th *thread, t uint64, kind int, d *Metrics) {
 	t = max(t, th.last) // records out of order (the model sorts them) count as simultaneous
 	raw := t - th.last
 	var ovh float64
-	// Two events at the same time are one probe hit's (a call site's
-	// exit and the next call's entry on one instruction, a
-	// one-instruction function's entry and exit): no probe cost lies
-	// between them.
-	if !a.o.Raw && kind >= 0 && raw > 0 {
+	if !a.o.Raw && kind >= 0 {
 		ovh = a.ovh[kind] + th.tail
 	}
 	var wall, cpu float64
@@ -1098,6 +1094,12 @@ func (a *replay) event(th *thread, e *model.Event) {
 		kind := -1
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
+			if e.Entry && !th.lastEntry && e.Time == th.lastEvent && a.withCaller[e.Function] {
+				// A call site's exit and the next call's entry on one
+				// instruction: one probe hit wrote both, and no probe
+				// cost lies between them.
+				kind = -1
+			}
 			if a.siteTail != nil {
 				// The site's part before its timestamp.
 				before := 3
