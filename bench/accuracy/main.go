@@ -197,7 +197,8 @@ func main() {
 // and a build whose functions all begin with a nop
 // (-fpatchable-function-entry=1), where every entry probe is emulated:
 // the plain build's short_fn begins with a mov, which the kernel
-// single-steps.
+// single-steps, so trueprof probes it at its callers (its calls, and the
+// calls or epilogue they return to).
 func heldLoop(trueprof, dir, plain, hooked, nopped string) {
 	args := []string{"held", strconv.Itoa(*heldN)}
 	fns := []string{"outer", "short_fn", "long_fn"}
@@ -387,7 +388,8 @@ func calibrationLine(c *trace.Calibration) string {
 	}
 	line := fmt.Sprintf("%s: %.0f ns per call", src, c.PerCall)
 	if sc := c.Sites; sc != nil {
-		line += fmt.Sprintf(", stepped entry %.0f ns (%.0f in the caller), RET probe %.0f ns", sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitRetInsn)
+		line += fmt.Sprintf(", stepped entry %.0f ns (%.0f in the caller), RET probe %.0f ns, call-site exit %.0f ns (%.0f before it)",
+			sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitRetInsn, sc.ExitCallSite, sc.ExitCallSiteBefore)
 	}
 	var fit []string
 	for _, f := range c.Fit {
