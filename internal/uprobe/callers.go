@@ -3,6 +3,7 @@ package uprobe
 import (
 	"debug/elf"
 	"encoding/binary"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -31,6 +32,9 @@ type CallSite struct {
 type callIndex struct {
 	calls map[uint64][]callRef
 	named map[uint64]bool
+	// safe holds the functions no exception can pass through: they
+	// call only functions of the module that are safe too (nothrow).
+	safe map[uint64]bool
 	// complete says that every function of the module decoded: a call
 	// in code the sweep could not read would be an entry never seen.
 	complete bool
@@ -40,6 +44,10 @@ type callIndex struct {
 type caller struct {
 	fn  symbolize.Function
 	ins []insn
+	// callees are the functions fn calls or jumps to directly, and
+	// opaque says that it also calls or leaves by an indirect branch.
+	callees []uint64
+	opaque  bool
 	// landing holds the offsets direct branches of fn land on, and
 	// indirect whether fn jumps indirectly (a jump table may land
 	// anywhere in it).
@@ -56,7 +64,7 @@ type callRef struct {
 // indexCalls decodes every function of f, the file at path, and the
 // words of its data sections and relocations.
 func indexCalls(f *symbolize.File, path string) *callIndex {
-	idx := &callIndex{calls: map[uint64][]callRef{}, named: map[uint64]bool{}, complete: true}
+	idx := &callIndex{calls: map[uint64][]callRef{}, named: map[uint64]bool{}, safe: map[uint64]bool{}, complete: true}
 	funcs := map[uint64]bool{}
 	var all []*caller
 	for _, fn := range f.Functions() {
@@ -86,12 +94,16 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 			switch {
 			case in.op == x86asm.CALL && in.direct:
 				idx.calls[c.fn.Addr+uint64(in.target)] = append(idx.calls[c.fn.Addr+uint64(in.target)], callRef{c, k})
+				c.callees = append(c.callees, c.fn.Addr+uint64(in.target))
 			case in.direct && inside:
 				c.landing[in.target] = true
 			case in.direct:
 				name(c.fn.Addr + uint64(in.target)) // a jump into another function: a tail call
+				c.callees = append(c.callees, c.fn.Addr+uint64(in.target))
 			case in.op == x86asm.JMP:
-				c.indirect = true
+				c.indirect, c.opaque = true, true
+			case in.op == x86asm.CALL:
+				c.opaque = true
 			}
 			switch {
 			case in.refRIP:
@@ -104,8 +116,35 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 	if !nameData(path, name) {
 		idx.complete = false
 	}
+	idx.findSafe(all)
 	return idx
 }
+
+// findSafe fills idx.safe: the functions of all that branch to nothing
+// but functions of all that are safe too, by elimination from all those
+// without indirect branches (recursion among safe functions stays safe).
+// A call to anything else (a PLT stub: __cxa_throw, a library) may throw.
+func (idx *callIndex) findSafe(all []*caller) {
+	for _, c := range all {
+		if !c.opaque {
+			idx.safe[c.fn.Addr] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, c := range all {
+			if idx.safe[c.fn.Addr] && slices.ContainsFunc(c.callees, func(g uint64) bool { return !idx.safe[g] }) {
+				delete(idx.safe, c.fn.Addr)
+				changed = true
+			}
+		}
+	}
+}
+
+// nothrow reports whether no C++ exception can pass through the
+// function at addr (findSafe), so that a return probe may replace its
+// return address.
+func (idx *callIndex) nothrow(addr uint64) bool { return idx.safe[addr] }
 
 // nameData calls name with every aligned 8-byte word of the allocated
 // data sections of the ELF file at path, every relocation's addend and
@@ -202,10 +241,10 @@ func epilogue(ins []insn) bool {
 // probeAtCallers moves the sites whose entry instruction the kernel
 // single-steps to their callers' call instructions where every call is
 // known (callSites), sites being all the functions Plan probes in the
-// module f at path, with return probes. A site whose calls end with a
+// module f, with return probes; index gives the module's calls. A site whose calls end with a
 // caller that moves too stays where it is: that caller's exit is no
 // longer an event.
-func probeAtCallers(f *symbolize.File, path string, sites []Site) {
+func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
 	var stepped []int
 	for i, s := range sites {
 		if !s.Emulated && s.Return {
@@ -215,7 +254,7 @@ func probeAtCallers(f *symbolize.File, path string, sites []Site) {
 	if len(stepped) == 0 {
 		return
 	}
-	idx := indexCalls(f, path)
+	idx := index()
 	returns := map[uint64]bool{} // functions whose exit is a return probe
 	taken := map[uint64]bool{}   // file offsets holding another probe
 	for _, s := range sites {
