@@ -1,9 +1,7 @@
 package uprobe
 
 import (
-	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -126,17 +124,9 @@ func TestCallSiteEvents(t *testing.T) {
 	if len(siteOf(t, sites, "stepped").Calls) == 0 {
 		t.Fatal("stepped not probed at its callers")
 	}
-	cmd := exec.Command("/bin/sh", "-c", `read x; exec "$0"`, bin)
-	in, _ := testutil.StartGated(t, cmd, "")
-	set, err := Attach(cmd.Process.Pid, bin, sites)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	io.WriteString(in, "go\n")
-	in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
+	set, run := launchPlanned(t, bin, sites)
+	if out, err := run(); err != nil {
+		t.Fatalf("%v (output %q)", err, out)
 	}
 	var got []string
 	set.Read(func(e Event) {

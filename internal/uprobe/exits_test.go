@@ -36,9 +36,10 @@ int main() {
 }
 `
 
-// runPlanned runs bin gated, under sites, and returns its output, the
-// events' counts and how it ended.
-func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) {
+// launchPlanned starts bin stopped before its exec, under sites' probes,
+// and returns them and a function that lets it run to its end and
+// returns its output and how it ended.
+func launchPlanned(t *testing.T, bin string, sites []Site) (*Set, func() (string, error)) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", `read x; exec "$0"`, bin)
 	in, out := testutil.StartGated(t, cmd, "")
@@ -46,12 +47,38 @@ func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
+	t.Cleanup(func() { set.Close() })
+	return set, func() (string, error) {
+		io.WriteString(in, "go\n")
+		in.Close()
+		err := cmd.Wait()
+		return strings.TrimSpace(out.String()), err
+	}
+}
+
+// runPlanned runs bin under sites' probes (launchPlanned) and returns
+// its output, the events' counts and how it ended.
+func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) {
+	t.Helper()
+	set, run := launchPlanned(t, bin, sites)
 	c := collect(t, set, sites)
-	io.WriteString(in, "go\n")
-	in.Close()
-	werr := cmd.Wait()
-	return strings.TrimSpace(out.String()), c.finish(), werr
+	out, err := run()
+	return out, c.finish(), err
+}
+
+// buildCXX compiles the C++ source src as dir/name with g++ and flags.
+func buildCXX(t *testing.T, dir, name, src string, flags ...string) string {
+	t.Helper()
+	gxx := testutil.RequireCommand(t, "g++")
+	path := filepath.Join(dir, name+".cc")
+	bin := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, append(flags, "-o", bin, path)...).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // TestExitsPerFunction: in a module that throws C++ exceptions, the
@@ -60,16 +87,7 @@ func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) 
 // exception's unwinder meets the trampoline's address and the program is
 // terminated, which the per-function choice avoids.
 func TestExitsPerFunction(t *testing.T) {
-	gxx := testutil.RequireCommand(t, "g++")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "throw.cc")
-	bin := filepath.Join(dir, "throw")
-	if err := os.WriteFile(src, []byte(throwFixture), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gxx, "-O1", "-fno-omit-frame-pointer", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	bin := buildCXX(t, t.TempDir(), "throw", throwFixture, "-O1", "-fno-omit-frame-pointer")
 	sites, err := Plan(bin, []string{"pure*", "callsPure*", "deepest*", "middle*", "guarded*"})
 	if err != nil {
 		t.Fatal(err)
