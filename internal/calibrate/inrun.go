@@ -401,10 +401,12 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	sc := trace.SiteCosts{EntryEmulated: oh[trace.EntryEntry], ExitReturn: oh[trace.ExitExit]}
 	inside, caller := u.extraCost(copyStep)
 	sc.EntryStepped, sc.EntrySteppedCaller = sc.EntryEmulated+inside+caller, caller
-	// A RET probe's step follows its timestamp: in the caller's
-	// interval after the exit, all of it.
+	// A RET probe's step follows its timestamp, in the caller's
+	// interval after the exit; what the leaf's span takes more lies
+	// before it (the trap's way in is longer than the trampoline's:
+	// 150-200 ns here).
 	inside, caller = u.extraCost(copyRins)
-	sc.ExitRetInsn = sc.ExitReturn + inside + caller
+	sc.ExitRetInsn, sc.ExitRetInsnBefore = sc.ExitReturn+inside+caller, inside
 	// A call site's entry is an emulated call, as dear as the fitted
 	// class's emulated push: what its loop's spans take more or less is
 	// its exit's, an emulated uprobe where the trampoline was, before its

@@ -426,8 +426,9 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 // lie in the interval after the event, but for the part of a stepped
 // entry's that the calibration measured in the caller's intervals
 // (SiteCosts.EntrySteppedCaller), which the interval before the entry
-// loses; a call site's exit costs ExitCallSiteBefore in the interval
-// before it, the rest after. Nil without site costs.
+// loses; a RET probe's and a call site's exits cost ExitRetInsnBefore
+// and ExitCallSiteBefore in the interval before them, the rest after.
+// Nil without site costs.
 func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 	if c == nil {
 		return nil
@@ -441,7 +442,9 @@ func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 			t[0] = extra - t[2]
 		}
 		if pr.Mech == trace.ProbeRetInsn {
-			t[1] = max(c.ExitRetInsn-c.ExitReturn, 0)
+			extra := max(c.ExitRetInsn-c.ExitReturn, 0)
+			t[3] = min(max(c.ExitRetInsnBefore, 0), extra)
+			t[1] = extra - t[3]
 		}
 		if pr.Mech == trace.ProbeCallSite && c.ExitCallSite > 0 {
 			// Cheaper than a trampoline or dearer: either way.

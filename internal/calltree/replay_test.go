@@ -866,6 +866,17 @@ func TestSiteCosts(t *testing.T) {
 	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7-6) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe − 6 before f's entry", m.Base.WallNS)
 	}
+
+	// 4 of the RET probe's 7 ns come before its timestamp, off g's
+	// interval; 3 off main's after it.
+	p.Header.Calibration.Sites.ExitRetInsnBefore = 4
+	r = build(t, p, calltree.Options{})
+	if g := node(t, &thread(t, r, 1).Root, "main;g"); !near(g.Base.WallNS, 100-1-4) {
+		t.Errorf("g self %v, want 100 − 1 − 4", g.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-3-6) {
+		t.Errorf("main self %v, want 300 − 3 overheads − 3 after g's RET probe − 6 before f's entry", m.Base.WallNS)
+	}
 }
 
 // TestSelfCPUPerCall: the per-call extremes are kept for CPU time too

@@ -124,6 +124,11 @@ type SiteCosts struct {
 	EntrySteppedCaller float64 `json:"entry_stepped_caller_ns,omitempty"`
 	ExitReturn         float64 `json:"exit_return_ns"`
 	ExitRetInsn        float64 `json:"exit_ret_insn_ns"`
+	// ExitRetInsnBefore is the part of what a RET probe costs more than
+	// a return probe that lies before its timestamp, in the callee's
+	// interval (a trap's way into the kernel is longer than the
+	// trampoline's); 0 when not measured: all after it.
+	ExitRetInsnBefore float64 `json:"exit_ret_insn_before_ns,omitempty"`
 	// ExitCallSite is the cost of an exit probed on the instruction a
 	// call returns to (ProbeCallSite), an emulated uprobe, and
 	// ExitCallSiteBefore the part of what it costs more than a return
