@@ -446,10 +446,16 @@ func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 			t[3] = min(max(c.ExitRetInsnBefore, 0), extra)
 			t[1] = extra - t[3]
 		}
-		if pr.Mech == trace.ProbeCallSite && c.ExitCallSite > 0 {
+		if pr.Mech == trace.ProbeCallSite {
+			exit, before := c.ExitCallSite, c.ExitCallSiteBefore
+			if exit <= 0 {
+				// A calibration from before call sites: the exit is an
+				// emulated hit, as an emulated entry.
+				exit, before = c.EntryEmulated, 0
+			}
 			// Cheaper than a trampoline or dearer: either way.
-			t[3] = c.ExitCallSiteBefore
-			t[1] = c.ExitCallSite - c.ExitReturn - c.ExitCallSiteBefore
+			t[3] = before
+			t[1] = exit - c.ExitReturn - before
 		}
 		if t != ([4]float64{}) {
 			tails[pr.Function] = t

@@ -924,6 +924,17 @@ func TestCallSiteProbes(t *testing.T) {
 		t.Errorf("main self %v, want 99 + 0 + 94 + 99", m.Base.WallNS)
 	}
 
+	// A calibration that did not measure call sites: their exits cost
+	// an emulated hit (500), all after the timestamp.
+	p.Header.Calibration.Sites.ExitCallSite, p.Header.Calibration.Sites.ExitCallSiteBefore = 0, 0
+	r = build(t, p, calltree.Options{})
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); !near(f.Base.WallNS, 2*(100-1)) {
+		t.Errorf("main;f self %v without measured call-site costs, want 2 × (100 − 1)", f.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 99+0+(100-1-200)+99) {
+		t.Errorf("main self %v without measured call-site costs, want 99 + 0 + (100 − 1 − 200) + 99", m.Base.WallNS)
+	}
+
 	// Probed at its entry, f's call that g's exit ends is a repair.
 	p.Probes[0].Mech = trace.ProbeEntry
 	if r := build(t, p, calltree.Options{}); r.Repairs.Popped != 1 {

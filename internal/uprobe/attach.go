@@ -746,6 +746,7 @@ func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot
 		case len(site.Calls) > 0 && c.ExitCallSite > 0:
 			exit = c.ExitCallSite
 		case len(site.Calls) > 0:
+			exit = c.EntryEmulated // not measured: an emulated hit
 		case !site.Return:
 			exit = c.ExitRetInsn
 		}
