@@ -245,7 +245,7 @@ type replay struct {
 	// the overheads were fitted on (Calibration.Sites).
 	siteTail map[uint32][4]float64
 	// withCaller holds the locations probed at their callers
-	// (trace.ProbeCallSite), whose calls followed by the caller's
+	// (trace.Probe.CallSite), whose calls followed by the caller's
 	// epilogue end with the caller's exit: closing them then is no
 	// repair.
 	withCaller map[uint32]bool
@@ -407,7 +407,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		a.switchCost = a.cpu && c.Refused == ""
 	}
 	for _, pr := range p.Probes {
-		if pr.Mech == trace.ProbeCallSite {
+		if pr.CallSite {
 			if a.withCaller == nil {
 				a.withCaller = map[uint32]bool{}
 			}
@@ -421,7 +421,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 // sites cost other than those the calibration was fitted on: the
 // single-step of an entry instruction the kernel cannot emulate, of a
 // RET instruction probed instead of a return probe, and the emulated
-// uprobe where a call returns (ProbeCallSite) instead of a return
+// uprobe where a call returns (Probe.CallSite) instead of a return
 // probe's trampoline. Steps come after the probe's timestamp, so they
 // lie in the interval after the event, but for the part of a stepped
 // entry's that the calibration measured in the caller's intervals
@@ -446,7 +446,7 @@ func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 			t[3] = min(max(c.ExitRetInsnBefore, 0), extra)
 			t[1] = extra - t[3]
 		}
-		if pr.Mech == trace.ProbeCallSite {
+		if pr.CallSite {
 			exit, before := c.ExitCallSite, c.ExitCallSiteBefore
 			if exit <= 0 {
 				// A calibration from before call sites: the exit is an

@@ -905,7 +905,7 @@ func TestCallSiteProbes(t *testing.T) {
 	p.Header.Calibration.Sites = &trace.SiteCosts{EntryEmulated: 500, EntryStepped: 520, ExitReturn: 300, ExitRetInsn: 307,
 		ExitCallSite: 320, ExitCallSiteBefore: 15}
 	p.Probes = []model.Probe{
-		{Function: b.Function("f"), Mech: trace.ProbeCallSite},
+		{Function: b.Function("f"), Mech: trace.ProbeCallSite, CallSite: true},
 		{Function: b.Function("g"), Mech: trace.ProbeReturn},
 		{Function: b.Function("main"), Mech: trace.ProbeReturn},
 	}
@@ -936,7 +936,7 @@ func TestCallSiteProbes(t *testing.T) {
 	}
 
 	// Probed at its entry, f's call that g's exit ends is a repair.
-	p.Probes[0].Mech = trace.ProbeEntry
+	p.Probes[0].Mech, p.Probes[0].CallSite = trace.ProbeEntry, false
 	if r := build(t, p, calltree.Options{}); r.Repairs.Popped != 1 {
 		t.Errorf("f probed at its entry: repairs %+v, want 1 popped", r.Repairs)
 	}

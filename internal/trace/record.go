@@ -561,6 +561,12 @@ type Probe struct {
 	// of line instead of emulating it, which costs several times more
 	// (Calibration.Sites). An appended field: older traces read false.
 	Stepped bool
+	// CallSite: the function is probed at its callers (ProbeCallSite;
+	// a lazy probe, ProbeDynamic, may be too): its exits cost
+	// Calibration.Sites' call-site exit, and its calls that its caller's
+	// exit ends are no repair. Appended after Stepped; older traces read
+	// false.
+	CallSite bool
 }
 
 // Adjust records time thread TID spent in the profiler rather than in its
