@@ -3,7 +3,10 @@ package uprobe
 import (
 	"debug/elf"
 	"encoding/binary"
+	"os"
 	"slices"
+	"sync"
+	"syscall"
 
 	"golang.org/x/arch/x86/x86asm"
 
@@ -40,39 +43,100 @@ type callIndex struct {
 	complete bool
 }
 
-// caller is one decoded function of the module.
-type caller struct {
-	fn  symbolize.Function
-	ins []insn
-	// callees are the functions fn calls or jumps to directly, and
-	// opaque says that it also calls or leaves by an indirect branch.
-	callees []uint64
-	opaque  bool
-	// landing holds the offsets direct branches of fn land on, and
-	// indirect whether fn jumps indirectly (a jump table may land
-	// anywhere in it).
-	landing  map[int]bool
-	indirect bool
+// callRef is a direct call, with what callSites needs to know of the
+// instruction it returns to. Addresses are ELF virtual addresses.
+type callRef struct {
+	caller, call, ret uint64 // the calling function, the call, the instruction after it
+	// callEmulated: the call is one the kernel emulates (no prefix).
+	// retEmulated: so is the instruction at ret, and only the return
+	// reaches it (no branch of the caller lands there, and the caller
+	// has no indirect jump). epilogue: from ret the caller only
+	// restores the stack and returns. last: nothing follows the call
+	// in its function.
+	callEmulated, retEmulated, epilogue, last bool
 }
 
-// callRef is a direct call: the k-th instruction of its caller.
-type callRef struct {
-	caller *caller
-	k      int
+// maxIndexCode bounds the code indexCalls decodes (about 17 MB a second
+// here): a larger module is left unindexed, its functions probed at
+// their own entries and, if it throws, exiting by RET probes.
+const maxIndexCode = 16 << 20
+
+// indexCache keeps the call indexes of the last few modules indexed,
+// each under its file's identity: --root plans the callees of each
+// function of its subgraph as it first runs, in the same few modules,
+// while the target is held, and decoding a module again each time cost
+// 80 ms for libstdc++ and 2 s for libLLVM here.
+var indexCache struct {
+	sync.Mutex
+	keys []fileKey
+	idx  []*callIndex
+}
+
+// indexCacheSize is how many modules indexCache keeps.
+const indexCacheSize = 4
+
+// fileKey identifies a file's contents: the same path replaced by
+// another file (a rebuild) has another.
+type fileKey struct {
+	path      string
+	dev, ino  uint64
+	size      int64
+	mtimeNano int64
+}
+
+// cachedIndex returns the call index of f, the file at path, from
+// indexCache or made by indexCalls.
+func cachedIndex(f *symbolize.File, path string) *callIndex {
+	st, err := os.Stat(path)
+	if err != nil {
+		return indexCalls(f, path)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return indexCalls(f, path)
+	}
+	key := fileKey{path, uint64(sys.Dev), sys.Ino, st.Size(), st.ModTime().UnixNano()}
+	c := &indexCache
+	c.Lock()
+	defer c.Unlock()
+	if i := slices.Index(c.keys, key); i >= 0 {
+		return c.idx[i]
+	}
+	idx := indexCalls(f, path)
+	c.keys, c.idx = append(c.keys, key), append(c.idx, idx)
+	if len(c.keys) > indexCacheSize {
+		c.keys, c.idx = c.keys[1:], c.idx[1:]
+	}
+	return idx
 }
 
 // indexCalls decodes every function of f, the file at path, and the
-// words of its data sections and relocations.
+// words of its data sections and relocations. It keeps, of each function,
+// its calls and what it names: decoded instructions of a large library
+// would take hundreds of megabytes.
 func indexCalls(f *symbolize.File, path string) *callIndex {
 	idx := &callIndex{calls: map[uint64][]callRef{}, named: map[uint64]bool{}, safe: map[uint64]bool{}, complete: true}
-	funcs := map[uint64]bool{}
-	var all []*caller
+	funcs := map[uint64]symbolize.Function{}
+	total := uint64(0)
 	for _, fn := range f.Functions() {
-		if funcs[fn.Addr] {
-			continue
+		if _, ok := funcs[fn.Addr]; !ok {
+			funcs[fn.Addr] = fn
+			total += fn.Size
 		}
-		funcs[fn.Addr] = true
-		code, err := f.Code(fn.Addr, fn.Size)
+	}
+	if total > maxIndexCode {
+		idx.complete = false
+		return idx
+	}
+	name := func(addr uint64) {
+		if _, ok := funcs[addr]; ok {
+			idx.named[addr] = true
+		}
+	}
+	callees := map[uint64][]uint64{} // the functions each one branches to
+	opaque := map[uint64]bool{}      // functions with an indirect call or jump
+	for addr, fn := range funcs {
+		code, err := f.Code(addr, fn.Size)
 		if err != nil {
 			continue // no code to call: an alias of data or an absolute symbol
 		}
@@ -81,60 +145,66 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 			idx.complete = false
 			continue
 		}
-		all = append(all, &caller{fn: fn, ins: ins, landing: map[int]bool{}})
-	}
-	name := func(addr uint64) {
-		if funcs[addr] {
-			idx.named[addr] = true
-		}
-	}
-	for _, c := range all {
-		for k, in := range c.ins {
-			inside := in.direct && in.target >= 0 && uint64(in.target) < c.fn.Size
+		landing, indirect := map[int]bool{}, false
+		for _, in := range ins {
 			switch {
-			case in.op == x86asm.CALL && in.direct:
-				idx.calls[c.fn.Addr+uint64(in.target)] = append(idx.calls[c.fn.Addr+uint64(in.target)], callRef{c, k})
-				c.callees = append(c.callees, c.fn.Addr+uint64(in.target))
-			case in.direct && inside:
-				c.landing[in.target] = true
+			case in.direct && in.target >= 0 && uint64(in.target) < fn.Size:
+				landing[in.target] = true
 			case in.direct:
-				name(c.fn.Addr + uint64(in.target)) // a jump into another function: a tail call
-				c.callees = append(c.callees, c.fn.Addr+uint64(in.target))
+				callees[addr] = append(callees[addr], addr+uint64(in.target))
+				if in.op != x86asm.CALL {
+					name(addr + uint64(in.target)) // a jump into another function: a tail call
+				}
 			case in.op == x86asm.JMP:
-				c.indirect, c.opaque = true, true
+				indirect, opaque[addr] = true, true
 			case in.op == x86asm.CALL:
-				c.opaque = true
+				opaque[addr] = true
 			}
 			switch {
 			case in.refRIP:
-				name(c.fn.Addr + uint64(in.ref))
+				name(addr + uint64(in.ref))
 			case in.refImm && in.ref > 0:
 				name(uint64(in.ref))
 			}
+		}
+		for k, in := range ins {
+			if in.op != x86asm.CALL || !in.direct {
+				continue
+			}
+			r := callRef{caller: addr, call: addr + uint64(in.off), ret: addr + uint64(in.off+in.len),
+				callEmulated: emulated(in.raw), last: k+1 == len(ins)}
+			if !r.last {
+				next := ins[k+1]
+				r.retEmulated = emulated(next.raw) && !landing[next.off] && !indirect
+				r.epilogue = epilogue(ins[k+1:])
+			}
+			target := addr + uint64(in.target)
+			idx.calls[target] = append(idx.calls[target], r)
 		}
 	}
 	if !nameData(path, name) {
 		idx.complete = false
 	}
-	idx.findSafe(all)
+	idx.findSafe(funcs, callees, opaque)
 	return idx
 }
 
-// findSafe fills idx.safe: the functions of all that branch to nothing
-// but functions of all that are safe too, by elimination from all those
-// without indirect branches (recursion among safe functions stays safe).
-// A call to anything else (a PLT stub: __cxa_throw, a library) may throw.
-func (idx *callIndex) findSafe(all []*caller) {
-	for _, c := range all {
-		if !c.opaque {
-			idx.safe[c.fn.Addr] = true
+// findSafe fills idx.safe: the functions of funcs that branch (callees)
+// to nothing but functions of funcs that are safe too, by elimination
+// from all those without indirect branches (opaque); recursion among
+// safe functions stays safe. A call to anything else (a PLT stub:
+// __cxa_throw, a library) may throw.
+func (idx *callIndex) findSafe(funcs map[uint64]symbolize.Function, callees map[uint64][]uint64, opaque map[uint64]bool) {
+	for addr := range funcs {
+		if !opaque[addr] {
+			idx.safe[addr] = true
 		}
 	}
 	for changed := true; changed; {
 		changed = false
-		for _, c := range all {
-			if idx.safe[c.fn.Addr] && slices.ContainsFunc(c.callees, func(g uint64) bool { return !idx.safe[g] }) {
-				delete(idx.safe, c.fn.Addr)
+		for addr := range idx.safe {
+			if slices.ContainsFunc(callees[addr], func(g uint64) bool { return !idx.safe[g] }) {
+				delete(idx.safe, addr)
 				changed = true
 			}
 		}
@@ -190,7 +260,8 @@ func nameData(path string, name func(uint64)) bool {
 // know of (its address named otherwise, code that did not decode), a
 // call whose return point is neither an instruction the kernel emulates
 // that only the return reaches nor an epilogue of a caller whose exit
-// probes see (exitSeen), or a call on an address taken (entries).
+// probes see (exitSeen), or a call on an address taken (file offsets
+// holding another probe).
 func (idx *callIndex) callSites(f *symbolize.File, start uint64, exitSeen func(caller uint64) bool, taken map[uint64]bool) ([]CallSite, bool) {
 	refs := idx.calls[start]
 	if !idx.complete || idx.named[start] || len(refs) == 0 {
@@ -199,20 +270,17 @@ func (idx *callIndex) callSites(f *symbolize.File, start uint64, exitSeen func(c
 	fileOff := func(addr uint64) uint64 { off, _ := f.FileOffset(addr); return off }
 	var out []CallSite
 	for _, r := range refs {
-		c := r.caller
-		call := c.ins[r.k]
-		if !emulated(call.raw) || r.k+1 >= len(c.ins) {
+		if !r.callEmulated || r.last {
 			return nil, false // a prefixed call; or one at the end, never meant to return
 		}
-		cs := CallSite{Call: fileOff(c.fn.Addr + uint64(call.off))}
+		cs := CallSite{Call: fileOff(r.call)}
 		if taken[cs.Call] {
 			return nil, false
 		}
-		ret := c.ins[r.k+1]
 		switch {
-		case emulated(ret.raw) && !c.landing[ret.off] && !c.indirect:
-			cs.Return = fileOff(c.fn.Addr + uint64(ret.off))
-		case epilogue(c.ins[r.k+1:]) && exitSeen(c.fn.Addr):
+		case r.retEmulated:
+			cs.Return = fileOff(r.ret)
+		case r.epilogue && exitSeen(r.caller):
 			cs.WithCaller = true
 		default:
 			return nil, false
@@ -276,7 +344,7 @@ func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
 	}
 	for i, cs := range calls {
 		for _, r := range idx.calls[sites[i].Start] {
-			if moving[r.caller.fn.Addr] && withCaller(cs, f, r) {
+			if moving[r.caller] && withCaller(cs, f, r) {
 				delete(calls, i)
 				break
 			}
@@ -290,7 +358,7 @@ func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
 // withCaller reports whether the call r is one of cs that its caller's
 // exit ends.
 func withCaller(cs []CallSite, f *symbolize.File, r callRef) bool {
-	off, _ := f.FileOffset(r.caller.fn.Addr + uint64(r.caller.ins[r.k].off))
+	off, _ := f.FileOffset(r.call)
 	for _, c := range cs {
 		if c.Call == off {
 			return c.WithCaller

@@ -46,7 +46,7 @@ func ClassSite(path, name string, c SiteClass) (Site, error) {
 		off, _ := f.FileOffset(fn.Addr)
 		if c.CallSite {
 			none := func(uint64) bool { return false }
-			calls, ok := indexCalls(f, path).callSites(f, fn.Addr, none, nil)
+			calls, ok := cachedIndex(f, path).callSites(f, fn.Addr, none, nil)
 			if !ok {
 				return Site{}, fmt.Errorf("%s: %s: not every call of it returns to an emulated instruction", path, name)
 			}

@@ -118,7 +118,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	var idx *callIndex // the module's calls, decoded once when needed
 	index := func() *callIndex {
 		if idx == nil {
-			idx = indexCalls(f, path)
+			idx = cachedIndex(f, path)
 		}
 		return idx
 	}
