@@ -9,8 +9,9 @@
 //     calibration, and on a build whose entries are all emulated): the
 //     calibrated cum of the loop against the uninstrumented loop (bars:
 //     within 5% with hooks, 10% with uprobes), and the self shares under
-//     hooks against callgrind's instruction shares (bar: within 3
-//     points); uftrace's raw total beside.
+//     hooks and uprobes (plain build, in-run) against callgrind's
+//     instruction shares (bar: within 3 points); uftrace's raw total
+//     beside.
 //   - hooks: a -finstrument-functions program dominated by ~1e6 calls of
 //     tiny functions (a few ns each): the calibrated cum of the loop
 //     against the uninstrumented build (goal: within 15%, below the
@@ -198,7 +199,8 @@ func main() {
 // and a build whose functions all begin with a nop
 // (-fpatchable-function-entry=1), where every entry probe is emulated:
 // the plain build's short_fn begins with a mov, which the kernel
-// single-steps.
+// single-steps, so trueprof probes it at its callers (its calls, and the
+// calls or epilogue they return to).
 func heldLoop(trueprof, dir, plain, hooked, nopped string) {
 	args := []string{"held", strconv.Itoa(*heldN)}
 	fns := []string{"outer", "short_fn", "long_fn"}
@@ -231,9 +233,11 @@ func heldLoop(trueprof, dir, plain, hooked, nopped string) {
 	check("uprobes, 0.1-3 µs functions: calibrated cum (on CPU) vs uninstrumented", pct(medianOrNaN(uprobes["in-run"].cpu), r), 10, "%")
 	fmt.Printf("  self shares          callgrind  hooks  uprobes  uprobes, nop entries\n")
 	for _, fn := range fns {
-		fmt.Printf("    %-12s        %6.1f%%  %6.1f%%  %6.1f%%  %6.1f%%   (hooks %+.1f points; bar within 3)\n", fn, cg[fn],
-			hooks.share(fn), uprobes["in-run"].share(fn), uprobes["emulated"].share(fn), hooks.share(fn)-cg[fn])
+		up := uprobes["in-run"].share(fn)
+		fmt.Printf("    %-12s        %6.1f%%  %6.1f%%  %6.1f%%  %6.1f%%   (hooks %+.1f, uprobes %+.1f points; bar within 3)\n", fn, cg[fn],
+			hooks.share(fn), up, uprobes["emulated"].share(fn), hooks.share(fn)-cg[fn], up-cg[fn])
 		check("hooks, self share of "+fn+" vs callgrind", hooks.share(fn)-cg[fn], 3, " points")
+		check("uprobes, self share of "+fn+" vs callgrind", up-cg[fn], 3, " points")
 	}
 	fmt.Println()
 }
@@ -388,7 +392,8 @@ func calibrationLine(c *trace.Calibration) string {
 	}
 	line := fmt.Sprintf("%s: %.0f ns per call", src, c.PerCall)
 	if sc := c.Sites; sc != nil {
-		line += fmt.Sprintf(", stepped entry %.0f ns (%.0f in the caller), RET probe %.0f ns", sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitRetInsn)
+		line += fmt.Sprintf(", stepped entry %.0f ns (%.0f in the caller), RET probe %.0f ns, call-site exit %.0f ns (%.0f before it)",
+			sc.EntryStepped, sc.EntrySteppedCaller, sc.ExitRetInsn, sc.ExitCallSite, sc.ExitCallSiteBefore)
 	}
 	var fit []string
 	for _, f := range c.Fit {

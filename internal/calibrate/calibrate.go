@@ -231,8 +231,8 @@ func Run(ctx context.Context, o Options) (*trace.Calibration, error) {
 			return nil, fmt.Errorf("measuring the uprobe site classes: %w", err)
 		}
 		c.Sites = &sc
-		fmt.Fprintf(o.Log, "calibrate: uprobe per hit: entry %.0f ns emulated, %.0f ns single-stepped; exit %.0f ns return probe, %.0f ns RET probe\n",
-			sc.EntryEmulated, sc.EntryStepped, sc.ExitReturn, sc.ExitRetInsn)
+		fmt.Fprintf(o.Log, "calibrate: uprobe per hit: entry %.0f ns emulated, %.0f ns single-stepped; exit %.0f ns return probe, %.0f ns RET probe, %.0f ns where a call returns\n",
+			sc.EntryEmulated, sc.EntryStepped, sc.ExitReturn, sc.ExitRetInsn, sc.ExitCallSite)
 	}
 	return c, nil
 }

@@ -64,13 +64,15 @@ func NewUprobeInRun() *UprobeInRun {
 
 // The copies of the target's functions a burst runs (target.c, inrun):
 // cal (emulated entries, return probes: the fitted class), ref (not
-// probed: the uninstrumented loops), step (the leaf's entry single-stepped)
-// and rins (the leaf's exits RET-instruction probes).
+// probed: the uninstrumented loops), step (the leaf's entry single-stepped),
+// rins (the leaf's exits RET-instruction probes) and csite (the leaf
+// probed at its callers).
 const (
-	copyCal  = "cal"
-	copyRef  = "ref"
-	copyStep = "step"
-	copyRins = "rins"
+	copyCal   = "cal"
+	copyRef   = "ref"
+	copyStep  = "step"
+	copyRins  = "rins"
+	copyCsite = "csite"
 )
 
 // inRunShapes are a burst's validation shapes: trueprof calibrate's for
@@ -117,6 +119,7 @@ func burstArgs() (args, copies []string, shapes []int) {
 		// extra cost per hit.
 		add(copyStep, 0, vs[0])
 		add(copyRins, 0, vs[0])
+		add(copyCsite, 0, vs[0])
 	}
 	return args, copies, shapes
 }
@@ -146,11 +149,11 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		u.bin = bin
 	}
 	var sites []uprobe.Site
-	for _, c := range []string{copyCal, copyStep, copyRins} {
+	for _, c := range []string{copyCal, copyStep, copyRins, copyCsite} {
 		for _, fn := range []string{"leaf", "link", "outer", "shape"} {
 			var class uprobe.SiteClass
 			if fn == "leaf" {
-				class = uprobe.SiteClass{Stepped: c == copyStep, RetInsn: c == copyRins}
+				class = uprobe.SiteClass{Stepped: c == copyStep, RetInsn: c == copyRins, CallSite: c == copyCsite}
 			}
 			s, err := uprobe.ClassSite(u.bin, c+"_"+fn, class)
 			if err != nil {
@@ -399,10 +402,20 @@ func (u *UprobeInRun) Calibration() *trace.Calibration {
 	sc := trace.SiteCosts{EntryEmulated: oh[trace.EntryEntry], ExitReturn: oh[trace.ExitExit]}
 	inside, caller := u.extraCost(copyStep)
 	sc.EntryStepped, sc.EntrySteppedCaller = sc.EntryEmulated+inside+caller, caller
-	// A RET probe's step follows its timestamp: in the caller's
-	// interval after the exit, all of it.
+	// A RET probe's step follows its timestamp, in the caller's
+	// interval after the exit; what the leaf's span takes more lies
+	// before it (the trap's way in is longer than the trampoline's:
+	// 150-200 ns here).
 	inside, caller = u.extraCost(copyRins)
-	sc.ExitRetInsn = sc.ExitReturn + inside + caller
+	sc.ExitRetInsn, sc.ExitRetInsnBefore = sc.ExitReturn+inside+caller, inside
+	// A call site's entry is an emulated call, as dear as the fitted
+	// class's emulated push: what its loop's spans take more or less is
+	// its exit's, an emulated uprobe where the trampoline was, before its
+	// timestamp in the leaf's span, after it in the caller's.
+	if v := u.inside[copyCsite]; len(v) > 0 {
+		before, after := calfit.Median(v), calfit.Median(u.caller[copyCsite])
+		sc.ExitCallSite, sc.ExitCallSiteBefore = max(sc.ExitReturn+before+after, 1), before
+	}
 	c.Sites = &sc
 	return c
 }

@@ -240,12 +240,18 @@ type replay struct {
 	cal  *trace.Calibration
 	// siteTail is, per probed location, the probe cost beyond the fitted
 	// overheads that its entry ([0]) and exit ([1]) events leave in the
-	// interval after them, and its entry in the interval before it ([2],
-	// the caller's): a single-stepped entry instruction or a RET probe
-	// costs more than the emulated entries and return probes the
-	// overheads were fitted on (Calibration.Sites).
-	siteTail map[uint32][3]float64
-	cpu      bool // the recording has context switches
+	// interval after them, and its entry ([2], the caller's) and exit
+	// ([3], the callee's) in the interval before them: a single-stepped
+	// entry instruction, a RET probe or an exit probed where a call
+	// returns costs other than the emulated entries and return probes
+	// the overheads were fitted on (Calibration.Sites).
+	siteTail map[uint32][4]float64
+	// withCaller holds the locations probed at their callers
+	// (trace.Probe.CallSite), whose calls followed by the caller's
+	// epilogue end with the caller's exit: closing them then is no
+	// repair.
+	withCaller map[uint32]bool
+	cpu        bool // the recording has context switches
 	// switchCost says that the calibrated CPU times lose the switches'
 	// cost (switchcost.go): calibrating, with context switches; sc is
 	// that cost, once measured.
@@ -404,22 +410,34 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		a.siteTail = siteTails(c.Sites, p.Probes)
 		a.switchCost = a.cpu && c.Refused == ""
 	}
+	for _, pr := range p.Probes {
+		if pr.CallSite {
+			if a.withCaller == nil {
+				a.withCaller = map[uint32]bool{}
+			}
+			a.withCaller[pr.Function] = true
+		}
+	}
 	return a, nil
 }
 
 // siteTails returns the extra probe cost of each probed location whose
-// sites cost more than those the calibration was fitted on: the
-// single-step of an entry instruction the kernel cannot emulate, and of
-// a RET instruction probed instead of a return probe. Both come after the
-// probe's timestamp, so they lie in the interval after the event, but for
-// the part of a stepped entry's that the calibration measured in the
-// caller's intervals (SiteCosts.EntrySteppedCaller), which the interval
-// before the entry loses. Nil without site costs.
-func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][3]float64 {
+// sites cost other than those the calibration was fitted on: the
+// single-step of an entry instruction the kernel cannot emulate, of a
+// RET instruction probed instead of a return probe, and the emulated
+// uprobe where a call returns (Probe.CallSite) instead of a return
+// probe's trampoline. Steps come after the probe's timestamp, so they
+// lie in the interval after the event, but for the part of a stepped
+// entry's that the calibration measured in the caller's intervals
+// (SiteCosts.EntrySteppedCaller), which the interval before the entry
+// loses; a RET probe's and a call site's exits cost ExitRetInsnBefore
+// and ExitCallSiteBefore in the interval before them, the rest after.
+// Nil without site costs.
+func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 	if c == nil {
 		return nil
 	}
-	tails := map[uint32][3]float64{}
+	tails := map[uint32][4]float64{}
 	for _, pr := range probes {
 		t := tails[pr.Function]
 		if pr.Stepped && pr.Mech != trace.ProbeHook {
@@ -428,9 +446,22 @@ func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][3]float64 {
 			t[0] = extra - t[2]
 		}
 		if pr.Mech == trace.ProbeRetInsn {
-			t[1] = max(c.ExitRetInsn-c.ExitReturn, 0)
+			extra := max(c.ExitRetInsn-c.ExitReturn, 0)
+			t[3] = min(max(c.ExitRetInsnBefore, 0), extra)
+			t[1] = extra - t[3]
 		}
-		if t != ([3]float64{}) {
+		if pr.CallSite {
+			exit, before := c.ExitCallSite, c.ExitCallSiteBefore
+			if exit <= 0 {
+				// A calibration from before call sites: the exit is an
+				// emulated hit, as an emulated entry.
+				exit, before = c.EntryEmulated, 0
+			}
+			// Cheaper than a trampoline or dearer: either way.
+			t[3] = before
+			t[1] = exit - c.ExitReturn - before
+		}
+		if t != ([4]float64{}) {
 			tails[pr.Function] = t
 		}
 	}
@@ -1082,8 +1113,19 @@ func (a *replay) event(th *thread, e *model.Event) {
 		kind := -1
 		if th.events > 0 {
 			kind = Transition(th.lastEntry, e.Entry)
-			if e.Entry && a.siteTail != nil {
-				th.tail += a.siteTail[e.Function][2] // the caller's part of a stepped entry
+			if e.Entry && !th.lastEntry && e.Time == th.lastEvent && a.withCaller[e.Function] {
+				// A call site's exit and the next call's entry on one
+				// instruction: one probe hit wrote both, and no probe
+				// cost lies between them.
+				kind = -1
+			}
+			if a.siteTail != nil {
+				// The site's part before its timestamp.
+				before := 3
+				if e.Entry {
+					before = 2
+				}
+				th.tail += a.siteTail[e.Function][before]
 			}
 		}
 		a.closeInterval(th, e.Time, kind, a.delta(&d))
@@ -1123,6 +1165,10 @@ func (a *replay) event(th *thread, e *model.Event) {
 			}
 		} else {
 			for len(th.stack)-1 > i {
+				if a.withCaller[th.stack[len(th.stack)-1].loc] {
+					a.pop(th, e.Time, FlowExit, nil) // its exit is this one
+					continue
+				}
 				th.repairs.Popped++
 				a.pop(th, e.Time, FlowPopped, nil)
 			}

@@ -866,6 +866,17 @@ func TestSiteCosts(t *testing.T) {
 	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-7-6) {
 		t.Errorf("main self %v, want 300 − 3 overheads − 7 after g's RET probe − 6 before f's entry", m.Base.WallNS)
 	}
+
+	// 4 of the RET probe's 7 ns come before its timestamp, off g's
+	// interval; 3 off main's after it.
+	p.Header.Calibration.Sites.ExitRetInsnBefore = 4
+	r = build(t, p, calltree.Options{})
+	if g := node(t, &thread(t, r, 1).Root, "main;g"); !near(g.Base.WallNS, 100-1-4) {
+		t.Errorf("g self %v, want 100 − 1 − 4", g.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 300-3-3-6) {
+		t.Errorf("main self %v, want 300 − 3 overheads − 3 after g's RET probe − 6 before f's entry", m.Base.WallNS)
+	}
 }
 
 // TestSelfCPUPerCall: the per-call extremes are kept for CPU time too
@@ -878,5 +889,55 @@ func TestSelfCPUPerCall(t *testing.T) {
 	f := function(t, r, "f")
 	if f.MinSelfNS != 5 || f.MaxSelfNS != 40 || f.MinSelfCPUNS != 5 || f.MaxSelfCPUNS != 20 {
 		t.Errorf("f per call: wall %v..%v, cpu %v..%v; want 5..40, 5..20", f.MinSelfNS, f.MaxSelfNS, f.MinSelfCPUNS, f.MaxSelfCPUNS)
+	}
+}
+
+// TestCallSiteProbes: f is probed at its callers (ProbeCallSite). Its
+// first exit and its second entry are one probe hit on one instruction
+// (the same time): no overhead is taken between them. Its third call
+// returns into g's epilogue and ends with g's exit: no repair. Its
+// exits cost 15 ns more than a return probe's before their timestamps,
+// 5 after.
+func TestCallSiteProbes(t *testing.T) {
+	b := modeltest.NewHooks().Thread(1, 1, "app").Calibrate(1, 1, 1, 1).
+		Run(1, 1, "0 +main 100 +f 200 -f 200 +f 300 -f 400 +g 500 +f 600 -g 700 -main")
+	p := b.Profile()
+	p.Header.Calibration.Sites = &trace.SiteCosts{EntryEmulated: 500, EntryStepped: 520, ExitReturn: 300, ExitRetInsn: 307,
+		ExitCallSite: 320, ExitCallSiteBefore: 15}
+	p.Probes = []model.Probe{
+		{Function: b.Function("f"), Mech: trace.ProbeCallSite, CallSite: true},
+		{Function: b.Function("g"), Mech: trace.ProbeReturn},
+		{Function: b.Function("main"), Mech: trace.ProbeReturn},
+	}
+	r := build(t, p, calltree.Options{})
+	if r.Repairs != (calltree.Repairs{}) {
+		t.Errorf("repairs %+v, want none", r.Repairs)
+	}
+	root := &thread(t, r, 1).Root
+	check(t, node(t, root, "main;g;f"), want{1, 0, 3, 0, 100, 100, 99, 99})
+	if f := node(t, root, "main;f"); f.Calls != 2 || !near(f.Base.WallNS, 2*(100-1-15)) {
+		t.Errorf("main;f: %d calls, self %v, want 2 and 2 × (100 − 1 − 15)", f.Calls, f.Base.WallNS)
+	}
+	// 99 before f, 0 between f's calls, 100 − 1 − 5 after f's exit,
+	// 99 after g's.
+	if m := node(t, root, "main"); !near(m.Base.WallNS, 99+0+94+99) {
+		t.Errorf("main self %v, want 99 + 0 + 94 + 99", m.Base.WallNS)
+	}
+
+	// A calibration that did not measure call sites: their exits cost
+	// an emulated hit (500), all after the timestamp.
+	p.Header.Calibration.Sites.ExitCallSite, p.Header.Calibration.Sites.ExitCallSiteBefore = 0, 0
+	r = build(t, p, calltree.Options{})
+	if f := node(t, &thread(t, r, 1).Root, "main;f"); !near(f.Base.WallNS, 2*(100-1)) {
+		t.Errorf("main;f self %v without measured call-site costs, want 2 × (100 − 1)", f.Base.WallNS)
+	}
+	if m := node(t, &thread(t, r, 1).Root, "main"); !near(m.Base.WallNS, 99+0+(100-1-200)+99) {
+		t.Errorf("main self %v without measured call-site costs, want 99 + 0 + (100 − 1 − 200) + 99", m.Base.WallNS)
+	}
+
+	// Probed at its entry, f's call that g's exit ends is a repair.
+	p.Probes[0].Mech, p.Probes[0].CallSite = trace.ProbeEntry, false
+	if r := build(t, p, calltree.Options{}); r.Repairs.Popped != 1 {
+		t.Errorf("f probed at its entry: repairs %+v, want 1 popped", r.Repairs)
 	}
 }

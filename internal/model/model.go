@@ -178,6 +178,7 @@ type Probe struct {
 	Address  uint64
 	Mech     trace.ProbeMech
 	Stepped  bool // the entry probe's instruction is single-stepped (trace.Probe)
+	CallSite bool // probed at its callers (trace.Probe)
 }
 
 // Adjust is time a thread spent in the profiler rather than its own code,

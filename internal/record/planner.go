@@ -397,10 +397,7 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, lazy bool) (*uprob
 	starts := fileOffsets(m.sites)
 	u := &uprobeSource{set: set, starts: starts, module: module, from: math.MaxUint64, end: math.MaxUint64}
 	for _, site := range m.sites {
-		u.points += 1 + len(site.Exits)
-		if site.Return {
-			u.points++
-		}
+		u.points += probePoints(site)
 	}
 	if holds {
 		u.onHold = p.onHold
@@ -415,12 +412,15 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, lazy bool) (*uprob
 		switch {
 		case lazy:
 			mech = trace.ProbeDynamic
+		case len(site.Calls) > 0:
+			mech = trace.ProbeCallSite
 		case len(site.Exits) > 0:
 			mech = trace.ProbeRetInsn
 		case site.Return:
 			mech = trace.ProbeReturn
 		}
-		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated})
+		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated,
+			CallSite: len(site.Calls) > 0})
 		root := p.inSubgraph(m, site)
 		p.live[liveKey{module, starts[i]}] = liveProbe{src: u, site: i, probe: u.probes[i], path: m.path, name: site.Function, root: root}
 		if root {
@@ -428,6 +428,26 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, lazy bool) (*uprob
 		}
 	}
 	return u, nil
+}
+
+// probePoints is the number of probe points of site: its entry and
+// exits, or a call's and its return point's for each of its calls.
+func probePoints(site uprobe.Site) int {
+	if len(site.Calls) > 0 {
+		n := 0
+		for _, c := range site.Calls {
+			n++
+			if !c.WithCaller {
+				n++
+			}
+		}
+		return n
+	}
+	n := 1 + len(site.Exits)
+	if site.Return {
+		n++
+	}
+	return n
 }
 
 // inSubgraph reports whether site of m is in the root's subgraph: the

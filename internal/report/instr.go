@@ -416,8 +416,12 @@ func writeInstrHeaderText(w io.Writer, h *InstrHeader) {
 			// What each class of uprobe site costs a hit: the entries
 			// and exits of other classes than the fitted one's lose the
 			// difference too (record's cost warning used these numbers).
-			fmt.Fprintf(w, "Sites:      per hit: entry %s emulated, %s single-stepped; exit %s return probe, %s RET probe\n",
-				formatNS(sc.EntryEmulated), formatNS(sc.EntryStepped), formatNS(sc.ExitReturn), formatNS(sc.ExitRetInsn))
+			callSite := ""
+			if sc.ExitCallSite > 0 {
+				callSite = fmt.Sprintf(", %s where a call returns", formatNS(sc.ExitCallSite))
+			}
+			fmt.Fprintf(w, "Sites:      per hit: entry %s emulated, %s single-stepped; exit %s return probe, %s RET probe%s\n",
+				formatNS(sc.EntryEmulated), formatNS(sc.EntryStepped), formatNS(sc.ExitReturn), formatNS(sc.ExitRetInsn), callSite)
 		}
 		if sc := h.SwitchCost; sc != nil && sc.NS > 0 {
 			fmt.Fprintf(w, "Switches:   %s of CPU a preemption (mean over %d preempted intervals), %s removed from CPU times\n",
@@ -504,6 +508,7 @@ type ProbeInfo struct {
 var probeMechs = map[trace.ProbeMech]string{
 	trace.ProbeHook: "hook", trace.ProbeEntry: "entry", trace.ProbeReturn: "return",
 	trace.ProbeRetInsn: "ret-insn", trace.ProbeDynamic: "lazy", trace.ProbeRemoved: "removed",
+	trace.ProbeCallSite: "call-site",
 }
 
 // instrument is p's probe mechanism: its header's or, for a recording

@@ -198,9 +198,15 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.PID))
 		b = binary.AppendUvarint(b, u(r.Function))
 		b = binary.AppendUvarint(b, r.Address)
-		if r.Stepped {
-			// An appended field, which older readers ignore.
-			b = binary.AppendUvarint(b, 1)
+		// Appended fields, which older readers ignore: Stepped, then
+		// CallSite, each 0 or 1, written up to the last one set.
+		switch {
+		case r.CallSite && r.Stepped:
+			b = append(b, 1, 1)
+		case r.CallSite:
+			b = append(b, 0, 1)
+		case r.Stepped:
+			b = append(b, 1)
 		}
 	case *Adjust:
 		b = c.appendTime(b, r.Time)

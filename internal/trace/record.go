@@ -124,6 +124,18 @@ type SiteCosts struct {
 	EntrySteppedCaller float64 `json:"entry_stepped_caller_ns,omitempty"`
 	ExitReturn         float64 `json:"exit_return_ns"`
 	ExitRetInsn        float64 `json:"exit_ret_insn_ns"`
+	// ExitRetInsnBefore is the part of what a RET probe costs more than
+	// a return probe that lies before its timestamp, in the callee's
+	// interval (a trap's way into the kernel is longer than the
+	// trampoline's); 0 when not measured: all after it.
+	ExitRetInsnBefore float64 `json:"exit_ret_insn_before_ns,omitempty"`
+	// ExitCallSite is the cost of an exit probed on the instruction a
+	// call returns to (ProbeCallSite), an emulated uprobe, and
+	// ExitCallSiteBefore the part of what it costs more than a return
+	// probe that lies before its timestamp, in the callee's interval;
+	// 0 when not measured (older traces).
+	ExitCallSite       float64 `json:"exit_call_site_ns,omitempty"`
+	ExitCallSiteBefore float64 `json:"exit_call_site_before_ns,omitempty"`
 }
 
 // FitShape is one validation shape of a calibration: a loop of calls
@@ -530,6 +542,11 @@ const (
 	// target ran (trueprof ctl trace remove, root): its calls open then
 	// end then, and its later calls are not recorded.
 	ProbeRemoved ProbeMech = 6
+	// ProbeCallSite: uprobes at the function's callers, on its call
+	// instructions (entries) and on the instructions they return to
+	// (exits), or, for a call its caller's epilogue follows, no exit
+	// probe: the caller's exit ends the call (uprobe.CallSite).
+	ProbeCallSite ProbeMech = 7
 )
 
 // Probe records that a probe of kind Mech was placed at Address of
@@ -544,6 +561,12 @@ type Probe struct {
 	// of line instead of emulating it, which costs several times more
 	// (Calibration.Sites). An appended field: older traces read false.
 	Stepped bool
+	// CallSite: the function is probed at its callers (ProbeCallSite;
+	// a lazy probe, ProbeDynamic, may be too): its exits cost
+	// Calibration.Sites' call-site exit, and its calls that its caller's
+	// exit ends are no repair. Appended after Stepped; older traces read
+	// false.
+	CallSite bool
 }
 
 // Adjust records time thread TID spent in the profiler rather than in its

@@ -84,14 +84,24 @@ const ringSize = 8 << 20
 const recordSize = 24
 
 // The cookie of a probe is site<<2 | kind. The program sets heldBit in
-// the cookie it writes for an entry that stopped the process.
+// the cookie it writes for an entry that stopped the process. A
+// kindPair probe is two events at one instruction, the exit of one call
+// and the entry of the next (call sites: "call f; call g" returns from f
+// onto the call of g), each a 30-bit site<<2 | kind, the first at bit 2
+// and the second at bit 32 (pairCookie).
 const (
 	kindEntry = 0
 	kindExit  = 1
 	kindBoth  = 2 // a one-instruction function: its entry is its RET
+	kindPair  = 3
 
-	heldBit = 1 << 62
+	heldBit  = 1 << 62
+	partMask = 1<<30 - 1
 )
+
+// pairCookie is the cookie of a kindPair probe: the event first, then
+// the event second (each site<<2 | kind).
+func pairCookie(first, second uint64) uint64 { return second<<32 | first<<2 | kindPair }
 
 // ErrPermission is wrapped by Attach when the kernel refused for lack of
 // privilege; the message names the capabilities.
@@ -207,7 +217,24 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 	// entry delivered has its exit delivered too; exits of calls entered
 	// earlier come without an entry, and readers ignore those.
 	var retInsns, rets, entries multiSpec
+	callProbes := map[uint64][]uint64{} // sites probed at their callers: events by file offset
+	var callOffs []uint64
 	for i, s := range sites {
+		if len(s.Calls) > 0 {
+			add := func(off, ev uint64) {
+				if callProbes[off] == nil {
+					callOffs = append(callOffs, off)
+				}
+				callProbes[off] = append(callProbes[off], ev)
+			}
+			for _, c := range s.Calls {
+				add(c.Call, uint64(i)<<2|kindEntry)
+				if !c.WithCaller {
+					add(c.Return, uint64(i)<<2|kindExit)
+				}
+			}
+			continue
+		}
 		kind := uint64(kindEntry)
 		for _, x := range s.Exits {
 			if x == s.Entry {
@@ -220,6 +247,10 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 		if s.Return {
 			rets.add(s.Entry, uint64(i)<<2|kindExit)
 		}
+	}
+	if err := placeCallProbes(callOffs, callProbes, &retInsns, &entries); err != nil {
+		s.Close()
+		return nil, err
 	}
 	rets.ret = true
 	if err := s.loadBPF(l != nil); err != nil {
@@ -250,6 +281,39 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 	// The kernel has registered every probe when the last link returns.
 	s.live = perf.Now()
 	return s, nil
+}
+
+// placeCallProbes adds the probes of the sites probed at their callers
+// (Site.Calls), events by file offset in offs' order, to the links: an
+// exit alone to the RET probes', an entry alone or an exit followed by
+// an entry (kindPair: the exit comes first, as the return precedes the
+// next call) to the entries'. It refuses other combinations, and an
+// offset another probe of the set holds: the kernel runs the probes of
+// one instruction in no order a reader could rely on.
+func placeCallProbes(offs []uint64, events map[uint64][]uint64, retInsns, entries *multiSpec) error {
+	others := map[uint64]bool{}
+	for _, m := range []*multiSpec{retInsns, entries} {
+		for _, off := range m.offs {
+			others[off] = true
+		}
+	}
+	for _, off := range offs {
+		ev := events[off]
+		slices.SortStableFunc(ev, func(a, b uint64) int { return cmp.Compare(b&3, a&3) }) // exits first
+		switch {
+		case others[off]:
+			return fmt.Errorf("uprobe: a call-site probe at offset %#x shares it with another probe", off)
+		case len(ev) == 1 && ev[0]&3 == kindExit:
+			retInsns.add(off, ev[0])
+		case len(ev) == 1:
+			entries.add(off, ev[0])
+		case len(ev) == 2 && ev[0]&3 == kindExit && ev[1]&3 == kindEntry:
+			entries.add(off, pairCookie(ev[0], ev[1]))
+		default:
+			return fmt.Errorf("uprobe: %d call-site probes at offset %#x", len(ev), off)
+		}
+	}
+	return nil
 }
 
 // loadBPF makes the BPF side of s, unless loaded beforehand: the hold
@@ -407,8 +471,13 @@ func holdCheck(events, hold int) asm.Instructions {
 		asm.Mov.Reg(asm.R2, asm.R1),
 		asm.And.Imm(asm.R2, 3),
 		asm.JEq.Imm(asm.R2, kindExit, "unheld"),
+		asm.JEq.Imm(asm.R2, kindPair, "pair"),
 		asm.RSh.Imm(asm.R1, 2),
-		asm.StoreMem(asm.RFP, -32, asm.R1, asm.Word),
+		asm.Ja.Label("site"),
+		// A pair's entry is its second event (placeCallProbes).
+		asm.RSh.Imm(asm.R1, 34).WithSymbol("pair"),
+		asm.And.Imm(asm.R1, partMask>>2),
+		asm.StoreMem(asm.RFP, -32, asm.R1, asm.Word).WithSymbol("site"),
 		asm.LoadMapPtr(asm.R1, hold),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -32),
@@ -496,32 +565,45 @@ func (r *ring) Fds() []int { return []int{r.events.FD()} }
 // a few microseconds of disorder in Time.
 func (s *Set) Read(fn func(Event)) int {
 	return s.each(recordSize, func(time uint64, pid, tid uint32, cookie uint64) int {
-		ev := Event{Time: time, PID: pid, TID: tid, Site: int(cookie &^ heldBit >> 2), Held: cookie&heldBit != 0}
-		if ev.Site >= len(s.sites) {
-			return 0
+		held := cookie&heldBit != 0
+		cookie &^= heldBit
+		if cookie&3 == kindPair {
+			// The pair's second event is its entry, which held.
+			return s.deliver(Event{Time: time, PID: pid, TID: tid}, cookie>>2&partMask, fn) +
+				s.deliver(Event{Time: time, PID: pid, TID: tid, Held: held}, cookie>>32&partMask, fn)
 		}
-		h := &s.hits[ev.Site]
-		switch cookie & 3 {
-		case kindEntry:
-			ev.Entry = true
-			fn(ev)
-			h[0]++
-			return 1
-		case kindExit:
-			fn(ev)
-			h[1]++
-			return 1
-		case kindBoth:
-			ev.Entry = true
-			fn(ev)
-			ev.Entry = false
-			fn(ev)
-			h[0]++
-			h[1]++
-			return 2
-		}
-		return 0
+		return s.deliver(Event{Time: time, PID: pid, TID: tid, Held: held}, cookie, fn)
 	})
+}
+
+// deliver passes ev, the event of cookie (site<<2 | kind, not a pair),
+// to fn, two events for kindBoth, and returns their number.
+func (s *Set) deliver(ev Event, cookie uint64, fn func(Event)) int {
+	ev.Site = int(cookie >> 2)
+	if ev.Site >= len(s.sites) {
+		return 0
+	}
+	h := &s.hits[ev.Site]
+	switch cookie & 3 {
+	case kindEntry:
+		ev.Entry = true
+		fn(ev)
+		h[0]++
+		return 1
+	case kindExit:
+		fn(ev)
+		h[1]++
+		return 1
+	case kindBoth:
+		ev.Entry = true
+		fn(ev)
+		ev.Entry = false
+		fn(ev)
+		h[0]++
+		h[1]++
+		return 2
+	}
+	return 0
 }
 
 // each drains the records available now, of size bytes that begin with
@@ -647,7 +729,7 @@ func (h Hot) String() string {
 // (0.05 for 5%) of elapsed, costliest first. A hit costs what its site's
 // class costs per c (the numbers calibrated reports subtract): an entry
 // on an emulated or a single-stepped instruction, an exit through a
-// return probe or a RET-instruction probe. It returns nil if elapsed is
+// return probe, a RET-instruction probe or where a call returns. It returns nil if elapsed is
 // not positive.
 func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot {
 	if elapsed <= 0 {
@@ -660,7 +742,12 @@ func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot
 		if site.Emulated {
 			entry = c.EntryEmulated
 		}
-		if !site.Return {
+		switch {
+		case len(site.Calls) > 0 && c.ExitCallSite > 0:
+			exit = c.ExitCallSite
+		case len(site.Calls) > 0:
+			exit = c.EntryEmulated // not measured: an emulated hit
+		case !site.Return:
 			exit = c.ExitRetInsn
 		}
 		cost := time.Duration(float64(h[0])*entry + float64(h[1])*exit)

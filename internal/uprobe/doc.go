@@ -11,7 +11,13 @@
 //     cost about 0.6 µs here; single-stepped ones (endbr64, mov, ret, a
 //     frameless leaf's first instruction) about 11 µs. Site.Emulated says
 //     which, and SiteCosts measures both on the running machine.
-//   - C, C++ and Rust functions exit through a uretprobe at the entry.
+//   - A C, C++ or Rust function whose entry instruction would be
+//     single-stepped is probed at its callers (Site.Calls) when every call
+//     of it is known: on its call instructions and on the instructions
+//     they return to, which the kernel emulates, or for a call its
+//     caller's epilogue follows, by its caller's exit.
+//   - C, C++ and Rust functions exit through a uretprobe at the entry,
+//     except those a C++ exception can pass through (RET probes, as Go's).
 //   - Go functions exit through probes on their RET instructions (and
 //     tail-call jumps), because a uretprobe rewrites the return address on
 //     a stack that the Go runtime may move. Calls left by a panic have no

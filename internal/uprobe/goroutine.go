@@ -156,7 +156,7 @@ func entrySites(path string, names []string) (map[string]Site, error) {
 		if _, done := found[fn.Name]; done || !slices.Contains(names, fn.Name) {
 			continue
 		}
-		s, err := planFunction(f, fn, true, false)
+		s, err := planFunction(f, fn, false) // Go: probes on its RET instructions
 		if err == nil {
 			err = keepsRAX(f, fn, s)
 		}

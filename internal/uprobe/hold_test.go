@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,5 +158,95 @@ func TestAttachLoadedTooMany(t *testing.T) {
 	}
 	if l.events != nil || l.hold != nil {
 		t.Error("the loaded side was not freed")
+	}
+}
+
+// pairHoldFixture's first and second begin with a mov (stepped), so they
+// are probed at their calls: first's call returns onto second's, one
+// probe holding first's exit and second's entry.
+const pairHoldFixture = `#include <stdio.h>
+#include <unistd.h>
+static volatile long sink;
+void first(void) { sink += sink * 3; }
+void second(void) { sink += sink * 5; }
+void helper(void) { sink++; }
+void pairs(void) { first(); second(); helper(); }
+int main(void) {
+	char c;
+	if (read(0, &c, 1) != 1) return 1;
+	for (int i = 0; i < 3; i++) pairs();
+	printf("%ld\n", sink);
+	return 0;
+}
+`
+
+// TestHoldPair: a site that holds stops the process at an entry that
+// shares its probe with another call's exit (kindPair): the exit comes
+// first and does not hold, the entry holds, and after Release and
+// SIGCONT every call is delivered.
+func TestHoldPair(t *testing.T) {
+	requireUprobes(t)
+	bin := testutil.BuildC(t, t.TempDir(), "pairs", pairHoldFixture)
+	sites, err := Plan(bin, []string{"first", "second", "pairs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := slices.IndexFunc(sites, func(s Site) bool { return s.Function == "second" })
+	if second < 0 || len(sites[second].Calls) != 1 || len(siteOf(t, sites, "first").Calls) != 1 ||
+		siteOf(t, sites, "first").Calls[0].Return != sites[second].Calls[0].Call {
+		t.Fatalf("plan %+v: want first's call returning onto second's", sites)
+	}
+	sites[second].Hold = true
+	cmd := exec.Command(bin)
+	in, _ := testutil.StartGated(t, cmd, bin)
+	set, err := Attach(cmd.Process.Pid, bin, sites)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	poller, err := perf.NewPoller(set.Fds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.Close()
+	in.Write([]byte{1})
+	var seq []string
+	read := func() {
+		set.Read(func(e Event) {
+			ev := map[bool]string{true: "+", false: "-"}[e.Entry] + sites[e.Site].Function
+			if e.Held {
+				ev += " held"
+			}
+			seq = append(seq, ev)
+		})
+	}
+	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(seq, "+second held") && time.Now().Before(deadline); {
+		if err := poller.Wait(1000); err != nil {
+			t.Fatal(err)
+		}
+		read()
+	}
+	if got := strings.Join(seq, " "); got != "+pairs +first -first +second held" {
+		t.Fatalf("events until the hold %q, want first's exit, then second's held entry", got)
+	}
+	for deadline := time.Now().Add(2 * time.Second); procState(t, cmd.Process.Pid) != 'T'; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process state %c after a held entry, want T (stopped)", procState(t, cmd.Process.Pid))
+		}
+	}
+	if err := set.Release(second); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	want := strings.Repeat("+pairs +first -first +second -second -pairs ", 3)
+	want = strings.Replace(strings.TrimSpace(want), "+second", "+second held", 1)
+	if got := strings.Join(seq, " "); got != want {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }

@@ -18,7 +18,13 @@ type insn struct {
 	// writesSP reports an instruction that changes %rsp other than a call
 	// (push, pop, sub, add, lea, mov, ...).
 	writesSP bool
-	raw      []byte
+	// ref is an address the instruction names other than as a branch
+	// target: a RIP-relative operand (from the function's start, with
+	// refRIP) or an immediate (absolute, with refImm), which may take a
+	// function's address.
+	ref            int64
+	refRIP, refImm bool
+	raw            []byte
 }
 
 // The CET landing pads, which x86asm does not decode.
@@ -63,6 +69,16 @@ func decodeFunc(code []byte) ([]insn, error) {
 		if rel, ok := in.Args[0].(x86asm.Rel); ok {
 			d.target = off + in.Len + int(rel)
 			d.direct = true
+		}
+		for _, a := range in.Args {
+			switch a := a.(type) {
+			case x86asm.Mem:
+				if a.Base == x86asm.RIP {
+					d.ref, d.refRIP = int64(off+in.Len)+a.Disp, true
+				}
+			case x86asm.Imm:
+				d.ref, d.refImm = int64(a), true
+			}
 		}
 		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
 			d.writesSP = true

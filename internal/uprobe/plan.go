@@ -24,6 +24,12 @@ type Site struct {
 	Exits       []uint64 // file offsets of RET-instruction probes (Go), empty when Return is used
 	Return      bool     // use a uretprobe at Entry for the exit
 	Emulated    bool     // whether the entry instruction is one the kernel emulates (cheap)
+	// Calls, when not empty, probe the function at its callers instead
+	// of at Entry: every call of it is known and its entry instruction
+	// is single-stepped (probeAtCallers). Return and Exits are then
+	// unused, and Emulated is true: calls, and the instructions they
+	// return to, are emulated.
+	Calls []CallSite
 	// Hold makes the entry probe stop the process until Set.Release
 	// (Attach). Plan never sets it: the caller does.
 	Hold bool
@@ -81,7 +87,9 @@ func (e *SkipError) Error() string {
 // Go functions (the file has a .gopclntab) get an entry probe after the
 // stack-growth check, on the push %rbp the kernel emulates, and exit
 // probes on their RET instructions; every other function gets a
-// uretprobe. Plan returns ErrStripped when the file has no function
+// uretprobe, or, when its entry instruction is one the kernel
+// single-steps and all its calls are known, probes at its callers
+// (Site.Calls). Plan returns ErrStripped when the file has no function
 // symbols, ErrNoMatch when nothing matches, and a *SkipError alongside the
 // sites when some matching Go functions cannot be disassembled.
 func Plan(path string, patterns []string) ([]Site, error) {
@@ -100,7 +108,6 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	if match == nil {
 		return nil, fmt.Errorf("%s: %w: no pattern names module %s", path, ErrNoMatch, strings.Join(modules, " or "))
 	}
-	unwinds := unwindsThrough(f)
 	funcs := f.Functions()
 	if len(funcs) == 0 {
 		return nil, fmt.Errorf("%s: %w; rebuild it without -s or strip, or probe an unstripped copy", path, ErrStripped)
@@ -108,12 +115,21 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	var sites []Site
 	skip := &SkipError{Path: path}
 	lastAddr := uint64(0)
+	var idx *callIndex // the module's calls, decoded once when needed
+	index := func() *callIndex {
+		if idx == nil {
+			idx = cachedIndex(f, path)
+		}
+		return idx
+	}
+	throws := throwsThrough(f)
 	for _, fn := range funcs {
 		if fn.Addr == lastAddr || !match(fn.Name) {
 			continue
 		}
 		lastAddr = fn.Addr
-		s, err := planFunction(f, fn, f.IsGo(), unwinds)
+		retprobe := !f.IsGo() && (!throws || index().nothrow(fn.Addr))
+		s, err := planFunction(f, fn, retprobe)
 		if err != nil {
 			skip.Skipped = append(skip.Skipped, Skipped{fn.Name, err})
 			continue
@@ -122,6 +138,9 @@ func Plan(path string, patterns []string) ([]Site, error) {
 	}
 	if len(sites) == 0 && len(skip.Skipped) == 0 {
 		return nil, fmt.Errorf("%s: %w %q", path, ErrNoMatch, patterns)
+	}
+	if !f.IsGo() {
+		probeAtCallers(f, sites, index)
 	}
 	if len(skip.Skipped) > 0 {
 		slices.SortFunc(skip.Skipped, func(a, b Skipped) int { return strings.Compare(a.Function, b.Function) })
@@ -149,15 +168,19 @@ func openX86(path string) (*symbolize.File, error) {
 	return f, nil
 }
 
-// planFunction reads a function's code and places its probes. Exits are
-// probed on the instructions that leave the function when something may
-// unwind through it without returning (Go's moving stacks, C++ exceptions,
-// longjmp: a return probe replaces the return address, which breaks all
-// three, and unwinding past a RET probe merely skips an exit, which the
-// analysis repairs). Elsewhere a return probe is used: the kernel
-// single-steps a probed RET (about 10 µs a hit here) but returns through a
-// return probe's trampoline in about a microsecond.
-func planFunction(f *symbolize.File, fn symbolize.Function, isGo, unwinds bool) (Site, error) {
+// planFunction reads a function's code and places its probes. With
+// retprobe, its exit is a return probe: the kernel single-steps a probed
+// RET (about 13 µs a hit here) but returns through a return probe's
+// trampoline in about 0.3 µs. Without, its exits are probed on the
+// instructions that leave it: the caller passes retprobe false where a
+// replaced return address would break something (Go's moving stacks, a
+// C++ exception's unwinder, which finds no frame for the trampoline's
+// address and terminates the program), and unwinding past a RET probe
+// merely skips an exit, which the analysis repairs. longjmp needs no RET
+// probes: the kernel drops the return probes of the frames it leaves
+// (their stack lies below the stack pointer at the next probe hit or
+// return; Linux's uprobes "longjmp fixes", 4.5).
+func planFunction(f *symbolize.File, fn symbolize.Function, retprobe bool) (Site, error) {
 	code, err := f.Code(fn.Addr, fn.Size)
 	if err != nil {
 		return Site{}, err
@@ -167,7 +190,6 @@ func planFunction(f *symbolize.File, fn symbolize.Function, isGo, unwinds bool) 
 	fileOff := func(addr uint64) uint64 { off, _ := f.FileOffset(addr); return off }
 	s := Site{Function: fn.Name, Start: fn.Addr, StartOffset: fileOff(fn.Addr), Entry: fileOff(fn.Addr)}
 	ins, err := decodeFunc(code)
-	retprobe := !isGo && !unwinds
 	if err != nil {
 		if !retprobe {
 			// A missed RET would leave calls open forever: refuse instead.
@@ -193,16 +215,17 @@ func planFunction(f *symbolize.File, fn symbolize.Function, isGo, unwinds bool) 
 	return s, nil
 }
 
-// unwindSymbols are the imports of code that can leave functions without
-// returning: C++ exceptions and longjmp.
+// unwindSymbols are the imports of code that unwinds the stack by its
+// return addresses: C++ exceptions (and forced unwinds: pthread_cancel),
+// whose unwinder a return probe's trampoline address stops.
 var unwindSymbols = map[string]bool{
 	"__cxa_throw": true, "__cxa_rethrow": true, "_Unwind_RaiseException": true, "_Unwind_Resume": true,
-	"_Unwind_ForcedUnwind": true, "longjmp": true, "_longjmp": true, "siglongjmp": true, "__longjmp_chk": true,
+	"_Unwind_ForcedUnwind": true,
 }
 
-// unwindsThrough reports whether the module imports an unwinder or
-// longjmp, so that its functions may be left without returning.
-func unwindsThrough(f *symbolize.File) bool {
+// throwsThrough reports whether the module imports an unwinder, so that
+// an exception may pass through its functions.
+func throwsThrough(f *symbolize.File) bool {
 	for name := range unwindSymbols {
 		if f.Imports(name) {
 			return true

@@ -156,16 +156,7 @@ int main() {
 `
 
 func TestPlanCXX(t *testing.T) {
-	gxx := testutil.RequireCommand(t, "g++")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "cxx.cc")
-	bin := filepath.Join(dir, "cxx")
-	if err := os.WriteFile(src, []byte(cxxFixture), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gxx, "-O1", "-fno-inline", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := buildCXX(t, t.TempDir(), "cxx", cxxFixture, "-O1", "-fno-inline")
 	for _, tt := range []struct {
 		pattern string
 		want    []string

@@ -83,9 +83,12 @@ SHAPE(cal)
 
 /* The in-run calibration's copies (-inrun): ref_* are never probed (the
  * uninstrumented loops), rins_* are probed like cal_* except that
- * rins_leaf's exits are RET-instruction probes, and step_* like cal_*
+ * rins_leaf's exits are RET-instruction probes, step_* like cal_*
  * except that step_leaf has no frame, so that its first instruction is a
- * mov the kernel single-steps. */
+ * mov the kernel single-steps, and csite_* like cal_* except that
+ * csite_leaf is probed at its callers: on its calls and on the jumps
+ * they return to (gcc -O1 places csite_leaf's calls in branches that
+ * jump back to the loop). */
 FRAMED_LEAF(ref)
 SHAPE(ref)
 FRAMED_LEAF(rins)
@@ -95,11 +98,13 @@ __attribute__((noinline, optimize("omit-frame-pointer"))) void step_leaf(void) {
 		sink += i;
 }
 SHAPE(step)
+FRAMED_LEAF(csite)
+SHAPE(csite)
 
 /* inrun runs the shapes of an in-run calibration burst once the recorder
  * says, by a byte on standard input, that its probes are in place. Each
  * argument is "copy:rounds,fanout,depth,work", copy one of cal, ref,
- * rins, step; it prints each loop's nanoseconds of CPU time. */
+ * rins, step, csite; it prints each loop's nanoseconds of CPU time. */
 static int inrun(int argc, char **argv) {
 	char go;
 	loop_clock = CLOCK_THREAD_CPUTIME_ID;
@@ -121,6 +126,8 @@ static int inrun(int argc, char **argv) {
 			ns = rins_shape(rounds, fanout, depth);
 		else if (strcmp(copy, "step") == 0)
 			ns = step_shape(rounds, fanout, depth);
+		else if (strcmp(copy, "csite") == 0)
+			ns = csite_shape(rounds, fanout, depth);
 		else {
 			fprintf(stderr, "shape %s: unknown copy %s\n", argv[s], copy);
 			return 2;

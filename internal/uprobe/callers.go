@@ -1,0 +1,368 @@
+package uprobe
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"trueprof/internal/symbolize"
+)
+
+// CallSite is one direct call of a function probed at its callers
+// (Site.Calls): the call instruction, a relative call the kernel
+// emulates, holds the entry probe, and the instruction the call returns
+// to holds the exit probe, one the kernel emulates too. A call followed
+// only by its caller's epilogue (pop, leave, ret) has no exit probe of
+// its own: the caller's exit ends it (WithCaller), a few instructions
+// later.
+type CallSite struct {
+	Call       uint64 // file offset of the call instruction
+	Return     uint64 // file offset of the instruction it returns to; 0 with WithCaller
+	WithCaller bool
+}
+
+// callIndex is what probing functions at their callers needs to know of
+// a module's code: every direct call by the address it calls, and every
+// address the code or data names otherwise (a jump from another
+// function, an instruction operand, a word of data, a relocation, an
+// exported symbol), which may reach a function without a call the
+// index knows.
+type callIndex struct {
+	calls map[uint64][]callRef
+	named map[uint64]bool
+	// safe holds the functions no exception can pass through: they
+	// call only functions of the module that are safe too (nothrow).
+	safe map[uint64]bool
+	// complete says that every function of the module decoded: a call
+	// in code the sweep could not read would be an entry never seen.
+	complete bool
+}
+
+// callRef is a direct call, with what callSites needs to know of the
+// instruction it returns to. Addresses are ELF virtual addresses.
+type callRef struct {
+	caller, call, ret uint64 // the calling function, the call, the instruction after it
+	// callEmulated: the call is one the kernel emulates (no prefix).
+	// retEmulated: so is the instruction at ret, and only the return
+	// reaches it (no branch of the caller lands there, and the caller
+	// has no indirect jump). epilogue: from ret the caller only
+	// restores the stack and returns. last: nothing follows the call
+	// in its function.
+	callEmulated, retEmulated, epilogue, last bool
+}
+
+// maxIndexCode bounds the code indexCalls decodes (about 17 MB a second
+// here): a larger module is left unindexed, its functions probed at
+// their own entries and, if it throws, exiting by RET probes.
+const maxIndexCode = 16 << 20
+
+// indexCache keeps the call indexes of the last few modules indexed,
+// each under its file's identity: --root plans the callees of each
+// function of its subgraph as it first runs, in the same few modules,
+// while the target is held, and decoding a module again each time cost
+// 80 ms for libstdc++ and 2 s for libLLVM here.
+var indexCache struct {
+	sync.Mutex
+	keys []fileKey
+	idx  []*callIndex
+}
+
+// indexCacheSize is how many modules indexCache keeps.
+const indexCacheSize = 4
+
+// fileKey identifies a file's contents: the same path replaced by
+// another file (a rebuild) has another.
+type fileKey struct {
+	path      string
+	dev, ino  uint64
+	size      int64
+	mtimeNano int64
+}
+
+// cachedIndex returns the call index of f, the file at path, from
+// indexCache or made by indexCalls.
+func cachedIndex(f *symbolize.File, path string) *callIndex {
+	st, err := os.Stat(path)
+	if err != nil {
+		return indexCalls(f, path)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return indexCalls(f, path)
+	}
+	key := fileKey{path, uint64(sys.Dev), sys.Ino, st.Size(), st.ModTime().UnixNano()}
+	c := &indexCache
+	c.Lock()
+	defer c.Unlock()
+	if i := slices.Index(c.keys, key); i >= 0 {
+		return c.idx[i]
+	}
+	idx := indexCalls(f, path)
+	c.keys, c.idx = append(c.keys, key), append(c.idx, idx)
+	if len(c.keys) > indexCacheSize {
+		c.keys, c.idx = c.keys[1:], c.idx[1:]
+	}
+	return idx
+}
+
+// indexCalls decodes every function of f, the file at path, and the
+// words of its data sections and relocations. It keeps, of each function,
+// its calls and what it names: decoded instructions of a large library
+// would take hundreds of megabytes.
+func indexCalls(f *symbolize.File, path string) *callIndex {
+	idx := &callIndex{calls: map[uint64][]callRef{}, named: map[uint64]bool{}, safe: map[uint64]bool{}, complete: true}
+	funcs := map[uint64]symbolize.Function{}
+	total := uint64(0)
+	for _, fn := range f.Functions() {
+		if _, ok := funcs[fn.Addr]; !ok {
+			funcs[fn.Addr] = fn
+			total += fn.Size
+		}
+	}
+	if total > maxIndexCode {
+		idx.complete = false
+		return idx
+	}
+	name := func(addr uint64) {
+		if _, ok := funcs[addr]; ok {
+			idx.named[addr] = true
+		}
+	}
+	callees := map[uint64][]uint64{} // the functions each one branches to
+	opaque := map[uint64]bool{}      // functions with an indirect call or jump
+	for addr, fn := range funcs {
+		code, err := f.Code(addr, fn.Size)
+		if err != nil {
+			continue // no code to call: an alias of data or an absolute symbol
+		}
+		ins, err := decodeFunc(code)
+		if err != nil {
+			idx.complete = false
+			continue
+		}
+		landing, indirect := map[int]bool{}, false
+		for _, in := range ins {
+			switch {
+			case in.direct && in.target >= 0 && uint64(in.target) < fn.Size:
+				landing[in.target] = true
+			case in.direct:
+				callees[addr] = append(callees[addr], addr+uint64(in.target))
+				if in.op != x86asm.CALL {
+					name(addr + uint64(in.target)) // a jump into another function: a tail call
+				}
+			case in.op == x86asm.JMP:
+				indirect, opaque[addr] = true, true
+			case in.op == x86asm.CALL:
+				opaque[addr] = true
+			}
+			switch {
+			case in.refRIP:
+				name(addr + uint64(in.ref))
+			case in.refImm && in.ref > 0:
+				name(uint64(in.ref))
+			}
+		}
+		for k, in := range ins {
+			if in.op != x86asm.CALL || !in.direct {
+				continue
+			}
+			r := callRef{caller: addr, call: addr + uint64(in.off), ret: addr + uint64(in.off+in.len),
+				callEmulated: emulated(in.raw), last: k+1 == len(ins)}
+			if !r.last {
+				next := ins[k+1]
+				r.retEmulated = emulated(next.raw) && !landing[next.off] && !indirect
+				r.epilogue = epilogue(ins[k+1:])
+			}
+			target := addr + uint64(in.target)
+			idx.calls[target] = append(idx.calls[target], r)
+		}
+	}
+	if !nameData(path, name) {
+		idx.complete = false
+	}
+	idx.findSafe(funcs, callees, opaque)
+	return idx
+}
+
+// findSafe fills idx.safe: the functions of funcs that branch (callees)
+// to nothing but functions of funcs that are safe too, by elimination
+// from all those without indirect branches (opaque); recursion among
+// safe functions stays safe. A call to anything else (a PLT stub:
+// __cxa_throw, a library) may throw.
+func (idx *callIndex) findSafe(funcs map[uint64]symbolize.Function, callees map[uint64][]uint64, opaque map[uint64]bool) {
+	for addr := range funcs {
+		if !opaque[addr] {
+			idx.safe[addr] = true
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for addr := range idx.safe {
+			if slices.ContainsFunc(callees[addr], func(g uint64) bool { return !idx.safe[g] }) {
+				delete(idx.safe, addr)
+				changed = true
+			}
+		}
+	}
+}
+
+// nothrow reports whether no C++ exception can pass through the
+// function at addr (findSafe), so that a return probe may replace its
+// return address.
+func (idx *callIndex) nothrow(addr uint64) bool { return idx.safe[addr] }
+
+// nameData calls name with every aligned 8-byte word of the allocated
+// data sections of the ELF file at path, every relocation's addend and
+// every symbol it exports, the ways data can hold a function's address;
+// false if the file cannot be read.
+func nameData(path string, name func(uint64)) bool {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer ef.Close()
+	for _, s := range ef.Sections {
+		switch {
+		case s.Type == elf.SHT_RELA:
+			b, err := s.Data()
+			if err != nil {
+				return false
+			}
+			for i := 0; i+24 <= len(b); i += 24 {
+				name(binary.LittleEndian.Uint64(b[i+16:]))
+			}
+		case s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 && s.Type != elf.SHT_NOBITS:
+			b, err := s.Data()
+			if err != nil {
+				return false
+			}
+			for i := int((8 - s.Addr%8) % 8); i+8 <= len(b); i += 8 {
+				name(binary.LittleEndian.Uint64(b[i:]))
+			}
+		}
+	}
+	dyn, _ := ef.DynamicSymbols()
+	for _, d := range dyn {
+		if d.Section != elf.SHN_UNDEF {
+			name(d.Value)
+		}
+	}
+	return true
+}
+
+// callSites returns the call sites of the function at start, or false
+// when it cannot be probed at its callers: a call the index may not
+// know of (its address named otherwise, code that did not decode), a
+// call whose return point is neither an instruction the kernel emulates
+// that only the return reaches nor an epilogue of a caller whose exit
+// probes see (exitSeen), or a call on an address taken (file offsets
+// holding another probe).
+func (idx *callIndex) callSites(f *symbolize.File, start uint64, exitSeen func(caller uint64) bool, taken map[uint64]bool) ([]CallSite, bool) {
+	refs := idx.calls[start]
+	if !idx.complete || idx.named[start] || len(refs) == 0 {
+		return nil, false
+	}
+	fileOff := func(addr uint64) uint64 { off, _ := f.FileOffset(addr); return off }
+	var out []CallSite
+	for _, r := range refs {
+		if !r.callEmulated || r.last {
+			return nil, false // a prefixed call; or one at the end, never meant to return
+		}
+		cs := CallSite{Call: fileOff(r.call)}
+		if taken[cs.Call] {
+			return nil, false
+		}
+		switch {
+		case r.retEmulated:
+			cs.Return = fileOff(r.ret)
+		case r.epilogue && exitSeen(r.caller):
+			cs.WithCaller = true
+		default:
+			return nil, false
+		}
+		out = append(out, cs)
+	}
+	return out, true
+}
+
+// epilogue reports whether ins, from their first, only restore the
+// stack and return.
+func epilogue(ins []insn) bool {
+	for _, in := range ins {
+		switch {
+		case in.op == x86asm.RET:
+			return true
+		case in.op == x86asm.POP, in.op == x86asm.LEAVE:
+		case in.writesSP && (in.op == x86asm.ADD || in.op == x86asm.LEA || in.op == x86asm.MOV):
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// probeAtCallers moves the sites whose entry instruction the kernel
+// single-steps to their callers' call instructions where every call is
+// known (callSites), sites being all the functions Plan probes in the
+// module f, with return probes; index gives the module's calls. A site whose calls end with a
+// caller that moves too stays where it is: that caller's exit is no
+// longer an event.
+func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
+	var stepped []int
+	for i, s := range sites {
+		if !s.Emulated && s.Return {
+			stepped = append(stepped, i)
+		}
+	}
+	if len(stepped) == 0 {
+		return
+	}
+	idx := index()
+	returns := map[uint64]bool{} // functions whose exit is a return probe
+	taken := map[uint64]bool{}   // file offsets holding another probe
+	for _, s := range sites {
+		if s.Return {
+			returns[s.Start] = true
+		}
+		taken[s.Entry] = true
+	}
+	exitSeen := func(addr uint64) bool { return returns[addr] }
+	calls := map[int][]CallSite{}
+	for _, i := range stepped {
+		if cs, ok := idx.callSites(f, sites[i].Start, exitSeen, taken); ok {
+			calls[i] = cs
+		}
+	}
+	moving := map[uint64]bool{}
+	for i := range calls {
+		moving[sites[i].Start] = true
+	}
+	for i, cs := range calls {
+		for _, r := range idx.calls[sites[i].Start] {
+			if moving[r.caller] && withCaller(cs, f, r) {
+				delete(calls, i)
+				break
+			}
+		}
+	}
+	for i, cs := range calls {
+		sites[i].Calls, sites[i].Return, sites[i].Emulated = cs, false, true
+	}
+}
+
+// withCaller reports whether the call r is one of cs that its caller's
+// exit ends.
+func withCaller(cs []CallSite, f *symbolize.File, r callRef) bool {
+	off, _ := f.FileOffset(r.call)
+	for _, c := range cs {
+		if c.Call == off {
+			return c.WithCaller
+		}
+	}
+	return false
+}

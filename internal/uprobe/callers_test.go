@@ -1,0 +1,147 @@
+package uprobe
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"trueprof/internal/testutil"
+)
+
+// callSiteFixture's stepped and taken begin with a mov the kernel
+// single-steps. Every call of stepped is a direct call: in both, each
+// returns onto another call (emulated); in last, onto last's epilogue.
+// taken's address is in data (fp).
+const callSiteFixture = `#include <stdio.h>
+#include <unistd.h>
+
+static volatile long sink;
+void stepped(void) { sink += sink * 3; }
+void taken(void) { sink += sink * 5; }
+void helper(void) { sink++; }
+void (*volatile fp)(void) = taken;
+void both(void) { stepped(); stepped(); helper(); }
+void last(void) { helper(); stepped(); }
+
+int main(void) {
+	char c;
+	if (read(0, &c, 1) < 0)
+		return 1;
+	for (int i = 0; i < 100; i++) {
+		both();
+		last();
+		fp();
+	}
+	printf("%ld\n", sink);
+	return 0;
+}
+`
+
+// siteOf returns the site of fn in sites.
+func siteOf(t *testing.T, sites []Site, fn string) Site {
+	t.Helper()
+	i := slices.IndexFunc(sites, func(s Site) bool { return s.Function == fn })
+	if i < 0 {
+		t.Fatalf("no site of %s in %+v", fn, sites)
+	}
+	return sites[i]
+}
+
+// TestPlanCallSites: a stepped function all of whose calls are known is
+// probed on its calls; one whose address is taken, that is exported, or
+// one of whose calls returns into the epilogue of a caller not probed
+// keeps its stepped entry and return probe.
+func TestPlanCallSites(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "callsites", callSiteFixture)
+	code, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites, err := Plan(bin, []string{"stepped", "taken", "both", "last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := siteOf(t, sites, "stepped")
+	if s.Return || !s.Emulated || len(s.Calls) != 3 {
+		t.Fatalf("stepped: %+v, want three call sites", s)
+	}
+	withCaller := 0
+	for _, c := range s.Calls {
+		if code[c.Call] != 0xe8 {
+			t.Errorf("stepped: entry probe at %#x on byte %#x, want a call (0xe8)", c.Call, code[c.Call])
+		}
+		if c.WithCaller {
+			withCaller++
+			continue
+		}
+		// both's calls return onto the next call.
+		if c.Return != c.Call+5 || code[c.Return] != 0xe8 {
+			t.Errorf("stepped: exit probe at %#x (call at %#x) on byte %#x, want the next call", c.Return, c.Call, code[c.Return])
+		}
+	}
+	if withCaller != 1 {
+		t.Errorf("stepped: %d calls end with their caller, want 1 (last's): %+v", withCaller, s.Calls)
+	}
+	if s := siteOf(t, sites, "taken"); len(s.Calls) != 0 || !s.Return || s.Emulated {
+		t.Errorf("taken, whose address is in data: %+v, want its stepped entry and a return probe", s)
+	}
+	for _, b := range siteOf(t, sites, "both").Calls {
+		t.Errorf("both, whose entry is emulated, probed at its callers: %+v", b)
+	}
+
+	sites, err = Plan(bin, []string{"stepped", "both"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 || !s.Return {
+		t.Errorf("stepped, last not probed: %+v, want its stepped entry (last's exit would not end its call)", s)
+	}
+
+	dyn := testutil.BuildC(t, dir, "callsitesdyn", callSiteFixture, "-rdynamic")
+	sites, err = Plan(dyn, []string{"stepped", "both", "last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 || !s.Return {
+		t.Errorf("stepped, exported: %+v, want its stepped entry", s)
+	}
+}
+
+// TestCallSiteEvents runs callSiteFixture under its planned probes: the
+// events come in the order the calls ran, an exit and the next call's
+// entry on one instruction (both's calls of stepped) in that order, and
+// the call of stepped that last's epilogue follows has no exit of its
+// own.
+func TestCallSiteEvents(t *testing.T) {
+	requireUprobes(t)
+	bin := testutil.BuildC(t, t.TempDir(), "callsites", callSiteFixture)
+	sites, err := Plan(bin, []string{"stepped", "taken", "both", "last"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(siteOf(t, sites, "stepped").Calls) == 0 {
+		t.Fatal("stepped not probed at its callers")
+	}
+	set, run := launchPlanned(t, bin, sites)
+	if out, err := run(); err != nil {
+		t.Fatalf("%v (output %q)", err, out)
+	}
+	var got []string
+	set.Read(func(e Event) {
+		sign := "-"
+		if e.Entry {
+			sign = "+"
+		}
+		got = append(got, sign+sites[e.Site].Function)
+	})
+	if set.Lost() != 0 {
+		t.Fatalf("%d events lost", set.Lost())
+	}
+	iteration := "+both +stepped -stepped +stepped -stepped -both +last +stepped -last +taken -taken"
+	want := strings.TrimSpace(strings.Repeat(iteration+" ", 100))
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("events (%d):\n%.300s...\nwant 100 times:\n%s", len(got), g, iteration)
+	}
+}

@@ -1,0 +1,183 @@
+package uprobe
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trueprof/internal/testutil"
+)
+
+// throwFixture throws through deepest and middle to guarded; pure and
+// callsPure throw nothing: pure calls nothing, callsPure only pure.
+const throwFixture = `#include <cstdio>
+#include <stdexcept>
+#include <unistd.h>
+static volatile long sink;
+__attribute__((noinline)) void pure(int i) { sink += i; }
+__attribute__((noinline)) void callsPure(int i) { pure(i); pure(i + 1); }
+__attribute__((noinline)) void deepest(int i) { if (i % 3 == 0) throw std::runtime_error("x"); sink += i; }
+__attribute__((noinline)) void middle(int i) { deepest(i); sink++; }
+__attribute__((noinline)) void guarded(int i) { try { middle(i); } catch (const std::exception &) { sink--; } }
+int main() {
+	char c;
+	if (read(0, &c, 1) < 0)
+		return 1;
+	for (int i = 0; i < 300; i++) {
+		guarded(i);
+		callsPure(i);
+	}
+	std::printf("%ld\n", sink);
+	return 0;
+}
+`
+
+// launchPlanned starts bin stopped before its exec, under sites' probes,
+// and returns them and a function that lets it run to its end and
+// returns its output and how it ended.
+func launchPlanned(t *testing.T, bin string, sites []Site) (*Set, func() (string, error)) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", `read x; exec "$0"`, bin)
+	in, out := testutil.StartGated(t, cmd, "")
+	set, err := Attach(cmd.Process.Pid, bin, sites)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	return set, func() (string, error) {
+		io.WriteString(in, "go\n")
+		in.Close()
+		err := cmd.Wait()
+		return strings.TrimSpace(out.String()), err
+	}
+}
+
+// runPlanned runs bin under sites' probes (launchPlanned) and returns
+// its output, the events' counts and how it ended.
+func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) {
+	t.Helper()
+	set, run := launchPlanned(t, bin, sites)
+	c := collect(t, set, sites)
+	out, err := run()
+	return out, c.finish(), err
+}
+
+// buildCXX compiles the C++ source src as dir/name with g++ and flags.
+func buildCXX(t *testing.T, dir, name, src string, flags ...string) string {
+	t.Helper()
+	gxx := testutil.RequireCommand(t, "g++")
+	path := filepath.Join(dir, name+".cc")
+	bin := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, append(flags, "-o", bin, path)...).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestExitsPerFunction: in a module that throws C++ exceptions, the
+// functions an exception can pass through exit by RET probes and the
+// others by return probes; with a return probe on middle instead, the
+// exception's unwinder meets the trampoline's address and the program is
+// terminated, which the per-function choice avoids.
+func TestExitsPerFunction(t *testing.T) {
+	bin := buildCXX(t, t.TempDir(), "throw", throwFixture, "-O1", "-fno-omit-frame-pointer")
+	sites, err := Plan(bin, []string{"pure*", "callsPure*", "deepest*", "middle*", "guarded*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		short := withoutParams(s.Function)
+		if nothrow := short == "pure" || short == "callsPure"; nothrow != (s.Return || len(s.Calls) > 0) || nothrow == (len(s.Exits) > 0) {
+			t.Errorf("%s: %+v: want a return probe (or call sites) %v, RET probes %v", s.Function, s, nothrow, !nothrow)
+		}
+	}
+	requireUprobes(t)
+	out, n, err := runPlanned(t, bin, sites)
+	if err != nil {
+		t.Fatalf("the program under its planned probes: %v (output %q)", err, out)
+	}
+	// 100 of 300 calls of middle and deepest end by the exception.
+	want := counts{"pure(int)": {600, 600}, "callsPure(int)": {300, 300}, "guarded(int)": {300, 300},
+		"middle(int)": {300, 200}, "deepest(int)": {300, 200}}
+	for fn, w := range want {
+		if n[fn] != w {
+			t.Errorf("%s: %v entries, exits, want %v", fn, n[fn], w)
+		}
+	}
+
+	for i := range sites {
+		if withoutParams(sites[i].Function) == "middle" {
+			sites[i].Exits, sites[i].Return = nil, true
+		}
+	}
+	if out, _, err := runPlanned(t, bin, sites); err == nil {
+		t.Errorf("with a return probe on middle the program ran to its end (output %q): the test shows nothing", out)
+	}
+}
+
+// longjmpFixture leaves jumper and through by longjmp in a third of the
+// calls of catcher.
+const longjmpFixture = `#include <setjmp.h>
+#include <stdio.h>
+#include <unistd.h>
+static jmp_buf env;
+static volatile long sink;
+__attribute__((noinline)) void jumper(int i) { if (i % 3 == 0) longjmp(env, 1); sink += i; }
+__attribute__((noinline)) void through(int i) { jumper(i); sink++; }
+__attribute__((noinline)) void catcher(int i) { if (setjmp(env) == 0) through(i); else sink--; }
+int main(void) {
+	char c;
+	if (read(0, &c, 1) < 0)
+		return 1;
+	for (int i = 0; i < 300; i++)
+		catcher(i);
+	printf("%ld\n", sink);
+	return 0;
+}
+`
+
+// TestLongjmpReturnProbes: a module that calls longjmp keeps return
+// probes, since the kernel drops those of the frames longjmp leaves: the
+// program runs to its end with its own result, the frames left have no
+// exit, and catcher, to which longjmp returns, has all of its exits.
+func TestLongjmpReturnProbes(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "longjmp", longjmpFixture)
+	sites, err := Plan(bin, []string{"jumper", "through", "catcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		if len(s.Exits) > 0 {
+			t.Errorf("%s: RET probes %#x, want a return probe", s.Function, s.Exits)
+		}
+	}
+	requireUprobes(t)
+	out, n, err := runPlanned(t, bin, sites)
+	if err != nil {
+		t.Fatalf("the program under return probes: %v (output %q)", err, out)
+	}
+	sink := 0
+	for i := range 300 {
+		if i%3 == 0 {
+			sink--
+		} else {
+			sink += i + 1
+		}
+	}
+	if out != fmt.Sprint(sink) {
+		t.Errorf("output %q, want %d", out, sink)
+	}
+	want := counts{"catcher": {300, 300}, "through": {300, 200}, "jumper": {300, 200}}
+	for fn, w := range want {
+		if n[fn] != w {
+			t.Errorf("%s: %v entries, exits, want %v", fn, n[fn], w)
+		}
+	}
+}
