@@ -258,10 +258,9 @@ func (s *session) close() {
 		// teardown holds for 35-44 ms a tracepoint (closeEventFDs), and
 		// waiting for all of them kept back-to-back recordings 3-86 ms
 		// at their end (4 of 8 runs of bench/percall's default load
-		// over 25 ms).
-		close(o.stop)
-		<-o.done
-		s.events = append(s.events, o.opened...)
+		// over 25 ms); one still waiting for the teardown to end is
+		// not waited for.
+		s.events = append(s.events, o.stopOpening()...)
 	}
 	s.dropThreadCounts()
 	s.closeEvents()
