@@ -177,6 +177,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer s.close()
 	defer aggregateGC(&s.cfg)()
+	// What loads in the kernel on goroutines of its own (the interrupt
+	// tracepoints, the BPF thread counters: 3-5 ms of CPU) starts before
+	// the launch, so that less of it competes with the rings' mapping.
+	s.startIRQ()
+	s.startThreadCounts()
 	if err := s.launchOrAttach(); err != nil {
 		return nil, err
 	}
@@ -292,8 +297,6 @@ func (s *session) launchOrAttach() error {
 func (s *session) open() error {
 	launched := s.tgt != nil
 	kernel := true
-	s.startIRQ()
-	s.startThreadCounts()
 	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
