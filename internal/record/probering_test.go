@@ -52,8 +52,13 @@ int main(int argc, char **argv) {
 // count included), and every pass's switch-out is there. Rings smaller
 // than the 16 MiB of ringPages lost records at this rate (850,000
 // switch records a second): 2 MiB in 1 of 2 recordings and 4 MiB in 4
-// of 5, quiet; the ring reader went 75-214 ms between two reads (see
-// docs/recording.md, "Compiled-in hooks").
+// of 5, quiet. The 16 MiB rings hold its half second; they do not make
+// up for a reader slower than the kernel: the ring reader decoded 16,000
+// to 49,000 records in 20-87 ms a pass and the loop copied the queue it
+// took under the reader's lock for 20-162 ms, so 2.2 s at this rate lost
+// 100,000-280,000 records, where 1.5 s of 750,000 a second with more
+// work between the passes lost none (docs/recording.md, "Compiled-in
+// hooks").
 func TestProbeRingsHoldSwitches(t *testing.T) {
 	testutil.RequirePerf(t)
 	const rounds = 40_000 // 160,000 passes
