@@ -74,8 +74,8 @@ func TestDemoCountsEveryCall(t *testing.T) {
 	// times are below the raw ones by what it removed. A refused fit
 	// subtracts nothing and says so.
 	c := res.Calibration
-	if c == nil || c.Mechanism != "hook" || c.Source != "in-run" || c.Bursts != 2 {
-		t.Fatalf("calibration %+v, want the hooks' in-run one from 2 bursts", c)
+	if c == nil || c.Mechanism != "hook" || c.Source != "in-run" || c.Bursts < 1 || c.Bursts > 2 {
+		t.Fatalf("calibration %+v, want the hooks' in-run one from one burst, or two when the first was not steady", c)
 	}
 	if _, err := os.Stat(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "trueprof", "calibration-"+runtime.GOARCH+".json")); err == nil {
 		t.Error("the demo stored a calibration: it needs none")

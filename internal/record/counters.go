@@ -405,7 +405,7 @@ func (s *session) readExits(now uint64) error {
 		return err
 	}
 	if dropped > c.dropped {
-		fmt.Fprintf(s.log, "trueprof: page faults and migrations of %d threads or processes not counted: more than %d at once\n", dropped-c.dropped, perf.ThreadCountsEntries)
+		fmt.Fprintf(s.log, "trueprof: page faults and migrations of %d threads or processes not counted: more than %d exited threads or %d processes at once\n", dropped-c.dropped, perf.ThreadCountsEntries, perf.ThreadCountsProcs)
 		s.lost(trace.LostKernel, dropped-c.dropped, now)
 		c.dropped = dropped
 	}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"trueprof/internal/perf"
@@ -81,16 +82,23 @@ const irqFilter = "common_pid != 0"
 // target starts: opening a tracepoint waits for the kernel's event_mutex,
 // which a previous recording's teardown holds for 35-44 ms per
 // tracepoint in a VM (closeEventFDs), so recordings started one after
-// another waited 40-120 ms here before their target could start.
+// another waited 40-120 ms here before their target could start. The
+// goroutine first waits for such teardowns to end (waitTeardowns), and
+// only then opens.
 type irqOpening struct {
 	done chan struct{}
-	// stop, closed by the session's close, makes the opening give up
-	// before its next tracepoint (errOpeningStopped).
-	stop   chan struct{}
-	st     irqState
-	opened []event
-	err    error
-	at     uint64 // when the tracepoints were enabled (perf.Now)
+	// stop, closed by the session's close (stopOpening), makes the
+	// opening give up before its next tracepoint (errOpeningStopped).
+	stop chan struct{}
+	// mu orders stop against opening, which is set once the goroutine
+	// has begun opening: before, it waits for teardowns and opens
+	// nothing once stopped.
+	mu      sync.Mutex
+	opening bool
+	st      irqState
+	opened  []event
+	err     error
+	at      uint64 // when the tracepoints were enabled (perf.Now)
 }
 
 // startIRQ starts opening the interrupt tracepoints on every CPU,
@@ -101,9 +109,36 @@ func (s *session) startIRQ() {
 	s.irqOpening = o
 	go func() {
 		defer close(o.done)
-		o.st, o.opened, o.err = s.openIRQEvents(o.stop)
-		o.at = perf.Now()
+		waitTeardowns()
+		o.mu.Lock()
+		select {
+		case <-o.stop:
+			o.err = errOpeningStopped
+		default:
+			o.opening = true
+		}
+		o.mu.Unlock()
+		if o.opening {
+			o.st, o.opened, o.err = s.openIRQEvents(o.stop)
+			o.at = perf.Now()
+		}
 	}()
+}
+
+// stopOpening stops the opening and returns what it opened, to close
+// with the session's other events. It waits for a tracepoint being
+// opened, never for the teardowns the opening waits for before
+// (waitTeardowns): that goroutine is left to return, opening nothing.
+func (o *irqOpening) stopOpening() []event {
+	o.mu.Lock()
+	close(o.stop)
+	opening := o.opening
+	o.mu.Unlock()
+	if !opening {
+		return nil
+	}
+	<-o.done
+	return o.opened
 }
 
 // adoptIRQ makes startIRQ's tracepoints the session's once they are

@@ -181,7 +181,7 @@ func TestAbandonIRQ(t *testing.T) {
 // waiting for every tracepoint (each may wait tens of milliseconds for
 // a previous recording's teardown), and closes what it opened.
 func TestCloseStopsIRQOpening(t *testing.T) {
-	o := &irqOpening{done: make(chan struct{}), stop: make(chan struct{})}
+	o := &irqOpening{done: make(chan struct{}), stop: make(chan struct{}), opening: true}
 	go func() {
 		// An opening that only ends when told to stop.
 		<-o.stop
@@ -198,6 +198,47 @@ func TestCloseStopsIRQOpening(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("close waited for the opening to finish by itself")
+	}
+}
+
+// TestIRQOpeningWaitsForTeardowns: while a holder keeps the teardown
+// lock (a previous recording's events being torn down), the interrupt
+// tracepoints' opening waits for it before it opens anything, the
+// session's close does not wait for it, and once the lock is released
+// the stopped opening ends having opened nothing.
+func TestIRQOpeningWaitsForTeardowns(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	lock := lockTeardown()
+	if lock == nil {
+		t.Fatal("no teardown lock")
+	}
+	defer lock.Close()
+	s := &session{log: io.Discard}
+	s.startIRQ()
+	o := s.irqOpening
+	select {
+	case <-o.done:
+		t.Fatalf("the opening ended (%v) while a teardown held the lock", o.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	stopped := make(chan []event)
+	go func() { stopped <- o.stopOpening() }()
+	select {
+	case ev := <-stopped:
+		if len(ev) != 0 {
+			t.Errorf("stopped with %d events open", len(ev))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopping waited for the teardown")
+	}
+	lock.Close()
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the opening still waits after the teardown lock was released")
+	}
+	if !errors.Is(o.err, errOpeningStopped) || len(o.opened) != 0 {
+		t.Errorf("opened %d events, error %v; want none and errOpeningStopped", len(o.opened), o.err)
 	}
 }
 

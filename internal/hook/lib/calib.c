@@ -4,8 +4,9 @@
  * hooks' path.
  *
  * When the recorder sets TRUEPROF_HOOK_CALIBRATE=1, each process image
- * runs a short burst when the library is loaded and another when it
- * exits: the validation shapes of internal/calibrate, once on functions
+ * runs a short burst when the library is loaded and, unless it exits
+ * within a second of a steady first one, another when it exits: the
+ * validation shapes of internal/calibrate, once on functions
  * that call the hooks as -finstrument-functions code does (through the
  * PLT, into the same rings, on the same CPU at the same frequency as the
  * recorded program) and once on plain copies of the same functions. The
@@ -103,7 +104,8 @@ CAL_FUNCS(trueprof_calp_, CAL_NONE, CAL_NONE)
  * reference: rounds calls of outer, fanout calls each, chains of depth
  * links, leaves of work iterations (about 0.7 ns each). The shapes are
  * internal/calibrate's validation shapes at about a fiftieth of their
- * rounds (loops of 17-25 us): a burst takes about 6 ms. */
+ * rounds (loops of 17-25 us): a burst of 8-12 repetitions takes 1.6-2.8
+ * ms, one of 32 about 6 ms. */
 #define CAL_SHAPE(NAME, ROUNDS, FANOUT, DEPTH, WORK)                           \
 	CAL_FN void trueprof_cal_shape_##NAME(void)                            \
 	{                                                                      \
@@ -128,31 +130,67 @@ CAL_SHAPE(call_heavy, 125, 1, 8, 120)
 CAL_SHAPE(mixed, 20, 3, 2, 360)
 CAL_SHAPE(long, 1, 2, 0, 12000)
 
-/* cal_reps: each shape's loop runs this many times a burst, plain and
- * recorded alternately; the recorder keeps, of each kind, the median of
- * the runs within 5% of the fastest (calfit.FastShape). Short loops many
- * times rather than longer ones a few times: on a busy machine short
- * windows at full speed and without preemption are common, long ones
- * rare. With two busy loops beside the recording, 8 loops of 70-100 us
- * left a kind without a single full-speed run in 3 of 15 recordings, 32
- * of 17-25 us in none of 15. */
-enum { cal_reps = 32 };
+/* A burst runs each shape's loop, plain and recorded alternately, at
+ * least cal_min_reps and at most cal_max_reps times; the recorder keeps,
+ * of each kind, the median of the runs within 5% of the fastest
+ * (calfit.FastShape). Short loops many times rather than longer ones a
+ * few times: on a busy machine short windows at full speed and without
+ * preemption are common, long ones rare. With two busy loops beside the
+ * recording, 8 loops of 70-100 us left a kind without a single
+ * full-speed run in 3 of 15 recordings, 32 of 17-25 us in none of 15.
+ * A burst stops early once every kind has cal_fast runs within that 5%
+ * (cal_steady), as it has after cal_min_reps on a quiet machine: the 32
+ * repetitions were a third of a short recording's whole command (each
+ * burst 6-10 ms of the target and 106,000 events for the recorder). */
+enum { cal_min_reps = 8, cal_max_reps = 32, cal_fast = 6 };
 
-CAL_FN void trueprof_cal_burst(void)
+/* cal_loops are the burst's loops in their order, each plain reference
+ * before its recorded shape. */
+enum { cal_kinds = 8 };
+static void (*const cal_loops[cal_kinds])(void) = {
+	trueprof_cal_ref_leaf_heavy, trueprof_cal_shape_leaf_heavy,
+	trueprof_cal_ref_call_heavy, trueprof_cal_shape_call_heavy,
+	trueprof_cal_ref_mixed,      trueprof_cal_shape_mixed,
+	trueprof_cal_ref_long,       trueprof_cal_shape_long,
+};
+
+/* cal_steady reports whether each kind's first reps loop times t hold
+ * cal_fast within 5% of the kind's fastest: the statistic the recorder
+ * takes has enough full-speed runs. */
+static NOINST int cal_steady(uint64_t t[cal_kinds][cal_max_reps], int reps)
 {
+	for (int k = 0; k < cal_kinds; k++) {
+		uint64_t fastest = t[k][0];
+		for (int r = 1; r < reps; r++)
+			if (t[k][r] < fastest)
+				fastest = t[k][r];
+		int fast = 0;
+		for (int r = 0; r < reps; r++)
+			fast += t[k][r] * 100 <= fastest * 105;
+		if (fast < cal_fast)
+			return 0;
+	}
+	return 1;
+}
+
+/* trueprof_cal_burst runs one burst and reports whether it was steady
+ * (stopped before cal_max_reps). */
+CAL_FN int trueprof_cal_burst(void)
+{
+	uint64_t t[cal_kinds][cal_max_reps];
+	int steady = 0;
 	CAL_ENTER(trueprof_cal_burst);
 	trueprof_cal_shape_empty();
-	for (int r = 0; r < cal_reps; r++) {
-		trueprof_cal_ref_leaf_heavy();
-		trueprof_cal_shape_leaf_heavy();
-		trueprof_cal_ref_call_heavy();
-		trueprof_cal_shape_call_heavy();
-		trueprof_cal_ref_mixed();
-		trueprof_cal_shape_mixed();
-		trueprof_cal_ref_long();
-		trueprof_cal_shape_long();
+	for (int r = 0; r < cal_max_reps && !steady; r++) {
+		for (int k = 0; k < cal_kinds; k++) {
+			uint64_t t0 = now();
+			cal_loops[k]();
+			t[k][r] = now() - t0;
+		}
+		steady = r + 1 >= cal_min_reps && cal_steady(t, r + 1);
 	}
 	CAL_LEAVE(trueprof_cal_burst);
+	return steady;
 }
 
 /* cal_imports_hooks (a dl_iterate_phdr callback) sets *found when the
@@ -194,14 +232,36 @@ static NOINST int cal_wanted(void)
 	return found && init();
 }
 
+/* cal_end_after: a process that exits this long (ns) after a steady
+ * start burst runs the end burst too; one that exits sooner, the common
+ * short run, ran under the conditions the start burst measured and runs
+ * none (the Calibration record says how many bursts were fitted). A
+ * start burst that was not steady always gets its end burst. */
+static const uint64_t cal_end_after = 1000000000;
+
+/* cal_start_end is when the start burst ended (CLOCK_MONOTONIC ns), 0
+ * when it was not steady. A forked child inherits it: its exit within
+ * cal_end_after of its parent's start burst runs none either. */
+static uint64_t cal_start_end;
+
+/* cal_now is CLOCK_MONOTONIC in ns, whichever clock the hooks use. */
+static NOINST uint64_t cal_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static NOINST __attribute__((constructor)) void cal_at_start(void)
 {
-	if (cal_wanted())
-		trueprof_cal_burst();
+	if (cal_wanted() && trueprof_cal_burst())
+		cal_start_end = cal_now();
 }
 
 static NOINST __attribute__((destructor)) void cal_at_end(void)
 {
+	if (cal_start_end != 0 && cal_now() - cal_start_end < cal_end_after)
+		return;
 	if (cal_wanted())
 		trueprof_cal_burst();
 }
