@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"trueprof/internal/cachefile"
 	"trueprof/internal/perf"
 )
 
@@ -52,15 +53,11 @@ func runHolder() {
 // session whose target had already exited waited 60-70 ms for the
 // opening of an interrupt tracepoint in 2 of 6 back-to-back recordings.
 
-// openTeardownLock opens the teardown lock file, in the user's cache
-// directory as the hook library's.
+// openTeardownLock opens the teardown lock file, in trueprof's cache
+// directory.
 func openTeardownLock() (*os.File, error) {
-	dir, err := os.UserCacheDir()
+	dir, err := cachefile.Dir()
 	if err != nil {
-		return nil, err
-	}
-	dir = filepath.Join(dir, "trueprof")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	return os.OpenFile(filepath.Join(dir, "teardown.lock"), os.O_RDONLY|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
