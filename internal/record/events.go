@@ -148,14 +148,15 @@ func (s *session) processEvent(e *instrEvent) error {
 		s.result.Events++
 		return s.aggregateEvent(&s.eventRec) // folded into the trees, not written
 	}
-	switch err := s.w.Write(&s.eventRec); {
+	switch err := s.w.WriteEvent(&s.eventRec); {
+	case err == nil: // first: errors.Is is a call for every event
 	case errors.Is(err, trace.ErrSizeLimit):
 		// Events count against --size like samples; the writer counts
 		// the refused ones in a Lost record at Close, and the recording
 		// goes on with its other records.
 		s.result.Lost++
 		return nil
-	case err != nil:
+	default:
 		return err
 	}
 	s.result.Events++
