@@ -351,7 +351,7 @@ func (h *hookSource) wait(ch chan struct{}) bool {
 // e and an instrEvent whole, with wide loads of what Decode had just
 // stored field by field, stalled on store forwarding (16 ns an event, a
 // fifth of the recorder's time on the dense load).
-func (h *hookSource) push(e hook.Event) {
+func (h *hookSource) push(e *hook.Event) {
 	n := len(h.dst)
 	h.dst = h.dst[:n+1]
 	ev := &h.dst[n]
