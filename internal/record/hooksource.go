@@ -21,10 +21,10 @@ import (
 //     fills its ring in a few milliseconds at full speed and then waits
 //     for space, and copying keeps up with the hooks where decoding on
 //     the drainer did not;
-//   - the decoder (decode) turns a few batches at a time, in the order
-//     they were filled, into a slab of instrEvents and hands the batches
-//     back: decoding took a third of the recording loop's time on the
-//     dense load (its reads of the batches wait for memory);
+//   - the decoder (decode) turns each batch, in the order they were
+//     filled, into a slab of instrEvents and hands the batch back:
+//     decoding took a third of the recording loop's time on the dense
+//     load (its reads of the batches wait for memory);
 //   - the recording loop takes the slabs (drainInto), merges, resolves
 //     and encodes their events; the trace writer compresses on a
 //     goroutine of its own.
@@ -84,8 +84,8 @@ type hookSource struct {
 	unordered bool
 }
 
-// hookSlab is events decoded from a few batches, in the order the
-// batches were filled (and so each thread's in time order).
+// hookSlab is the events decoded from one batch (each thread's in time
+// order).
 type hookSlab struct {
 	evs []instrEvent
 	// ordered: the events are in time order; first is the first one's
@@ -103,14 +103,12 @@ const hookChunk = 1 << 14
 // not grow with the target's event rate.
 const hookSpool = 128
 
-// hookTake is the number of batches the decoder decodes into one slab.
-const hookTake = 4
-
-// hookSlabs bounds the decoded slabs (each up to hookTake batches'
-// events, 40 bytes each: 2.5 MiB): enough to let the decoder run ahead
-// of the recording loop by a few passes. Events wait in the spool's
-// batches rather than here: a batch holds them in 16 bytes each.
-const hookSlabs = 4
+// hookSlabs bounds the decoded slabs (each a batch's events, 40 bytes
+// each: 640 KiB), enough to let the decoder run ahead of the recording
+// loop by a few passes. Events wait in the spool's batches rather than
+// here, in 16 bytes each. A slab of four batches cost the loop 2-4 ns
+// more an event: it read them from memory rather than the cache.
+const hookSlabs = 8
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
@@ -254,9 +252,9 @@ func (h *hookSource) stopping() bool {
 	}
 }
 
-// decode is the decoder goroutine: it decodes the filled batches, a
-// few at a time, into slabs for drainInto until the drainer has stopped
-// and everything is decoded, or close quits it.
+// decode is the decoder goroutine: it decodes the filled batches, one
+// at a time, into slabs for drainInto until the drainer has stopped and
+// everything is decoded, or close quits it.
 func (h *hookSource) decode() {
 	defer close(h.decodeEnd)
 	defer func() {
@@ -265,28 +263,23 @@ func (h *hookSource) decode() {
 		h.decoded.Broadcast()
 		h.mu.Unlock()
 	}()
+	push := h.pusher()
 	for {
-		batches, slab := h.takeBatches()
+		b, slab := h.takeBatch()
 		if slab == nil {
 			return
 		}
-		n := 0
-		for _, b := range batches {
-			n += b.Len()
-		}
 		// Grown once: Decode delivers one event per record.
-		h.dst = slices.Grow(slab.evs[:0], n)
+		h.dst = slices.Grow(slab.evs[:0], b.Len())
 		h.last, h.unordered = 0, false
-		for _, b := range batches {
-			h.dec.Decode(b, h.push)
-		}
+		h.dec.Decode(b, push)
 		slab.evs, h.dst = h.dst, nil
 		slab.ordered = !h.unordered
 		if len(slab.evs) > 0 {
 			slab.first = slab.evs[0].time
 		}
 		h.mu.Lock()
-		h.free = append(h.free, batches...)
+		h.free = append(h.free, b)
 		h.slabs = append(h.slabs, slab)
 		h.decoding = false
 		h.decoded.Broadcast()
@@ -296,11 +289,11 @@ func (h *hookSource) decode() {
 	}
 }
 
-// takeBatches waits for batches to decode and a slab to decode them
-// into, and takes up to hookTake of the first, oldest first; once the
-// drainer has stopped also the batch it was filling. It returns no slab
-// when there is nothing left to decode or close quits the decoder.
-func (h *hookSource) takeBatches() ([]*hook.Batch, *hookSlab) {
+// takeBatch waits for a batch to decode and a slab to decode it into,
+// and takes the oldest; once the drainer has stopped also the batch it
+// was filling. It returns no slab when there is nothing left to decode
+// or close quits the decoder.
+func (h *hookSource) takeBatch() (*hook.Batch, *hookSlab) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for len(h.full) == 0 {
@@ -326,11 +319,10 @@ func (h *hookSource) takeBatches() ([]*hook.Batch, *hookSlab) {
 			return nil, nil
 		}
 	}
-	k := min(len(h.full), hookTake)
-	batches := slices.Clone(h.full[:k])
-	h.full = h.full[k:]
+	b := h.full[0]
+	h.full = slices.Delete(h.full, 0, 1)
 	h.decoding = true
-	return batches, slab
+	return b, slab
 }
 
 // wait releases h.mu until ch is signalled; it reports false, h.mu
@@ -346,32 +338,37 @@ func (h *hookSource) wait(ch chan struct{}) bool {
 	}
 }
 
-// push appends one decoded event to h.dst, which decode grew to hold
-// them all. It writes the event's fields one by one into place: copying
-// e and an instrEvent whole, with wide loads of what Decode had just
-// stored field by field, stalled on store forwarding (16 ns an event, a
-// fifth of the recorder's time on the dense load).
-func (h *hookSource) push(e *hook.Event) {
-	n := len(h.dst)
-	h.dst = h.dst[:n+1]
-	ev := &h.dst[n]
-	ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
-	switch e.Kind {
-	case hook.KindEntry:
-		ev.kind = trace.EventEntry
-	case hook.KindExit:
-		ev.kind = trace.EventExit
-	default: // hook.KindAdjust
-		// The hook stamps a wait with its start (the event it delayed);
-		// an Adjust record is stamped with the end of the pause.
-		ev.kind = 0
-		ev.time += e.Duration
-		ev.addr, ev.dropped = e.Duration, e.Dropped
+// pusher returns the function that appends one decoded event to h.dst,
+// which decode grew to hold them all: a closure rather than a method
+// value, which would call a wrapper that calls the method, twice the
+// calls for every event. It writes the event's fields one by one into
+// place: copying e and an instrEvent whole, with wide loads of what
+// Decode had just stored field by field, stalled on store forwarding
+// (16 ns an event, a fifth of the recorder's time on the dense load).
+func (h *hookSource) pusher() func(*hook.Event) {
+	return func(e *hook.Event) {
+		n := len(h.dst)
+		h.dst = h.dst[:n+1]
+		ev := &h.dst[n]
+		ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
+		switch e.Kind {
+		case hook.KindEntry:
+			ev.kind = trace.EventEntry
+		case hook.KindExit:
+			ev.kind = trace.EventExit
+		default: // hook.KindAdjust
+			// The hook stamps a wait with its start (the event it
+			// delayed); an Adjust record is stamped with the end of the
+			// pause.
+			ev.kind = 0
+			ev.time += e.Duration
+			ev.addr, ev.dropped = e.Duration, e.Dropped
+		}
+		if ev.time < h.last {
+			h.unordered = true
+		}
+		h.last = ev.time
 	}
-	if ev.time < h.last {
-		h.unordered = true
-	}
-	h.last = ev.time
 }
 
 func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
