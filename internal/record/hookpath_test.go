@@ -132,3 +132,37 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 		b.Fatalf("%d events written, want %d", s.result.Events, events)
 	}
 }
+
+// TestHookSourceCloseUndrained: a hook source whose slabs nobody takes
+// (the recording loop ended on an error) still closes: its decoder,
+// waiting for a spare slab, quits instead of holding close forever.
+func TestHookSourceCloseUndrained(t *testing.T) {
+	r, err := hook.NewRegion(hook.Options{Threads: 1, Events: 1 << 10})
+	if err != nil {
+		testutil.Missing(t, "hook region: "+err.Error())
+	}
+	h, err := newHookQueue(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * hookSlabs {
+		h.full = append(h.full, hook.NewBatch(hookChunk))
+	}
+	go h.run()
+	go h.decode()
+	closed := make(chan error, 1)
+	go func() { closed <- h.close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return within 10 s")
+	}
+	select {
+	case <-h.decodeEnd:
+	default:
+		t.Error("the decoder goroutine still runs after close")
+	}
+}
