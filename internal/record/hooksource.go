@@ -60,7 +60,7 @@ type hookSource struct {
 	closed bool // the drainer has stopped: full and cur hold the rest
 
 	// The decoder's side: decoded slabs, oldest first, and spare ones;
-	// decoding, that it holds batches; decoded, which drainInto waits
+	// decoding, that it holds a batch; decoded, which drainInto waits
 	// on once closed, is signalled for each slab and when the decoder
 	// ends.
 	slabs     []*hookSlab
