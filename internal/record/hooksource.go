@@ -110,6 +110,11 @@ const hookSpool = 128
 // more an event: it read them from memory rather than the cache.
 const hookSlabs = 8
 
+// hookSlabKeep is the largest capacity, in events, of a buffer that
+// drainInto swaps into a slab (twice a slab's events): the slabs hold
+// at most 10 MiB whatever the session's buffer grew to.
+const hookSlabKeep = 2 * hookChunk
+
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
 // one-second flush, and a snapshot of a live trace must see them.
@@ -388,8 +393,9 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 // returns it: one slab at a time, since the session holds the events
 // until it has processed them (a few slabs at once grew its buffer past
 // what it keeps between passes, to be allocated anew at every pass). An
-// empty dst is swapped for the slab's events rather than copied into,
-// and the slab decodes into dst's buffer next. Once the drainer has
+// empty dst of at most hookSlabKeep events is swapped for the slab's
+// events rather than copied into, and the slab decodes into dst's
+// buffer next. Once the drainer has
 // stopped, drainInto waits for the decoder's next slab when none is
 // ready and reports whether events are left for the next call. It also
 // reports whether the events it appended are in time order, after
@@ -418,7 +424,9 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 		return dst, more, true
 	}
 	ordered := sl.ordered && (len(dst) == 0 || len(sl.evs) == 0 || sl.first >= dst[len(dst)-1].time)
-	if len(dst) == 0 {
+	// A buffer the session grew in a burst is not kept in a slab, where
+	// its memory would stay.
+	if len(dst) == 0 && cap(dst) <= hookSlabKeep {
 		dst, sl.evs = sl.evs, dst[:0]
 	} else {
 		dst = append(dst, sl.evs...)
