@@ -143,8 +143,8 @@ func newHookQueue(r *hook.Region) (*hookSource, error) {
 	return h, nil
 }
 
-// signal wakes a goroutine waiting on ch, if none is waiting yet.
-func signal(ch chan struct{}) {
+// wakeOne wakes the goroutine waiting on ch, or the next one to wait.
+func wakeOne(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -156,7 +156,7 @@ func signal(ch chan struct{}) {
 func (h *hookSource) handOver() {
 	h.full = append(h.full, h.cur)
 	h.cur = nil
-	signal(h.filled)
+	wakeOne(h.filled)
 }
 
 func (h *hookSource) run() {
@@ -289,7 +289,7 @@ func (h *hookSource) decode() {
 		h.decoding = false
 		h.decoded.Broadcast()
 		h.mu.Unlock()
-		signal(h.freed)
+		wakeOne(h.freed)
 		h.ready.Signal()
 	}
 }
@@ -434,7 +434,7 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	h.mu.Lock()
 	h.spare = append(h.spare, sl)
 	h.mu.Unlock()
-	signal(h.spared)
+	wakeOne(h.spared)
 	return dst, more, ordered
 }
 
@@ -468,7 +468,7 @@ func (h *hookSource) finish() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
-	signal(h.filled)
+	wakeOne(h.filled)
 }
 
 func (h *hookSource) lost() uint64 { return 0 }
