@@ -175,7 +175,7 @@ func timeTrueprof(bin string, n int, period time.Duration, opts hook.Options) (t
 	}
 	defer r.Close()
 	events, adjusts := 0, 0
-	count := func(e hook.Event) {
+	count := func(e *hook.Event) {
 		if e.Kind == hook.KindAdjust {
 			adjusts++
 			return

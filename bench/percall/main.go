@@ -18,7 +18,7 @@
 //
 // Usage (root, from the repository root):
 //
-//	go run ./bench/percall [-runs 5] [-calls 200000] [-mids 500000]
+//	go run ./bench/percall [-runs 5] [-calls 200000] [-mids 500000] [-load default|dense]
 package main
 
 import (
@@ -98,6 +98,7 @@ func main() {
 	runs := flag.Int("runs", 5, "repetitions (medians are reported)")
 	calls := flag.Int("calls", 200000, "calls of the probed function (default load)")
 	mids := flag.Int("mids", 500000, "mid calls of the dense load (3 calls each)")
+	only := flag.String("load", "", "run only this load (default or dense); both if empty")
 	flag.Parse()
 	log.SetFlags(0)
 	dir, cleanup := benchutil.Workdir("trueprof-percall-")
@@ -132,7 +133,15 @@ func main() {
 		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, m}},
 		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, m}},
 	}}
-	loads := []*load{def, den}
+	var loads []*load
+	for _, l := range []*load{def, den} {
+		if *only == "" || *only == l.name {
+			loads = append(loads, l)
+		}
+	}
+	if len(loads) == 0 {
+		log.Fatalf("-load %q: want default or dense", *only)
+	}
 	for _, l := range loads {
 		l.own, l.whole, l.recorder = map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	}

@@ -47,6 +47,7 @@ func (b *Batch) Reset() {
 // region with one Decoder, in the order DrainBatch filled them.
 type Decoder struct {
 	last []uint64 // per slot
+	ev   Event    // the event Decode passes on
 }
 
 // NewDecoder returns a Decoder for a new region.
@@ -54,8 +55,10 @@ func NewDecoder() *Decoder { return &Decoder{} }
 
 // Decode calls fn for each record of b, oldest first per thread, and
 // returns how many events it delivered. A record of unknown kind (a
-// corrupted ring) is passed on as an adjust with one event dropped.
-func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
+// corrupted ring) is passed on as an adjust with one event dropped. fn
+// must not keep the event, which Decode reuses: passing it by pointer
+// rather than by value cost the dense load 3 ns an event.
+func (d *Decoder) Decode(b *Batch, fn func(*Event)) int {
 	c := b.clock
 	// clock.mono, inlined by hand: its cached segment in registers.
 	var lo, span, base uint64
@@ -65,8 +68,9 @@ func (d *Decoder) Decode(b *Batch, fn func(Event)) int {
 	}
 	recs := b.recs
 	n := 0
+	ev := &d.ev
 	for _, ru := range b.spans {
-		ev := Event{PID: ru.pid, TID: ru.tid}
+		*ev = Event{PID: ru.pid, TID: ru.tid}
 		if ru.slot == noSlot {
 			for _, rc := range recs[:ru.n] {
 				ev.Time, ev.Kind, ev.Dropped = rc.Time, KindAdjust, rc.W&payloadMask

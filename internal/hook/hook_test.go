@@ -150,7 +150,7 @@ func record(t *testing.T, opts Options, delay, period time.Duration, bin string,
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	collect := func(e Event) { out.events = append(out.events, e) }
+	collect := func(e *Event) { out.events = append(out.events, *e) }
 	exited := make(chan struct{})
 	drained := make(chan struct{})
 	go func() {

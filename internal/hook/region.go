@@ -312,21 +312,21 @@ func (r *Region) Env(fd int) []string {
 // per thread, and returns how many it delivered. Call it often (every few
 // milliseconds) from the recorder's loop: a thread whose ring is full
 // waits, and after Options.MaxWait drops events. fn must not retain the
-// region. It also frees the rings of threads that have ended. Drain
+// region, nor the event, which Drain reuses. It also frees the rings of threads that have ended. Drain
 // copies the records out (DrainBatch) and decodes them at once; a
 // recorder that decodes on another goroutine uses DrainBatch itself.
-func (r *Region) Drain(fn func(Event)) int {
+func (r *Region) Drain(fn func(*Event)) int {
 	return r.drainDecode(fn, time.Since(r.lastCheck) >= liveEvery, false)
 }
 
 // Flush is the final Drain, after the target and its children have
 // exited: it also reports the drops and waits of threads that ended
 // without writing them to their ring (by exit, exec or a signal).
-func (r *Region) Flush(fn func(Event)) int {
+func (r *Region) Flush(fn func(*Event)) int {
 	return r.drainDecode(fn, true, true)
 }
 
-func (r *Region) drainDecode(fn func(Event), check, final bool) int {
+func (r *Region) drainDecode(fn func(*Event), check, final bool) int {
 	if r.own == nil {
 		r.own = NewBatch(1 << 14)
 		r.dec = NewDecoder()

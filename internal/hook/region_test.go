@@ -41,7 +41,7 @@ func (r *Region) produce(i int, recs ...rec) {
 
 func (r *Region) collect() []Event {
 	var evs []Event
-	r.Drain(func(e Event) { evs = append(evs, e) })
+	r.Drain(func(e *Event) { evs = append(evs, *e) })
 	return evs
 }
 
@@ -139,7 +139,7 @@ func TestFlushFreesVanishedThreads(t *testing.T) {
 	r.produce(1, rec{Time: 5, W: word(recEntry, 1)})
 	r.slots[1].PendDropped, r.slots[1].PendSince = 9, 6
 	var evs []Event
-	r.Flush(func(e Event) { evs = append(evs, e) })
+	r.Flush(func(e *Event) { evs = append(evs, *e) })
 	if len(evs) != 2 || evs[1].Dropped != 9 {
 		t.Fatalf("got %+v", evs)
 	}
@@ -209,7 +209,7 @@ func BenchmarkDrain(b *testing.B) {
 	s := &r.slots[0]
 	s.State, s.PID, s.TID = stateOwned, 1, 1
 	count := 0
-	fn := func(e Event) { count++ }
+	fn := func(*Event) { count++ }
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 1 << 15 {
 		b.StopTimer()

@@ -25,15 +25,15 @@ type eventSource interface {
 	close() error
 }
 
-// batchSource is an eventSource that decodes its events straight into
-// the session's buffer: the hooks' tens of millions of events a second
-// are not passed through a call per event, nor copied. It hands over a
-// few batches at a time, also once finished.
+// batchSource is an eventSource that hands over its events in slabs,
+// into the session's buffer: the hooks' tens of millions of events a
+// second are not passed through a call per event. It hands over a slab
+// at a time, also once finished.
 type batchSource interface {
 	eventSource
-	// drainInto appends the available events of a few batches to dst
-	// and returns it, whether more are available, and whether the
-	// events it appended are in time order, after dst's last.
+	// drainInto appends the events of a slab to dst and returns it,
+	// whether more are available, and whether the events it appended
+	// are in time order, after dst's last.
 	drainInto(dst []instrEvent) (out []instrEvent, more, ordered bool)
 }
 
@@ -148,14 +148,15 @@ func (s *session) processEvent(e *instrEvent) error {
 		s.result.Events++
 		return s.aggregateEvent(&s.eventRec) // folded into the trees, not written
 	}
-	switch err := s.w.Write(&s.eventRec); {
+	switch err := s.w.WriteEvent(&s.eventRec); {
+	case err == nil: // first: errors.Is is a call for every event
 	case errors.Is(err, trace.ErrSizeLimit):
 		// Events count against --size like samples; the writer counts
 		// the refused ones in a Lost record at Close, and the recording
 		// goes on with its other records.
 		s.result.Lost++
 		return nil
-	case err != nil:
+	default:
 		return err
 	}
 	s.result.Events++

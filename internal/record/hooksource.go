@@ -12,18 +12,28 @@ import (
 	"trueprof/internal/trace"
 )
 
-// hookSource drains the hook library's shared-memory rings. A thread
-// fills its ring in a few milliseconds at full speed and then waits for
-// space, so the rings are copied out by a goroutine of their own, which
-// does nothing else: it copies the records as they are, 16 bytes each,
-// into batches (hook.DrainBatch), and the recording loop decodes them
-// (drainInto). Copying keeps up with the hooks where decoding on the
-// drainer did not (it cost the target a wait for every event it was
-// slower than the hooks). Batches are recycled through a free list: a
-// growing slice would stop the drainer for tens of milliseconds to
-// reallocate, zero and copy millions of records. Processing may lag
-// behind by a bounded spool of batches; when it is full the drainer
-// waits for processing to hand one back, and so do the target's threads
+// hookSource drains the hook library's shared-memory rings in three
+// stages, each on its own goroutine, so that the recorder uses a core
+// the target leaves idle and, once the target has exited, both:
+//
+//   - the drainer (run) copies the records as they are, 16 bytes each,
+//     into batches (hook.DrainBatch) and does nothing else: a thread
+//     fills its ring in a few milliseconds at full speed and then waits
+//     for space, and copying keeps up with the hooks where decoding on
+//     the drainer did not;
+//   - the decoder (decode) turns each batch, in the order they were
+//     filled, into a slab of instrEvents and hands the batch back:
+//     decoding took a third of the recording loop's time on the dense
+//     load (its reads of the batches wait for memory);
+//   - the recording loop takes the slabs (drainInto), merges, resolves
+//     and encodes their events; the trace writer compresses on a
+//     goroutine of its own.
+//
+// Batches and slabs are recycled through free lists: a growing slice
+// would stop the drainer for tens of milliseconds to reallocate, zero
+// and copy millions of records. Processing may lag behind by a bounded
+// spool of batches and hookSlabs slabs; when both are full the drainer
+// waits for a batch to be handed back, and so do the target's threads
 // for ring space (each wait an adjust record): memory stays bounded and
 // nothing is dropped unless processing stalls for the hook's whole
 // MaxWait.
@@ -38,35 +48,72 @@ type hookSource struct {
 	// finishing lets finish allocate past hookSpool: the region is
 	// frozen, and what it holds is bounded.
 	finishing bool
-	freed     chan struct{} // signalled when drain hands batches back
-	// ready is signalled when the drainer hands a batch over, so the
+	freed     chan struct{} // signalled when the decoder hands batches back
+	// filled is signalled when the drainer hands a batch over or has
+	// stopped, to wake the decoder.
+	filled chan struct{}
+	// ready is signalled when the decoder hands a slab over, so the
 	// recording loop's poll wakes for it at once.
 	ready  *perf.Wakeup
 	stop   chan struct{}
 	done   chan struct{}
-	closed bool
-	// dec decodes the batches on the recording loop's side, into dst
-	// (drainInto's, while it runs).
-	dec *hook.Decoder
-	dst []instrEvent
-	// last is the time of the event push appended last, and unordered
-	// whether one came before its predecessor in dst: the session sorts
-	// only then, rather than reading every event again to find out.
+	closed bool // the drainer has stopped: full and cur hold the rest
+
+	// The decoder's side: decoded slabs, oldest first, and spare ones;
+	// decoding, that it holds a batch; decoded, which drainInto waits
+	// on once closed, is signalled for each slab and when the decoder
+	// ends.
+	slabs     []*hookSlab
+	spare     []*hookSlab
+	made      int // slabs allocated, at most hookSlabs
+	decoding  bool
+	ended     bool // the decoder has ended
+	decoded   *sync.Cond
+	spared    chan struct{} // signalled when drainInto hands slabs back
+	quit      chan struct{} // closed by close: the decoder ends at once
+	decodeEnd chan struct{} // closed when the decoder has ended
+
+	// dec and the fields below are the decoder goroutine's: it decodes
+	// into dst, the slab being filled. last is the time of the event
+	// push appended last, and unordered whether one came before its
+	// predecessor: the session sorts only then, rather than reading
+	// every event again to find out.
+	dec       *hook.Decoder
+	dst       []instrEvent
 	last      uint64
 	unordered bool
+}
+
+// hookSlab is the events decoded from one batch (each thread's in time
+// order).
+type hookSlab struct {
+	evs []instrEvent
+	// ordered: the events are in time order; first is the first one's
+	// time.
+	ordered bool
+	first   uint64
 }
 
 // hookChunk is the number of records per batch (256 KiB).
 const hookChunk = 1 << 14
 
-// hookSpool bounds the batches waiting to be processed (32 MiB, 2M
+// hookSpool bounds the batches waiting to be decoded (32 MiB, 2M
 // events, some 100 ms of the densest load): enough to ride out the
 // processing loop's pauses, small enough that the recorder's memory does
 // not grow with the target's event rate.
 const hookSpool = 128
 
-// hookTake is the number of batches drainInto decodes at a time.
-const hookTake = 4
+// hookSlabs bounds the decoded slabs (each a batch's events, 40 bytes
+// each: 640 KiB), enough to let the decoder run ahead of the recording
+// loop by a few passes. Events wait in the spool's batches rather than
+// here, in 16 bytes each. A slab of four batches cost the loop 2-4 ns
+// more an event: it read them from memory rather than the cache.
+const hookSlabs = 8
+
+// hookSlabKeep is the largest capacity, in events, of a buffer that
+// drainInto swaps into a slab (twice a slab's events): the slabs hold
+// at most 10 MiB whatever the session's buffer grew to.
+const hookSlabKeep = 2 * hookChunk
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
@@ -74,22 +121,42 @@ const hookTake = 4
 const hookHandOver = 100 * time.Millisecond
 
 func newHookSource(r *hook.Region) (*hookSource, error) {
+	h, err := newHookQueue(r)
+	if err != nil {
+		return nil, err
+	}
+	go h.run()
+	go h.decode()
+	return h, nil
+}
+
+// newHookQueue returns a hookSource whose goroutines have not started.
+func newHookQueue(r *hook.Region) (*hookSource, error) {
 	ready, err := perf.NewWakeup()
 	if err != nil {
 		return nil, err
 	}
-	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		dec: hook.NewDecoder()}
-	go h.run()
+	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), spared: make(chan struct{}, 1),
+		quit: make(chan struct{}), decodeEnd: make(chan struct{}), dec: hook.NewDecoder()}
+	h.decoded = sync.NewCond(&h.mu)
 	return h, nil
 }
 
+// wakeOne wakes the goroutine waiting on ch, or the next one to wait.
+func wakeOne(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // handOver moves the batch being filled to the full ones and wakes the
-// recording loop; h.mu is held.
+// decoder; h.mu is held.
 func (h *hookSource) handOver() {
 	h.full = append(h.full, h.cur)
 	h.cur = nil
-	h.ready.Signal()
+	wakeOne(h.filled)
 }
 
 func (h *hookSource) run() {
@@ -190,32 +257,123 @@ func (h *hookSource) stopping() bool {
 	}
 }
 
-// push appends one decoded event to h.dst, which drainInto grew to hold
-// them all. It writes the event's fields one by one into place: copying
-// e and an instrEvent whole, with wide loads of what Decode had just
-// stored field by field, stalled on store forwarding (16 ns an event, a
-// fifth of the recorder's time on the dense load).
-func (h *hookSource) push(e hook.Event) {
-	n := len(h.dst)
-	h.dst = h.dst[:n+1]
-	ev := &h.dst[n]
-	ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
-	switch e.Kind {
-	case hook.KindEntry:
-		ev.kind = trace.EventEntry
-	case hook.KindExit:
-		ev.kind = trace.EventExit
-	default: // hook.KindAdjust
-		// The hook stamps a wait with its start (the event it delayed);
-		// an Adjust record is stamped with the end of the pause.
-		ev.kind = 0
-		ev.time += e.Duration
-		ev.addr, ev.dropped = e.Duration, e.Dropped
+// decode is the decoder goroutine: it decodes the filled batches, one
+// at a time, into slabs for drainInto until the drainer has stopped and
+// everything is decoded, or close quits it.
+func (h *hookSource) decode() {
+	defer close(h.decodeEnd)
+	defer func() {
+		h.mu.Lock()
+		h.decoding, h.ended = false, true
+		h.decoded.Broadcast()
+		h.mu.Unlock()
+	}()
+	push := h.pusher()
+	for {
+		b, slab := h.takeBatch()
+		if slab == nil {
+			return
+		}
+		// Grown once: Decode delivers one event per record.
+		h.dst = slices.Grow(slab.evs[:0], b.Len())
+		h.last, h.unordered = 0, false
+		h.dec.Decode(b, push)
+		slab.evs, h.dst = h.dst, nil
+		slab.ordered = !h.unordered
+		if len(slab.evs) > 0 {
+			slab.first = slab.evs[0].time
+		}
+		h.mu.Lock()
+		h.free = append(h.free, b)
+		h.slabs = append(h.slabs, slab)
+		h.decoding = false
+		h.decoded.Broadcast()
+		h.mu.Unlock()
+		wakeOne(h.freed)
+		h.ready.Signal()
 	}
-	if ev.time < h.last {
-		h.unordered = true
+}
+
+// takeBatch waits for a batch to decode and a slab to decode it into,
+// and takes the oldest; once the drainer has stopped also the batch it
+// was filling. It returns no slab when there is nothing left to decode
+// or close quits the decoder.
+func (h *hookSource) takeBatch() (*hook.Batch, *hookSlab) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.full) == 0 {
+		if h.closed {
+			if h.cur == nil || h.cur.Len() == 0 {
+				return nil, nil
+			}
+			h.full, h.cur = append(h.full, h.cur), nil
+			break
+		}
+		if !h.wait(h.filled) {
+			return nil, nil
+		}
 	}
-	h.last = ev.time
+	var slab *hookSlab
+	for slab == nil {
+		if n := len(h.spare); n > 0 {
+			slab, h.spare = h.spare[n-1], h.spare[:n-1]
+		} else if h.made < hookSlabs {
+			h.made++
+			slab = &hookSlab{}
+		} else if !h.wait(h.spared) {
+			return nil, nil
+		}
+	}
+	b := h.full[0]
+	h.full = slices.Delete(h.full, 0, 1)
+	h.decoding = true
+	return b, slab
+}
+
+// wait releases h.mu until ch is signalled; it reports false, h.mu
+// held again, if close quits the decoder meanwhile.
+func (h *hookSource) wait(ch chan struct{}) bool {
+	h.mu.Unlock()
+	defer h.mu.Lock()
+	select {
+	case <-ch:
+		return true
+	case <-h.quit:
+		return false
+	}
+}
+
+// pusher returns the function that appends one decoded event to h.dst,
+// which decode grew to hold them all: a closure rather than a method
+// value, which would call a wrapper that calls the method, twice the
+// calls for every event. It writes the event's fields one by one into
+// place: copying e and an instrEvent whole, with wide loads of what
+// Decode had just stored field by field, stalled on store forwarding
+// (16 ns an event, a fifth of the recorder's time on the dense load).
+func (h *hookSource) pusher() func(*hook.Event) {
+	return func(e *hook.Event) {
+		n := len(h.dst)
+		h.dst = h.dst[:n+1]
+		ev := &h.dst[n]
+		ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
+		switch e.Kind {
+		case hook.KindEntry:
+			ev.kind = trace.EventEntry
+		case hook.KindExit:
+			ev.kind = trace.EventExit
+		default: // hook.KindAdjust
+			// The hook stamps a wait with its start (the event it
+			// delayed); an Adjust record is stamped with the end of the
+			// pause.
+			ev.kind = 0
+			ev.time += e.Duration
+			ev.addr, ev.dropped = e.Duration, e.Dropped
+		}
+		if ev.time < h.last {
+			h.unordered = true
+		}
+		h.last = ev.time
+	}
 }
 
 func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
@@ -231,63 +389,62 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 	}
 }
 
-// drainInto decodes a few of the filled batches straight into dst,
-// grown once to hold them all, returns it and gives the batches back to
-// the free list: decoding into a buffer of the source's own, from which
-// the session copied the events, cost the dense load a copy of 40 bytes
-// an event. The batch being filled stays with the drainer until it is
-// full or the drainer has stopped. Once stopped, it reports whether
-// batches are left for the next call. It also reports whether the
-// events it appended are in time order, after dst's last.
+// drainInto appends the events of the oldest decoded slab to dst and
+// returns it: one slab at a time, since the session holds the events
+// until it has processed them (a few slabs at once grew its buffer past
+// what it keeps between passes, to be allocated anew at every pass). An
+// empty dst of at most hookSlabKeep events is swapped for the slab's
+// events rather than copied into, and the slab decodes into dst's
+// buffer next. Once the drainer has
+// stopped, drainInto waits for the decoder's next slab when none is
+// ready and reports whether events are left for the next call. It also
+// reports whether the events it appended are in time order, after
+// dst's last.
 func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
-	// Reset the wake-up before taking the chunks: a chunk handed over
-	// after this signals again.
+	// Reset the wake-up before taking a slab: a slab handed over after
+	// this signals again.
 	h.ready.Clear()
 	h.mu.Lock()
-	// A few batches at a time, also once closed (the final drain): the
-	// session holds their events until it has processed them, and the
-	// whole spool decoded at once would take 40 bytes an event of 16.
-	full := h.full
-	if len(full) > hookTake {
-		full = slices.Clone(full[:hookTake])
-		h.full = h.full[hookTake:]
-		if !h.closed {
+	if h.closed {
+		for len(h.slabs) == 0 && h.pending() {
+			h.decoded.Wait()
+		}
+	}
+	var sl *hookSlab
+	if len(h.slabs) > 0 {
+		sl = h.slabs[0]
+		h.slabs = slices.Delete(h.slabs, 0, 1)
+		if len(h.slabs) > 0 && !h.closed {
 			h.ready.Signal() // the rest on the next round
 		}
+	}
+	more := h.closed && h.pending()
+	h.mu.Unlock()
+	if sl == nil {
+		return dst, more, true
+	}
+	ordered := sl.ordered && (len(dst) == 0 || len(sl.evs) == 0 || sl.first >= dst[len(dst)-1].time)
+	// A buffer the session grew in a burst is not kept in a slab, where
+	// its memory would stay.
+	if len(dst) == 0 && cap(dst) <= hookSlabKeep {
+		dst, sl.evs = sl.evs, dst[:0]
 	} else {
-		h.full = nil
-		if h.closed && h.cur != nil && h.cur.Len() > 0 {
-			full = append(full, h.cur)
-			h.cur = nil
-		}
+		dst = append(dst, sl.evs...)
 	}
-	more := h.closed && (len(h.full) > 0 || (h.cur != nil && h.cur.Len() > 0))
-	h.mu.Unlock()
-	n := 0
-	for _, b := range full {
-		n += b.Len()
-	}
-	// Grown once: appending would double the slice again and again, the
-	// old copies alive meanwhile. Decode delivers one event per record.
-	h.dst = slices.Grow(dst, n)
-	h.last, h.unordered = 0, false
-	if len(dst) > 0 {
-		h.last = dst[len(dst)-1].time
-	}
-	for _, b := range full {
-		h.dec.Decode(b, h.push)
-	}
-	dst, h.dst = h.dst, nil
 	h.mu.Lock()
-	h.free = append(h.free, full...)
+	h.spare = append(h.spare, sl)
 	h.mu.Unlock()
-	if len(full) > 0 {
-		select {
-		case h.freed <- struct{}{}:
-		default:
-		}
+	wakeOne(h.spared)
+	return dst, more, ordered
+}
+
+// pending reports whether events are still to be decoded or handed
+// over; h.mu is held.
+func (h *hookSource) pending() bool {
+	if len(h.slabs) > 0 {
+		return true
 	}
-	return dst, more, !h.unordered
+	return !h.ended && (len(h.full) > 0 || h.decoding || (h.cur != nil && h.cur.Len() > 0))
 }
 
 // finish stops the drainer once recording stops and collects what the
@@ -311,12 +468,15 @@ func (h *hookSource) finish() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
+	wakeOne(h.filled)
 }
 
 func (h *hookSource) lost() uint64 { return 0 }
 
 func (h *hookSource) close() error {
 	h.finish()
+	close(h.quit)
+	<-h.decodeEnd
 	h.ready.Close()
 	return h.r.Close()
 }

@@ -1028,10 +1028,10 @@ func (s *session) drain(final bool) error {
 		case !final:
 			n, m = before(s.pending, horizon), beforeEvent(s.pendingEvents, horizon)
 		case more && m > 0:
-			// The final drain takes the hooks' backlog a few batches at a
-			// time (its events at once would take 40 bytes each, for up
-			// to the spool's 2M): the kernel's records up to the last of
-			// these events now, the rest with the next batches.
+			// The final drain takes the hooks' backlog a slab at a time
+			// (its events at once would take 40 bytes each, for up to
+			// the spool's 2M): the kernel's records up to the last of
+			// these events now, the rest with the next slabs.
 			n = before(s.pending, s.pendingEvents[m-1].time+1)
 		case more:
 			n = 0
@@ -1116,8 +1116,8 @@ func (s *session) merge(n, m int) error {
 const pendingKeep = 1 << 14 // kernel records, 272 bytes each: 4.25 MiB
 
 // eventsKeep is pendingKeep for probe events (40 bytes each: 5 MiB): the
-// hook source decodes up to hookTake batches into the buffer at every
-// pass, which must not allocate anew each time.
+// hook source hands over a slab of up to hookChunk events at every pass,
+// which must not allocate anew each time.
 const eventsKeep = 1 << 17
 
 // keepRest returns the records of buf after the first n, moved to its

@@ -1,0 +1,168 @@
+package record
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"trueprof/internal/hook"
+	"trueprof/internal/resolve"
+	"trueprof/internal/testutil"
+	"trueprof/internal/trace"
+)
+
+// BenchmarkHookPath feeds the hook batches of a recorded dense load
+// (testutil.CallsC, 500,000 mid calls: 3,000,002 events) through the
+// recorder's per-event path as the final drain does: decoding, the
+// merge, resolution, encoding and compression, the trace written to
+// io.Discard. It reports the events per second the recorder sustains
+// (the wall time of the whole path, every stage on the cores it finds,
+// as in a recording after the target has exited).
+func BenchmarkHookPath(b *testing.B) {
+	const mids = 500_000
+	batches, events := recordHookBatches(b, mids)
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	for b.Loop() {
+		replayHookBatches(b, batches, 6*mids+2)
+	}
+	per := float64(b.N) * float64(events)
+	b.ReportMetric(per/b.Elapsed().Seconds()/1e6, "Mevents/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/event")
+	// The CPU time of all stages: what a loaded machine leaves alone.
+	b.ReportMetric(float64(cpuTime(b)-cpu)/per, "cpu-ns/event")
+}
+
+// cpuTime is the process's user and system CPU time so far, in ns.
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// recordHookBatches runs the dense load with the hook library recording
+// into a region and returns the batches copied out of it, as the
+// drainer fills them, and their number of records.
+func recordHookBatches(b *testing.B, mids int) ([]*hook.Batch, int) {
+	b.Helper()
+	bin := testutil.BuildC(b, b.TempDir(), "calls", testutil.CallsC, "-O1", "-fno-inline", "-finstrument-functions")
+	r, err := hook.NewRegion(hook.Options{})
+	if err != nil {
+		testutil.Missing(b, "hook region: "+err.Error())
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, strconv.Itoa(mids))
+	cmd.ExtraFiles = []*os.File{r.File()}
+	cmd.Env = append(os.Environ(), r.Env(3)...)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var batches []*hook.Batch
+	fill := func(final bool) {
+		for {
+			if len(batches) == 0 || batches[len(batches)-1].Full() {
+				batches = append(batches, hook.NewBatch(hookChunk))
+			}
+			if !r.DrainBatch(batches[len(batches)-1], final) {
+				return
+			}
+		}
+	}
+	for done := false; !done; {
+		select {
+		case err := <-exited:
+			if err != nil {
+				b.Fatal(err)
+			}
+			done = true
+		case <-time.After(time.Millisecond):
+		}
+		fill(done)
+	}
+	n := 0
+	for _, bt := range batches {
+		n += bt.Len()
+	}
+	// Beside the entries and exits, the hooks' waits for ring space
+	// (adjust records) when the drains fell behind.
+	if n < 6*mids+2 {
+		b.Fatalf("recorded %d records, want at least %d", n, 6*mids+2)
+	}
+	return batches, n
+}
+
+// replayHookBatches passes batches through a hook source and a session
+// writing to io.Discard, and checks that all their events, entries and
+// exits, were written.
+func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
+	// record's defaults: normal mode, --size 256M.
+	w, err := trace.NewWriter(io.Discard, &trace.Header{Event: "hooks", Clock: "CLOCK_MONOTONIC"},
+		trace.Options{Mode: trace.ModeNormal, SizeLimit: 256 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := newHookQueue(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.ready.Close()
+	// As finish leaves it: the drainer stopped, the batches to decode.
+	h.full, h.closed = append([]*hook.Batch(nil), batches...), true
+	go h.decode()
+	defer func() { <-h.decodeEnd }()
+	s := &session{w: w, log: io.Discard, res: resolve.New(w, io.Discard, resolve.Options{}), sources: []eventSource{h}}
+	for more := true; more; {
+		more = s.collectEvents(false)
+		if err := s.merge(0, len(s.pendingEvents)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if s.result.Events != events {
+		b.Fatalf("%d events written, want %d", s.result.Events, events)
+	}
+}
+
+// TestHookSourceCloseUndrained: a hook source whose slabs nobody takes
+// (the recording loop ended on an error) still closes: its decoder,
+// waiting for a spare slab, quits instead of holding close forever.
+func TestHookSourceCloseUndrained(t *testing.T) {
+	r, err := hook.NewRegion(hook.Options{Threads: 1, Events: 1 << 10})
+	if err != nil {
+		testutil.Missing(t, "hook region: "+err.Error())
+	}
+	h, err := newHookQueue(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * hookSlabs {
+		h.full = append(h.full, hook.NewBatch(hookChunk))
+	}
+	go h.run()
+	go h.decode()
+	closed := make(chan error, 1)
+	go func() { closed <- h.close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return within 10 s")
+	}
+	select {
+	case <-h.decodeEnd:
+	default:
+		t.Error("the decoder goroutine still runs after close")
+	}
+}
