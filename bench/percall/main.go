@@ -13,8 +13,9 @@
 // the cost of the events. Variants:
 // trueprof hooks on a -finstrument-functions build beside uftrace record
 // on a -pg build; on the default load also trueprof uprobes beside
-// bpftrace uprobe+uretprobe on a plain build. Runs are interleaved and
-// medians printed.
+// bpftrace uprobe+uretprobe on a plain build. Runs are interleaved
+// within a group (hooks, uftrace and the uninstrumented base; uprobes and
+// bpftrace), the groups run one after the other, and medians printed.
 //
 // Usage (root, from the repository root):
 //
@@ -80,9 +81,17 @@ int main(int argc, char **argv) {
 
 // variant is one way of running a load's fixture.
 type variant struct {
-	name string
-	argv []string
+	name  string
+	argv  []string
+	group int // hookGroup or uprobeGroup: the runs compared with each other
 }
+
+// The groups of variants: trueprof hooks against uftrace (with the
+// uninstrumented base), trueprof uprobes against bpftrace.
+const (
+	hookGroup = iota
+	uprobeGroup
+)
 
 // load is a fixture built three ways and the variants that run it.
 type load struct {
@@ -118,20 +127,20 @@ func main() {
 	plain, hooked, pg := build("default", fixture)
 	n := strconv.Itoa(*calls)
 	def := &load{name: "default", calls: *calls, variants: []variant{
-		{"uninstrumented", []string{plain, n}},
-		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, n}},
-		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, n}},
-		{"trueprof uprobes", []string{trueprof, "record", "-o", tr, "--trace", "target", "--", plain, n}},
+		{"uninstrumented", []string{plain, n}, hookGroup},
+		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, n}, hookGroup},
+		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, n}, hookGroup},
+		{"trueprof uprobes", []string{trueprof, "record", "-o", tr, "--trace", "target", "--", plain, n}, uprobeGroup},
 		{"bpftrace uprobes", []string{"bpftrace", "-q", "-e",
 			"uprobe:" + plain + ":target { @c = count(); } uretprobe:" + plain + ":target { @r = count(); }",
-			"-c", plain + " " + n}},
+			"-c", plain + " " + n}, uprobeGroup},
 	}}
 	plain, hooked, pg = build("dense", dense)
 	m := strconv.Itoa(*mids)
 	den := &load{name: "dense", calls: 3 * *mids, variants: []variant{
-		{"uninstrumented", []string{plain, m}},
-		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, m}},
-		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, m}},
+		{"uninstrumented", []string{plain, m}, hookGroup},
+		{"trueprof hooks", []string{trueprof, "record", "-o", tr, "--", hooked, m}, hookGroup},
+		{"uftrace", []string{"uftrace", "record", "-d", uft, pg, m}, hookGroup},
 	}}
 	var loads []*load
 	for _, l := range []*load{def, den} {
@@ -145,22 +154,31 @@ func main() {
 	for _, l := range loads {
 		l.own, l.whole, l.recorder = map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	}
-	for r := 0; r < *runs; r++ {
-		// Interleaved, so that drift on a shared machine hits all alike.
-		for _, l := range loads {
-			for _, v := range l.variants {
-				if _, err := exec.LookPath(v.argv[0]); err != nil {
-					continue
+	// The runs of a group are interleaved, so that drift on a shared
+	// machine hits all alike; the groups run one after the other, so that
+	// the kernel's teardown of the uprobes (RCU grace periods after the
+	// tool exited) does not land on the next hooks or uftrace run: a
+	// hooks recording right after a uprobe one took 196 ms instead of 66.
+	for _, g := range []int{hookGroup, uprobeGroup} {
+		for r := 0; r < *runs; r++ {
+			for _, l := range loads {
+				for _, v := range l.variants {
+					if v.group != g {
+						continue
+					}
+					if _, err := exec.LookPath(v.argv[0]); err != nil {
+						continue
+					}
+					out, stderr, wall := benchutil.Timed(v.argv...)
+					l.whole[v.name] = append(l.whole[v.name], float64(wall))
+					if cpu, ok := benchutil.RecorderCPU(stderr); ok {
+						l.recorder[v.name] = append(l.recorder[v.name], float64(cpu))
+					}
+					if ns, ok := firstNumber(out); ok {
+						l.own[v.name] = append(l.own[v.name], ns)
+					}
+					os.RemoveAll(uft)
 				}
-				out, stderr, wall := benchutil.Timed(v.argv...)
-				l.whole[v.name] = append(l.whole[v.name], float64(wall))
-				if cpu, ok := benchutil.RecorderCPU(stderr); ok {
-					l.recorder[v.name] = append(l.recorder[v.name], float64(cpu))
-				}
-				if ns, ok := firstNumber(out); ok {
-					l.own[v.name] = append(l.own[v.name], ns)
-				}
-				os.RemoveAll(uft)
 			}
 		}
 	}
