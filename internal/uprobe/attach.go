@@ -523,17 +523,16 @@ func output(events, lost int, ringBytes int32, size int16) asm.Instructions {
 
 // spreadOutput ends a probe program as output does, for the record of
 // recordSize bytes below the frame pointer, but writes it with 0 to 24
-// bytes of zeros after it, as the timestamp's bits 3-4 say: a hit's
-// write costs more or less as where it falls in the ring (in the
-// held-out program of bench/accuracy, 9 records a call, the spans
-// around one probe took 80-250 ns more in runs of 8 calls out of 16,
-// with a period of 512 bytes of ring, at the same places of every call;
-// with 64-byte records, 8 calls out of 8 alike), so that a program
-// whose calls write a fixed number of records pays it always at the
-// same events, which no calibration's loop reproduces. Records of
-// varying size spread it over the events, as the calibration's fit
-// averages it (docs/calibration.md, "Where a call-site exit's cost
-// falls"). Readers take the first recordSize bytes (ring.next).
+// bytes of zeros after it, as the timestamp's bits 3-4 say. A write
+// costs more at the start of a 4 KiB page of the ring (in the held-out
+// program of bench/accuracy, the span after one exit was 602 ns when
+// its record fell in a page's first eighth, 431 in its seventh): with
+// records of one size, a program whose calls write a fixed number of
+// them (there 8, 16 calls a page) paid that at the same events of every
+// call, which no calibration's loop reproduces. Records of varying size
+// spread it over the events, as the calibration's fit averages it
+// (docs/calibration.md, "Where a probe's cost falls in the ring").
+// Readers take the first recordSize bytes (ring.next).
 func spreadOutput(events, lost int, ringBytes int32) asm.Instructions {
 	const at = -recordSize - spreadMax // where the record starts
 	return append(append(wakeup(events, ringBytes, asm.R4, "output"),
