@@ -106,7 +106,7 @@ func main() {
 		res, _ := analyse(tr)
 		f := function(res, "tiny_loop")
 		cal = append(cal, f.Total.WallNS)
-		calCPU = append(calCPU, f.Total.CPUNS)
+		calCPU = append(calCPU, onCPU(res, f.Total))
 		raw = append(raw, float64(f.Total.WallNSRaw))
 		shares = append(shares, selfShares(res, "tiny_loop", "tiny_loop", "tiny_a", "tiny_b"))
 		if u, ok := uftraceTotal(dir, hooked, tinyArgs, "tiny_loop"); ok {
@@ -164,10 +164,10 @@ func main() {
 			// On CPU, as the fixture times it: a probe hit invites the
 			// scheduler, and descheduled time is not the program's.
 			if stored {
-				cstored = append(cstored, f.Total.CPUNS/float64(f.Calls))
+				cstored = append(cstored, onCPU(res, f.Total)/float64(f.Calls))
 				continue
 			}
-			ccal = append(ccal, f.Total.CPUNS/float64(f.Calls))
+			ccal = append(ccal, onCPU(res, f.Total)/float64(f.Calls))
 			craw = append(craw, float64(f.Total.WallNSRaw)/float64(f.Calls))
 			cfits = append(cfits, fit)
 		}
@@ -259,7 +259,7 @@ func (h *heldRuns) record(trueprof, dir string, opts []string, bin string, args,
 	benchutil.Output(append(argv, args...)...)
 	res, cal := analyse(tr)
 	f := function(res, "held_loop")
-	h.wall, h.cpu, h.raw = append(h.wall, f.Total.WallNS), append(h.cpu, f.Total.CPUNS), append(h.raw, float64(f.Total.WallNSRaw))
+	h.wall, h.cpu, h.raw = append(h.wall, f.Total.WallNS), append(h.cpu, onCPU(res, f.Total)), append(h.raw, float64(f.Total.WallNSRaw))
 	h.shares = append(h.shares, selfShares(res, "held_loop", fns...))
 	h.fits = append(h.fits, cal)
 }
@@ -417,16 +417,23 @@ func function(res *calltree.Result, name string) calltree.Function {
 // since a busy machine's descheduling lands mostly in the longest calls
 // and is not the program's.
 func selfShares(res *calltree.Result, root string, fns ...string) map[string]float64 {
-	of := func(m calltree.Metrics) float64 { return m.WallNS }
-	if res.CPUMeasured {
-		of = func(m calltree.Metrics) float64 { return m.CPUNS }
-	}
-	total := of(function(res, root).Total)
+	total := onCPU(res, function(res, root).Total)
 	out := map[string]float64{}
 	for _, fn := range fns {
-		out[fn] = 100 * of(function(res, fn).Self) / total
+		out[fn] = 100 * onCPU(res, function(res, fn).Self) / total
 	}
 	return out
+}
+
+// onCPU returns m's calibrated on-CPU time, or its calibrated wall time
+// when the recording has no context switch records: then the target was
+// never descheduled, and the analysis leaves CPUNS at 0 (a recording of
+// a few ms on a quiet CPU: the coarse bar read -100% in 2 of 3 runs).
+func onCPU(res *calltree.Result, m calltree.Metrics) float64 {
+	if res.CPUMeasured {
+		return m.CPUNS
+	}
+	return m.WallNS
 }
 
 var annotateLine = regexp.MustCompile(`^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+\S*:(\S+)`)
