@@ -33,6 +33,7 @@ import (
 	"strings"
 	"trueprof/bench/internal/benchutil"
 	"trueprof/internal/calibrate/calfit"
+	"trueprof/internal/record"
 )
 
 // fixture is the default load: one function called in a timed loop.
@@ -169,6 +170,10 @@ func main() {
 					if _, err := exec.LookPath(v.argv[0]); err != nil {
 						continue
 					}
+					// Each command starts after the kernel has torn down
+					// the previous recording's events, which it does after
+					// record exits and which slows whatever runs meanwhile.
+					record.WaitTeardowns()
 					out, stderr, wall := benchutil.Timed(v.argv...)
 					l.whole[v.name] = append(l.whole[v.name], float64(wall))
 					if cpu, ok := benchutil.RecorderCPU(stderr); ok {

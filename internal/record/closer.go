@@ -48,7 +48,7 @@ func runHolder() {
 // until the kernel has torn its events down. Opening a tracepoint, or
 // reading its format, waits for the kernel's event_mutex, which a
 // teardown holds for 35-44 ms a tracepoint: a recording started right
-// after another waits for the lock first (waitTeardowns), where it can
+// after another waits for the lock first (WaitTeardowns), where it can
 // give up at once, instead of in the kernel, where the close of a
 // session whose target had already exited waited 60-70 ms for the
 // opening of an interrupt tracepoint in 2 of 6 back-to-back recordings.
@@ -77,11 +77,11 @@ func lockTeardown() *os.File {
 	return f
 }
 
-// waitTeardowns waits until no holder holds the teardown lock: an
+// WaitTeardowns waits until no holder holds the teardown lock: an
 // exclusive lock taken and dropped. It waits in an interruptible
 // flock, so a process that exits meanwhile is not held up. Without the
 // lock file it returns at once.
-func waitTeardowns() {
+func WaitTeardowns() {
 	f, err := openTeardownLock()
 	if err != nil {
 		return

@@ -109,7 +109,7 @@ func (s *session) startIRQ() {
 	s.irqOpening = o
 	go func() {
 		defer close(o.done)
-		waitTeardowns()
+		WaitTeardowns()
 		o.mu.Lock()
 		select {
 		case <-o.stop:
