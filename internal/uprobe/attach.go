@@ -751,6 +751,24 @@ func closeAll(links *[]link.Link, r *ring) error {
 // like the sites given to Attach) that Read has delivered so far.
 func (s *Set) Hits() [][2]uint64 { return slices.Clone(s.hits) }
 
+// Offsets returns the file offsets s probes, every site's entries and
+// exits, for Options.Taken: a set planned later for the same module
+// places no call-site probe on one.
+func (s *Set) Offsets() []uint64 {
+	var offs []uint64
+	for _, site := range s.sites {
+		offs = append(offs, site.Entry)
+		offs = append(offs, site.Exits...)
+		for _, c := range site.Calls {
+			offs = append(offs, c.Call)
+			if !c.WithCaller {
+				offs = append(offs, c.Return)
+			}
+		}
+	}
+	return offs
+}
+
 // Hot is a site whose probes cost the probed process a noticeable share
 // of its time.
 type Hot struct {
