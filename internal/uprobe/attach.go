@@ -794,8 +794,8 @@ func (h Hot) String() string {
 // (0.05 for 5%) of elapsed, costliest first. A hit costs what its site's
 // class costs per c (the numbers calibrated reports subtract): an entry
 // on an emulated or a single-stepped instruction, an exit through a
-// return probe, a RET-instruction probe or where a call returns. It returns nil if elapsed is
-// not positive.
+// return probe, a RET-instruction probe or where a call returns. It
+// returns nil if elapsed is not positive.
 func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot {
 	if elapsed <= 0 {
 		return nil
