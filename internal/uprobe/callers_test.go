@@ -254,3 +254,40 @@ func entryCounts(set *Set, sites []Site) map[string]int {
 	})
 	return n
 }
+
+// TestPlanCallSitesTaken: a call or return point that a set placed
+// earlier probes (Options.Taken) keeps the function on its stepped
+// entry; offsets elsewhere change nothing.
+func TestPlanCallSitesTaken(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "callsites", callSiteFixture)
+	patterns := []string{"stepped", "both", "last"}
+	sites, err := Plan(bin, patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := siteOf(t, sites, "stepped").Calls
+	if len(calls) == 0 {
+		t.Fatal("stepped not probed at its callers")
+	}
+	for _, c := range calls {
+		for _, off := range []uint64{c.Call, c.Return} {
+			if off == 0 {
+				continue // WithCaller: no return point
+			}
+			sites, err := PlanOptions(bin, patterns, Options{Taken: map[uint64]bool{off: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 || !s.Return {
+				t.Errorf("offset %#x taken: stepped %+v, want its stepped entry", off, s)
+			}
+		}
+	}
+	sites, err = PlanOptions(bin, patterns, Options{Taken: map[uint64]bool{1: true}}) // in the ELF header
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "stepped"); len(s.Calls) != len(calls) {
+		t.Errorf("an offset no call uses taken: stepped %+v, want its %d call sites", s, len(calls))
+	}
+}
