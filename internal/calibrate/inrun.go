@@ -96,8 +96,8 @@ const (
 
 // burstArgs are the target's arguments for one burst, and for each the
 // copy it runs and the index of its shape in inRunShapes (-1: the empty
-// shape).
-func burstArgs() (args, copies []string, shapes []int) {
+// shape); without callSites, no run of the csite copy.
+func burstArgs(callSites bool) (args, copies []string, shapes []int) {
 	add := func(c string, i int, s shape) {
 		args = append(args, c+":"+s.arg())
 		copies = append(copies, c)
@@ -119,7 +119,9 @@ func burstArgs() (args, copies []string, shapes []int) {
 		// extra cost per hit.
 		add(copyStep, 0, vs[0])
 		add(copyRins, 0, vs[0])
-		add(copyCsite, 0, vs[0])
+		if callSites {
+			add(copyCsite, 0, vs[0])
+		}
 	}
 	return args, copies, shapes
 }
@@ -149,20 +151,33 @@ func (u *UprobeInRun) burst(ctx context.Context) error {
 		u.bin = bin
 	}
 	var sites []uprobe.Site
+	callSites := true
 	for _, c := range []string{copyCal, copyStep, copyRins, copyCsite} {
+		var copySites []uprobe.Site
 		for _, fn := range []string{"leaf", "link", "outer", "shape"} {
 			var class uprobe.SiteClass
 			if fn == "leaf" {
 				class = uprobe.SiteClass{Stepped: c == copyStep, RetInsn: c == copyRins, CallSite: c == copyCsite}
 			}
 			s, err := uprobe.ClassSite(u.bin, c+"_"+fn, class)
+			if err != nil && c == copyCsite {
+				// Another compiler's code after csite_leaf's calls (an
+				// instruction the kernel steps): the burst calibrates
+				// the other classes, and call sites cost what an
+				// emulated hit does (calltree's siteTails).
+				callSites = false
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("calibration target: %w", err)
 			}
-			sites = append(sites, s)
+			copySites = append(copySites, s)
+		}
+		if c != copyCsite || callSites {
+			sites = append(sites, copySites...)
 		}
 	}
-	args, copies, shapeOf := burstArgs()
+	args, copies, shapeOf := burstArgs(callSites)
 	cmd := exec.CommandContext(ctx, u.bin, append([]string{"-inrun"}, args...)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -121,6 +121,35 @@ func TestUprobeInRun(t *testing.T) {
 	}
 }
 
+// TestUprobeInRunWithoutCallSites: a target whose csite_leaf cannot be
+// probed at its callers (its address in data here; another compiler's
+// code after its calls in the field) still calibrates the other classes:
+// the call sites' costs are left out, not the burst.
+func TestUprobeInRunWithoutCallSites(t *testing.T) {
+	testutil.RequirePerf(t)
+	testutil.RequireCommand(t, "cc")
+	if err := features.HaveBPFLinkUprobeMulti(); err != nil {
+		testutil.Missing(t, "BPF uprobe_multi: "+err.Error())
+	}
+	src := strings.Replace(targetSource, "SHAPE(csite)", "SHAPE(csite)\nvoid (*volatile csite_named)(void) = csite_leaf;", 1)
+	if src == targetSource {
+		t.Fatal("target.c has no SHAPE(csite)")
+	}
+	u := NewUprobeInRun()
+	u.bin = testutil.BuildC(t, t.TempDir(), "target", src, slices.Clone(targetFlags)...)
+	if err := u.Burst(context.Background()); err != nil {
+		t.Fatalf("burst without call sites: %v", err)
+	}
+	c := u.Calibration()
+	if c.Refused != "" {
+		t.Logf("one burst's fit refused (a busy machine): %s; the burst itself ran", c.Refused)
+		return
+	}
+	if c.Sites == nil || c.Sites.ExitCallSite != 0 || c.Sites.EntryStepped <= c.Sites.EntryEmulated {
+		t.Errorf("site costs %+v: want the stepped class measured and no call-site cost", c.Sites)
+	}
+}
+
 // TestBurstRuns reads a burst's loops from its events: the empty loop (a
 // cal_outer calling cal_leaf twice) gives the intervals inside its calls,
 // one of each transition kind, and each loop its transitions and calls

@@ -247,9 +247,14 @@ type replay struct {
 	// the overheads were fitted on (Calibration.Sites).
 	siteTail map[uint32][4]float64
 	// withCaller holds the locations probed at their callers
-	// (trace.Probe.CallSite), whose calls followed by the caller's
-	// epilogue end with the caller's exit: closing them then is no
-	// repair.
+	// (trace.Probe.CallSite). Some of their calls (those followed by
+	// the caller's epilogue) have no exit of their own and end with
+	// their caller's: closing such a call, directly under the exiting
+	// frame, is then no repair. The events do not say which calls they
+	// are: the planner moves no function that a longjmp or an exception
+	// could leave (uprobe.Plan), so a call-site call with its own exit
+	// is only left open when its exit was lost, which the loss counts
+	// show. Any other open frame closed there is a repair.
 	withCaller map[uint32]bool
 	cpu        bool // the recording has context switches
 	// switchCost says that the calibrated CPU times lose the switches'
@@ -1165,7 +1170,7 @@ func (a *replay) event(th *thread, e *model.Event) {
 			}
 		} else {
 			for len(th.stack)-1 > i {
-				if a.withCaller[th.stack[len(th.stack)-1].loc] {
+				if len(th.stack)-2 == i && a.withCaller[th.stack[i+1].loc] {
 					a.pop(th, e.Time, FlowExit, nil) // its exit is this one
 					continue
 				}

@@ -935,6 +935,17 @@ func TestCallSiteProbes(t *testing.T) {
 		t.Errorf("main self %v without measured call-site costs, want 99 + 0 + (100 − 1 − 200) + 99", m.Base.WallNS)
 	}
 
+	// Only the call directly under the exiting one ends with it: f's
+	// call inside f (its caller never exited: left by a longjmp, say)
+	// is a repair, g's call of f is not.
+	b = modeltest.NewHooks().Thread(1, 1, "app").
+		Run(1, 1, "0 +main 100 +g 200 +f 300 +f 400 -g 500 -main")
+	p2 := b.Profile()
+	p2.Probes = []model.Probe{{Function: b.Function("f"), Mech: trace.ProbeCallSite, CallSite: true}}
+	if r := build(t, p2, calltree.Options{}); r.Repairs.Popped != 1 {
+		t.Errorf("a call-site call above another: repairs %+v, want 1 popped", r.Repairs)
+	}
+
 	// Probed at its entry, f's call that g's exit ends is a repair.
 	p.Probes[0].Mech, p.Probes[0].CallSite = trace.ProbeEntry, false
 	if r := build(t, p, calltree.Options{}); r.Repairs.Popped != 1 {

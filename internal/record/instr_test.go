@@ -1,10 +1,13 @@
 package record
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -357,5 +360,50 @@ int main(void) {
 	_, p := recordCmd(t, Config{Command: []string{"./late"}, Trace: []string{"leaf"}, NoSampling: true})
 	if n := entries(p)["leaf"]; n != 1000 {
 		t.Errorf("leaf: %d calls counted, want 1000", n)
+	}
+}
+
+// TestUprobeRootLazyCallSites: under --root, a callee planned lazily
+// (f, with B's expansion) places no call-site probe on an instruction
+// that a set placed earlier probes (g's and h's call sites in B: `call
+// g; call f; call g` shares g's exit and f's entry, f's exit and g's
+// entry): the kernel would run the two sets' probes of an instruction in
+// either order. The tree and its counts are eager --trace's, and no exit
+// is unmatched (before: B -> g -> f, "4 unmatched exits").
+func TestUprobeRootLazyCallSites(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "lazy", `
+volatile long sink;
+#define LEAF(n) __attribute__((noinline)) void n(void) { for (int i = 0; i < 20000; i++) sink += i; }
+LEAF(f) LEAF(g) LEAF(h)
+__attribute__((noinline)) void A(void) { sink++; g(); g(); h(); }
+__attribute__((noinline)) void B(void) { sink++; g(); f(); g(); h(); }
+__attribute__((noinline)) void R(void) { sink++; A(); B(); B(); A(); h(); }
+int main(void) { R(); R(); return 0; }
+`, "-O2", "-fno-optimize-sibling-calls")
+	edges := func(cfg Config) string {
+		_, p := recordCmd(t, cfg)
+		res, err := calltree.Build(p, calltree.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Repairs.Unmatched != 0 {
+			t.Errorf("--trace %v --root %q: repairs %+v, want no unmatched exit", cfg.Trace, cfg.Root, res.Repairs)
+		}
+		var out []string
+		for _, f := range res.Functions {
+			for _, c := range f.Callees {
+				out = append(out, fmt.Sprintf("%s->%s %d", f.Name, c.Name, c.Calls))
+			}
+		}
+		slices.Sort(out)
+		return strings.Join(out, ", ")
+	}
+	eager := edges(Config{Command: []string{bin}, Trace: []string{"R", "A", "B", "f", "g", "h"}, NoSampling: true})
+	want := "A->g 8, A->h 4, B->f 4, B->g 8, B->h 4, R->A 4, R->B 4, R->h 2"
+	if eager != want {
+		t.Fatalf("eager --trace: %s, want %s", eager, want)
+	}
+	if root := edges(Config{Command: []string{bin}, Root: "R", NoSampling: true}); root != eager {
+		t.Errorf("--root R: %s\neager --trace: %s", root, eager)
 	}
 }

@@ -182,7 +182,7 @@ func (s *session) hookLocations(pattern string) (map[uint32]hookLocation, error)
 	if err != nil {
 		return nil, err
 	}
-	mods, err := matchMapped(s.pid, exe, pattern, s.log)
+	mods, err := matchMapped(s.pid, exe, pattern, nil, s.log)
 	if err != nil {
 		return nil, err
 	}

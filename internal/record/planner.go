@@ -268,7 +268,7 @@ func (p *uprobePlanner) expand(pid int, key liveKey) {
 	for _, name := range names {
 		p.named[pf.path+"\x00"+name] = true
 	}
-	sites, err := uprobe.Plan(pf.path, names)
+	sites, err := uprobe.PlanOptions(pf.path, names, p.options(pf.path))
 	var skip *uprobe.SkipError
 	if err != nil && !errors.As(err, &skip) {
 		return
@@ -279,6 +279,30 @@ func (p *uprobePlanner) expand(pid int, key liveKey) {
 	if err := p.attachModule(pid, plannedModule{path: pf.path, sites: sites, root: true}, true); err != nil {
 		fmt.Fprintf(p.log, "trueprof: --root: probing the callees of %s: %v\n", pf.name, err)
 	}
+}
+
+// options are uprobe.Plan's for a set placed in the file at path while
+// others probe it: the offsets they hold (Options.Taken), on which a
+// call-site probe would share an instruction with a probe of another set,
+// the two run by the kernel in no order the replay could rely on
+// (--root's lazy callees, ctl trace add).
+func (p *uprobePlanner) options(path string) uprobe.Options {
+	module, err := p.res.Module(path)
+	if err != nil {
+		return uprobe.Options{}
+	}
+	taken := map[uint64]bool{}
+	seen := map[*uprobeSource]bool{}
+	for k, lp := range p.live {
+		if k.module != module || seen[lp.src] {
+			continue
+		}
+		seen[lp.src] = true
+		for _, off := range lp.src.set.Offsets() {
+			taken[off] = true
+		}
+	}
+	return uprobe.Options{Taken: taken}
 }
 
 // release makes the entries of function key stop the target no more.
@@ -514,8 +538,9 @@ func namesOtherModules(patterns []string, exe string) bool {
 // matchMapped returns the functions matching pattern in the files
 // process pid maps now, exe first, by file: the sites uprobe.Plan gives.
 // An invalid pattern is an error; a file that cannot be read, or has no
-// symbols, is passed over.
-func matchMapped(pid int, exe, pattern string, log io.Writer) ([]plannedModule, error) {
+// symbols, is passed over. options, if not nil, gives Plan's options
+// for each file.
+func matchMapped(pid int, exe, pattern string, options func(path string) uprobe.Options, log io.Writer) ([]plannedModule, error) {
 	var out []plannedModule
 	seen := map[string]bool{}
 	for _, f := range append([]string{exe}, mappedFiles(pid)...) {
@@ -527,7 +552,11 @@ func matchMapped(pid int, exe, pattern string, log io.Writer) ([]plannedModule, 
 			continue
 		}
 		seen[key] = true
-		sites, err := uprobe.Plan(f, []string{pattern})
+		var o uprobe.Options
+		if options != nil {
+			o = options(f)
+		}
+		sites, err := uprobe.PlanOptions(f, []string{pattern}, o)
 		var skip *uprobe.SkipError
 		switch {
 		case errors.Is(err, uprobe.ErrNoMatch), errors.Is(err, uprobe.ErrStripped):
@@ -548,7 +577,7 @@ func matchMapped(pid int, exe, pattern string, log io.Writer) ([]plannedModule, 
 // now (matchMapped), leaving out the functions probed already. matched
 // counts the functions that match, probed or not.
 func (p *uprobePlanner) planLive(pid int, pattern string) (mods []plannedModule, matched int, err error) {
-	all, err := matchMapped(pid, p.path, pattern, p.log)
+	all, err := matchMapped(pid, p.path, pattern, p.options, p.log)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -36,8 +36,9 @@ type Event struct {
 type Set struct {
 	sites []Site
 	ring
-	// links holds the exit probes, entries the entry probes: placed
-	// after the exits and removed before them.
+	// links holds the exit probes (and the pairs of an exit and an
+	// entry), in the order placed, entries the plain entry probes:
+	// placed after the exits and removed before them.
 	links   []link.Link
 	entries link.Link
 	hits    [][2]uint64 // per site: entries, exits read
@@ -213,12 +214,16 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 		s.Close()
 		return nil, fmt.Errorf("uprobe: %d sites is too many", len(sites))
 	}
-	// Three links, placed exits first: a uretprobe only fires for calls
+	// Four links, placed exits first: a uretprobe only fires for calls
 	// whose entry it saw, and an entry seen before the exits were in
 	// place would open a call that never ends. With the exits first, every
 	// entry delivered has its exit delivered too; exits of calls entered
-	// earlier come without an entry, and readers ignore those.
-	var retInsns, rets, entries multiSpec
+	// earlier come without an entry, and readers ignore those. The
+	// offsets that carry an exit and an entry (pairs: a call-site exit
+	// followed by the next call) go before the plain entries, so that on
+	// a live target no thread runs a call-site entry whose return point's
+	// exit is not in place yet.
+	var retInsns, rets, pairs, entries multiSpec
 	callProbes := map[uint64][]uint64{} // sites probed at their callers: events by file offset
 	var callOffs []uint64
 	for i, s := range sites {
@@ -250,7 +255,7 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 			rets.add(s.Entry, uint64(i)<<2|kindExit)
 		}
 	}
-	if err := placeCallProbes(callOffs, callProbes, &retInsns, &entries); err != nil {
+	if err := placeCallProbes(callOffs, callProbes, &retInsns, &pairs, &entries); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -264,7 +269,7 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 		s.Close()
 		return nil, err
 	}
-	for _, l := range []*multiSpec{&retInsns, &rets, &entries} {
+	for _, l := range []*multiSpec{&retInsns, &rets, &pairs, &entries} {
 		if len(l.offs) == 0 {
 			continue
 		}
@@ -287,14 +292,14 @@ func attach(pid int, path string, sites []Site, l *Loaded) (*Set, error) {
 
 // placeCallProbes adds the probes of the sites probed at their callers
 // (Site.Calls), events by file offset in offs' order, to the links: an
-// exit alone to the RET probes', an entry alone or an exit followed by
-// an entry (kindPair: the exit comes first, as the return precedes the
-// next call) to the entries'. It refuses other combinations, and an
-// offset another probe of the set holds: the kernel runs the probes of
-// one instruction in no order a reader could rely on.
-func placeCallProbes(offs []uint64, events map[uint64][]uint64, retInsns, entries *multiSpec) error {
+// exit alone to the RET probes', an entry alone to the entries', an exit
+// followed by an entry (kindPair: the exit comes first, as the return
+// precedes the next call) to the pairs'. It refuses other combinations,
+// and an offset another probe of the set holds: the kernel runs the
+// probes of one instruction in no order a reader could rely on.
+func placeCallProbes(offs []uint64, events map[uint64][]uint64, retInsns, pairs, entries *multiSpec) error {
 	others := map[uint64]bool{}
-	for _, m := range []*multiSpec{retInsns, entries} {
+	for _, m := range []*multiSpec{retInsns, pairs, entries} {
 		for _, off := range m.offs {
 			others[off] = true
 		}
@@ -310,7 +315,7 @@ func placeCallProbes(offs []uint64, events map[uint64][]uint64, retInsns, entrie
 		case len(ev) == 1:
 			entries.add(off, ev[0])
 		case len(ev) == 2 && ev[0]&3 == kindExit && ev[1]&3 == kindEntry:
-			entries.add(off, pairCookie(ev[0], ev[1]))
+			pairs.add(off, pairCookie(ev[0], ev[1]))
 		default:
 			return fmt.Errorf("uprobe: %d call-site probes at offset %#x", len(ev), off)
 		}
@@ -702,10 +707,10 @@ func (s *Set) Detach() error {
 	return errors.Join(err, closeLinks(&s.links))
 }
 
-// closeLinks closes links and forgets them.
+// closeLinks closes links, the last placed first, and forgets them.
 func closeLinks(links *[]link.Link) error {
 	var errs []error
-	for _, l := range *links {
+	for _, l := range slices.Backward(*links) {
 		errs = append(errs, l.Close())
 	}
 	*links = nil
@@ -746,6 +751,24 @@ func closeAll(links *[]link.Link, r *ring) error {
 // like the sites given to Attach) that Read has delivered so far.
 func (s *Set) Hits() [][2]uint64 { return slices.Clone(s.hits) }
 
+// Offsets returns the file offsets s probes, every site's entries and
+// exits, for Options.Taken: a set planned later for the same module
+// places no call-site probe on one.
+func (s *Set) Offsets() []uint64 {
+	var offs []uint64
+	for _, site := range s.sites {
+		offs = append(offs, site.Entry)
+		offs = append(offs, site.Exits...)
+		for _, c := range site.Calls {
+			offs = append(offs, c.Call)
+			if !c.WithCaller {
+				offs = append(offs, c.Return)
+			}
+		}
+	}
+	return offs
+}
+
 // Hot is a site whose probes cost the probed process a noticeable share
 // of its time.
 type Hot struct {
@@ -771,8 +794,8 @@ func (h Hot) String() string {
 // (0.05 for 5%) of elapsed, costliest first. A hit costs what its site's
 // class costs per c (the numbers calibrated reports subtract): an entry
 // on an emulated or a single-stepped instruction, an exit through a
-// return probe, a RET-instruction probe or where a call returns. It returns nil if elapsed is
-// not positive.
+// return probe, a RET-instruction probe or where a call returns. It
+// returns nil if elapsed is not positive.
 func (s *Set) Hot(c trace.SiteCosts, elapsed time.Duration, share float64) []Hot {
 	if elapsed <= 0 {
 		return nil

@@ -3,6 +3,7 @@ package uprobe
 import (
 	"debug/elf"
 	"encoding/binary"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -274,12 +275,14 @@ func (idx *callIndex) callSites(f *symbolize.File, start uint64, exitSeen func(c
 			return nil, false // a prefixed call; or one at the end, never meant to return
 		}
 		cs := CallSite{Call: fileOff(r.call)}
-		if taken[cs.Call] {
-			return nil, false
-		}
 		switch {
+		case taken[cs.Call]:
+			return nil, false
 		case r.retEmulated:
 			cs.Return = fileOff(r.ret)
+			if taken[cs.Return] {
+				return nil, false // another site's entry or RET probe
+			}
 		case r.epilogue && exitSeen(r.caller):
 			cs.WithCaller = true
 		default:
@@ -311,8 +314,15 @@ func epilogue(ins []insn) bool {
 // known (callSites), sites being all the functions Plan probes in the
 // module f, with return probes; index gives the module's calls. A site whose calls end with a
 // caller that moves too stays where it is: that caller's exit is no
-// longer an event.
-func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
+// longer an event. No call or return point of a moved site is an offset
+// of taken (probed by an earlier set: Options.Taken) or of another
+// site's entry or exit probes: the kernel runs the probes of one
+// instruction in no order, and Attach refuses such a set. With jumps
+// (the module can leave a function without its return: longjmp, an
+// unwinder), only functions that call nothing that could (nothrow) move:
+// the exit probe at a return point never fires for a call left so, and
+// the call would stay open, its caller's later calls nested in it.
+func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex, taken map[uint64]bool, jumps bool) {
 	var stepped []int
 	for i, s := range sites {
 		if !s.Emulated && s.Return {
@@ -324,16 +334,25 @@ func probeAtCallers(f *symbolize.File, sites []Site, index func() *callIndex) {
 	}
 	idx := index()
 	returns := map[uint64]bool{} // functions whose exit is a return probe
-	taken := map[uint64]bool{}   // file offsets holding another probe
+	taken = maps.Clone(taken)    // file offsets holding another probe
+	if taken == nil {
+		taken = map[uint64]bool{}
+	}
 	for _, s := range sites {
 		if s.Return {
 			returns[s.Start] = true
 		}
 		taken[s.Entry] = true
+		for _, x := range s.Exits {
+			taken[x] = true
+		}
 	}
 	exitSeen := func(addr uint64) bool { return returns[addr] }
 	calls := map[int][]CallSite{}
 	for _, i := range stepped {
+		if jumps && !idx.nothrow(sites[i].Start) {
+			continue
+		}
 		if cs, ok := idx.callSites(f, sites[i].Start, exitSeen, taken); ok {
 			calls[i] = cs
 		}

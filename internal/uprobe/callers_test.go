@@ -145,3 +145,149 @@ func TestCallSiteEvents(t *testing.T) {
 		t.Errorf("events (%d):\n%.300s...\nwant 100 times:\n%s", len(got), g, iteration)
 	}
 }
+
+// callSiteLongjmp: f leaves caller's loop by longjmp every other call,
+// g returns; f's entry and g's are single-stepped (loads of sink).
+const callSiteLongjmp = `#include <setjmp.h>
+#include <stdio.h>
+#include <unistd.h>
+
+jmp_buf jb;
+volatile long sink;
+__attribute__((noinline)) void f(int x) { for (int i = 0; i < 1000; i++) sink += i; if (x) longjmp(jb, 1); }
+__attribute__((noinline)) void g(void) { for (int i = 0; i < 1000; i++) sink += i; }
+__attribute__((noinline)) void caller(void) {
+	for (volatile int k = 0; k < 4; k++) {
+		if (setjmp(jb) == 0) {
+			f(k & 1);
+			g();
+		}
+		g();
+	}
+}
+
+int main(void) {
+	char c;
+	if (read(0, &c, 1) < 0)
+		return 1;
+	caller();
+	printf("%ld\n", sink);
+	return 0;
+}
+`
+
+// TestCallSitesLongjmp: in a module that imports longjmp, a function
+// that calls what may longjmp (f) keeps its own entry and return probe,
+// whose frame the kernel drops when longjmp leaves it (the analysis
+// repairs the exit it never sees).
+func TestCallSitesLongjmp(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "longjmp", callSiteLongjmp, "-O2", "-fno-optimize-sibling-calls")
+	sites, err := Plan(bin, []string{"f", "g", "caller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "f"); len(s.Calls) != 0 || !s.Return {
+		t.Errorf("f, which calls longjmp: %+v, want its own entry and a return probe", s)
+	}
+	requireUprobes(t)
+	set, run := launchPlanned(t, bin, sites)
+	if out, err := run(); err != nil {
+		t.Fatalf("%v (output %q)", err, out)
+	}
+	n := entryCounts(set, sites)
+	if n["f"] != 4 || n["g"] != 6 || n["caller"] != 1 {
+		t.Errorf("entries %v, want f 4, g 6, caller 1", n)
+	}
+}
+
+// TestCallSiteOnExit: f's call in h returns onto h's tail jump, a RET
+// probe's instruction (h may pass an exception: its exits are probed on
+// the instructions that leave it); f then keeps its stepped entry
+// instead of sharing that offset, and the set attaches and records.
+func TestCallSiteOnExit(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildCXX(t, dir, "tailjump", `#include <cstdio>
+#include <stdexcept>
+#include <unistd.h>
+volatile long sink;
+extern "C" __attribute__((noinline)) void f(void) { sink += sink * 3; }
+extern "C" __attribute__((noinline)) void g(int x) { if (x > 5) throw std::runtime_error("boom"); }
+extern "C" void h(int);
+asm(".text\n.globl h\n.type h,@function\nh:\n nop\n call f\n jmp g\n.size h,.-h\n");
+int main() {
+	char c;
+	if (read(0, &c, 1) < 0)
+		return 1;
+	h(1); h(2);
+	std::printf("ok\n");
+	return 0;
+}
+`, "-O2")
+	sites, err := Plan(bin, []string{"f", "g", "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := siteOf(t, sites, "h")
+	for _, c := range siteOf(t, sites, "f").Calls {
+		if slices.Contains(h.Exits, c.Call) || slices.Contains(h.Exits, c.Return) {
+			t.Fatalf("f's call site %+v on h's exit probes %#x", c, h.Exits)
+		}
+	}
+	requireUprobes(t)
+	set, run := launchPlanned(t, bin, sites)
+	if out, err := run(); err != nil {
+		t.Fatalf("%v (output %q)", err, out)
+	}
+	n := entryCounts(set, sites)
+	if n["f"] != 2 || n["h"] != 2 {
+		t.Errorf("entries %v, want f 2, h 2", n)
+	}
+}
+
+// entryCounts reads set's events: the entries of each function of sites.
+func entryCounts(set *Set, sites []Site) map[string]int {
+	n := map[string]int{}
+	set.Read(func(e Event) {
+		if e.Entry {
+			n[sites[e.Site].Function]++
+		}
+	})
+	return n
+}
+
+// TestPlanCallSitesTaken: a call or return point that a set placed
+// earlier probes (Options.Taken) keeps the function on its stepped
+// entry; offsets elsewhere change nothing.
+func TestPlanCallSitesTaken(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "callsites", callSiteFixture)
+	patterns := []string{"stepped", "both", "last"}
+	sites, err := Plan(bin, patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := siteOf(t, sites, "stepped").Calls
+	if len(calls) == 0 {
+		t.Fatal("stepped not probed at its callers")
+	}
+	for _, c := range calls {
+		for _, off := range []uint64{c.Call, c.Return} {
+			if off == 0 {
+				continue // WithCaller: no return point
+			}
+			sites, err := PlanOptions(bin, patterns, Options{Taken: map[uint64]bool{off: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 || !s.Return {
+				t.Errorf("offset %#x taken: stepped %+v, want its stepped entry", off, s)
+			}
+		}
+	}
+	sites, err = PlanOptions(bin, patterns, Options{Taken: map[uint64]bool{1: true}}) // in the ELF header
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "stepped"); len(s.Calls) != len(calls) {
+		t.Errorf("an offset no call uses taken: stepped %+v, want its %d call sites", s, len(calls))
+	}
+}

@@ -15,7 +15,10 @@
 //     single-stepped is probed at its callers (Site.Calls) when every call
 //     of it is known: on its call instructions and on the instructions
 //     they return to, which the kernel emulates, or for a call its
-//     caller's epilogue follows, by its caller's exit.
+//     caller's epilogue follows, by its caller's exit. Where a longjmp
+//     or an exception could leave it, it is not moved; nor onto an
+//     instruction another probe, of its set or of an earlier one
+//     (Options.Taken), holds.
 //   - C, C++ and Rust functions exit through a uretprobe at the entry,
 //     except those a C++ exception can pass through (RET probes, as Go's).
 //   - Go functions exit through probes on their RET instructions (and
@@ -23,8 +26,9 @@
 //     a stack that the Go runtime may move. Calls left by a panic have no
 //     exit event.
 //
-// Attach places every probe of a set in up to three BPF uprobe_multi
-// links (RET probes, uretprobes, then entries) whose BPF program writes to
+// Attach places every probe of a set in up to four BPF uprobe_multi
+// links (RET probes, uretprobes, call-site exits paired with the next
+// call's entry, then entries) whose BPF program writes to
 // one ring buffer. The kernel restricts them to one process, all its
 // threads included. Exits go on first and come off last (Detach): from
 // Set.Live on, every entry written has its exit written while the exit

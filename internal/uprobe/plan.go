@@ -89,10 +89,28 @@ func (e *SkipError) Error() string {
 // probes on their RET instructions; every other function gets a
 // uretprobe, or, when its entry instruction is one the kernel
 // single-steps and all its calls are known, probes at its callers
-// (Site.Calls). Plan returns ErrStripped when the file has no function
+// (Site.Calls); in a module that may leave a function without its
+// return (longjmp, C++ exceptions), only if nothing it calls could.
+// Plan returns ErrStripped when the file has no function
 // symbols, ErrNoMatch when nothing matches, and a *SkipError alongside the
 // sites when some matching Go functions cannot be disassembled.
 func Plan(path string, patterns []string) ([]Site, error) {
+	return PlanOptions(path, patterns, Options{})
+}
+
+// Options are Plan's for a module some of whose functions are probed
+// already.
+type Options struct {
+	// Taken holds the file offsets of the module that carry probes of
+	// sets attached earlier (--root's callees, probes added while the
+	// target runs): no call-site probe is placed on one, as the kernel
+	// runs the probes of one instruction, from two sets, in no order a
+	// reader could rely on.
+	Taken map[uint64]bool
+}
+
+// PlanOptions is Plan with options.
+func PlanOptions(path string, patterns []string, o Options) ([]Site, error) {
 	f, err := openX86(path)
 	if err != nil {
 		return nil, err
@@ -140,7 +158,7 @@ func Plan(path string, patterns []string) ([]Site, error) {
 		return nil, fmt.Errorf("%s: %w %q", path, ErrNoMatch, patterns)
 	}
 	if !f.IsGo() {
-		probeAtCallers(f, sites, index)
+		probeAtCallers(f, sites, index, o.Taken, throws || jumpsOut(f))
 	}
 	if len(skip.Skipped) > 0 {
 		slices.SortFunc(skip.Skipped, func(a, b Skipped) int { return strings.Compare(a.Function, b.Function) })
@@ -232,6 +250,21 @@ func throwsThrough(f *symbolize.File) bool {
 		}
 	}
 	return false
+}
+
+// jumpSymbols are the functions that leave the functions between a
+// setjmp and themselves without returning from them.
+var jumpSymbols = []string{"longjmp", "_longjmp", "siglongjmp", "__longjmp_chk", "__libc_longjmp"}
+
+// jumpsOut reports whether the module imports or defines a longjmp, so
+// that a function of it may be left without its return.
+func jumpsOut(f *symbolize.File) bool {
+	if slices.ContainsFunc(jumpSymbols, f.Imports) {
+		return true
+	}
+	return slices.ContainsFunc(f.Functions(), func(fn symbolize.Function) bool {
+		return slices.Contains(jumpSymbols, fn.Name)
+	})
 }
 
 // moduleNames returns the names a pattern's module part may give f, the
