@@ -160,11 +160,11 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 			case in.op == x86asm.CALL:
 				opaque[addr] = true
 			}
-			switch {
-			case in.refRIP:
-				name(addr + uint64(in.ref))
-			case in.refImm && in.ref > 0:
-				name(uint64(in.ref))
+			if in.hasRIP {
+				name(addr + uint64(in.ripRef))
+			}
+			if in.hasImm && in.immRef > 0 {
+				name(uint64(in.immRef))
 			}
 		}
 		for k, in := range ins {

@@ -145,3 +145,37 @@ func TestCallSiteEvents(t *testing.T) {
 		t.Errorf("events (%d):\n%.300s...\nwant 100 times:\n%s", len(got), g, iteration)
 	}
 }
+
+// storedPointerFixture's setup stores f's address with one instruction
+// that has both a RIP-relative operand and an immediate (movq $f,
+// hook(%rip) in a -no-pie build): five of f's six calls go through hook.
+const storedPointerFixture = `#include <stdio.h>
+volatile long sink;
+__attribute__((noinline)) void f(void) { for (int i = 0; i < 1000; i++) sink += i; }
+void (*volatile hook)(void);
+__attribute__((noinline)) void setup(void) { hook = f; }
+int main(void) { f(); setup(); for (int i = 0; i < 5; i++) hook(); printf("done\n"); return 0; }
+`
+
+// TestPlanStoredPointer: a function whose address an instruction's
+// immediate stores through a RIP-relative operand (-fno-pie) is named, so Plan
+// keeps it at its entry, and all six calls are counted.
+func TestPlanStoredPointer(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "storedptr", storedPointerFixture,
+		"-O2", "-fomit-frame-pointer", "-momit-leaf-frame-pointer", "-fno-pie", "-no-pie")
+	sites, err := Plan(bin, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "f"); len(s.Calls) != 0 {
+		t.Fatalf("f, stored by movq $f, hook(%%rip): probed at its calls %+v, want at its entry", s.Calls)
+	}
+	requireUprobes(t)
+	out, n, err := runPlanned(t, bin, sites)
+	if err != nil || out != "done" {
+		t.Fatalf("the program under its planned probes: %v (output %q)", err, out)
+	}
+	if n["f"] != [2]int{6, 6} {
+		t.Errorf("f: %v entries, exits, want 6, 6", n["f"])
+	}
+}

@@ -18,12 +18,13 @@ type insn struct {
 	// writesSP reports an instruction that changes %rsp other than a call
 	// (push, pop, sub, add, lea, mov, ...).
 	writesSP bool
-	// ref is an address the instruction names other than as a branch
-	// target: a RIP-relative operand (from the function's start, with
-	// refRIP) or an immediate (absolute, with refImm), which may take a
-	// function's address.
-	ref            int64
-	refRIP, refImm bool
+	// ripRef and immRef are the addresses the instruction names other
+	// than as a branch target, either of which may take a function's
+	// address: a RIP-relative operand (from the function's start, with
+	// hasRIP) and an immediate (absolute, with hasImm). One instruction
+	// can hold both (movq $f, var(%rip)), so each has its own field.
+	ripRef, immRef int64
+	hasRIP, hasImm bool
 	raw            []byte
 }
 
@@ -74,10 +75,10 @@ func decodeFunc(code []byte) ([]insn, error) {
 			switch a := a.(type) {
 			case x86asm.Mem:
 				if a.Base == x86asm.RIP {
-					d.ref, d.refRIP = int64(off+in.Len)+a.Disp, true
+					d.ripRef, d.hasRIP = int64(off+in.Len)+a.Disp, true
 				}
 			case x86asm.Imm:
-				d.ref, d.refImm = int64(a), true
+				d.immRef, d.hasImm = int64(a), true
 			}
 		}
 		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
