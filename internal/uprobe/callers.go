@@ -142,7 +142,10 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 		}
 		ins, err := decodeFunc(code)
 		if err != nil {
-			idx.complete = false
+			// Its calls are unknown: an exception may pass through it,
+			// and a call of another function from it would be an entry
+			// no call site sees.
+			idx.complete, opaque[addr] = false, true
 			continue
 		}
 		landing, indirect := map[int]bool{}, false

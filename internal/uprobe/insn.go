@@ -2,6 +2,7 @@ package uprobe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -37,6 +38,10 @@ var (
 // opEndbr stands for endbr64 and endbr32, which x86asm does not name.
 const opEndbr = x86asm.Op(^uint32(0) >> 1)
 
+// opVEX stands for a VEX or EVEX instruction (vexLen), which x86asm
+// does not decode.
+const opVEX = opEndbr - 1
+
 // maxPrologue bounds how far into a function the entry probe may move.
 const maxPrologue = 16
 
@@ -52,6 +57,19 @@ func decodeFunc(code []byte) ([]insn, error) {
 			// x86asm does not know the CET landing pads.
 			out = append(out, insn{off: off, len: 4, op: opEndbr, raw: code[off : off+4]})
 			off += 4
+			continue
+		}
+		if n, rip, ok := vexLen(code[off:]); ok {
+			// x86asm decodes no VEX or EVEX instruction (AVX): only their
+			// length matters, none being a branch or a call. One may
+			// write a general register (vmovq %xmm0, %rsp): writesSP
+			// says it might.
+			d := insn{off: off, len: n, op: opVEX, writesSP: true, raw: code[off : off+n]}
+			if rip != nil {
+				d.ripRef, d.hasRIP = int64(off+n)+*rip, true
+			}
+			out = append(out, d)
+			off += n
 			continue
 		}
 		in, err := x86asm.Decode(code[off:], 64)
@@ -92,6 +110,82 @@ func decodeFunc(code []byte) ([]insn, error) {
 		off += in.Len
 	}
 	return out, nil
+}
+
+// vexLen returns the length of the VEX (c4, c5) or EVEX (62) encoded
+// instruction b starts with, none of which is a branch: its prefix, its
+// opcode, a ModRM byte (except vzeroupper and vzeroall, c5/c4 map 1
+// opcode 77), the SIB byte and displacement the ModRM byte asks for,
+// and an 8-bit immediate for opcode map 3 and the few map 1 opcodes that
+// take one (Intel SDM vol. 2, 2.3 and 2.7), with the displacement of
+// its RIP-relative operand if it has one. In 64-bit mode these bytes
+// begin nothing else: LES, LDS and BOUND are invalid there. It reports
+// false for anything else, including maps it does not know.
+func vexLen(b []byte) (n int, rip *int64, ok bool) {
+	if len(b) < 2 {
+		return 0, nil, false
+	}
+	mmap := 0 // the opcode map
+	switch b[0] {
+	case 0xc5:
+		n, mmap = 2, 1
+	case 0xc4:
+		if len(b) < 3 {
+			return 0, nil, false
+		}
+		n, mmap = 3, int(b[1]&0x1f)
+	case 0x62:
+		if len(b) < 4 || b[2]&0x04 == 0 { // EVEX's P1 has bit 2 set
+			return 0, nil, false
+		}
+		n, mmap = 4, int(b[1]&0x07)
+	default:
+		return 0, nil, false
+	}
+	if mmap < 1 || mmap > 3 || len(b) < n+1 {
+		return 0, nil, false
+	}
+	op := b[n]
+	n++ // the opcode
+	if b[0] != 0x62 && mmap == 1 && op == 0x77 {
+		return n, nil, true // vzeroupper, vzeroall: no ModRM
+	}
+	if len(b) < n+1 {
+		return 0, nil, false
+	}
+	modrm := b[n]
+	n++
+	mod, rm := modrm>>6, modrm&7
+	if mod != 3 {
+		if rm == 4 {
+			if len(b) < n+1 {
+				return 0, nil, false
+			}
+			if mod == 0 && b[n]&7 == 5 {
+				n += 4 // SIB without base: disp32
+			}
+			n++
+		}
+		switch {
+		case mod == 1:
+			n++
+		case mod == 0 && rm == 5:
+			if len(b) >= n+4 {
+				d := int64(int32(binary.LittleEndian.Uint32(b[n:])))
+				rip = &d
+			}
+			n += 4
+		case mod == 2:
+			n += 4
+		}
+	}
+	if mmap == 3 || mmap == 1 && (op >= 0x70 && op <= 0x73 || op >= 0xc2 && op <= 0xc6 && op != 0xc3) {
+		n++
+	}
+	if n > len(b) {
+		return 0, nil, false
+	}
+	return n, rip, true
 }
 
 func allPadding(b []byte) bool {
