@@ -227,3 +227,58 @@ func TestExitsVEX(t *testing.T) {
 		t.Errorf("g: %v entries, exits, want %v", n["g(int)"], w)
 	}
 }
+
+// atFixture's get throws std::out_of_range from inside libstdc++
+// (std::vector::at calls std::__throw_out_of_range_fmt): the program
+// imports no unwinder symbol of its own.
+const atFixture = `#include <vector>
+#include <cstdio>
+std::vector<int> v(3);
+__attribute__((noinline)) int get(int i) { return v.at(i); }
+int main() { int n = 0; for (int i = 0; i < 3; i++) { try { n += get(10 + i); } catch (...) { n++; } } std::printf("caught %d\n", n); return 0; }
+`
+
+// staticFixture throws through mid in a static program, which imports
+// nothing and defines the unwinder.
+const staticFixture = `#include <cstdio>
+#include <stdexcept>
+__attribute__((noinline)) void thrower(int x) { if (x > 0) throw std::runtime_error("boom"); }
+__attribute__((noinline)) void mid(int x) { thrower(x); asm volatile("" ::: "memory"); }
+int main() { int n = 0; for (int i = 0; i < 3; i++) { try { mid(i); } catch (const std::exception &) { n++; } } std::printf("caught %d\n", n); return 0; }
+`
+
+// TestExitsHostedUnwinding: modules that can host C++ unwinding without
+// importing __cxa_throw (a throw inside libstdc++, a static program)
+// give return probes only to the functions no exception passes: the
+// programs catch every exception under their probes, with exact counts.
+func TestExitsHostedUnwinding(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, src, fn string
+		flags         []string
+		out           string
+		want          [2]int
+	}{
+		{"vector::at", atFixture, "get(int)", []string{"-O2"}, "caught 3", [2]int{3, 0}},
+		{"static", staticFixture, "mid(int)", []string{"-O2", "-static"}, "caught 2", [2]int{3, 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := buildCXX(t, dir, strings.ReplaceAll(tt.name, ":", ""), tt.src, tt.flags...)
+			sites, err := Plan(bin, []string{withoutParams(tt.fn)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := siteOf(t, sites, tt.fn); s.Return || len(s.Calls) > 0 || len(s.Exits) == 0 {
+				t.Fatalf("%s: %+v, want RET probes", tt.fn, s)
+			}
+			requireUprobes(t)
+			out, n, err := runPlanned(t, bin, sites)
+			if err != nil || out != tt.out {
+				t.Fatalf("the program under its planned probes: %v (output %q), want %q", err, out, tt.out)
+			}
+			if n[tt.fn] != tt.want {
+				t.Errorf("%s: %v entries, exits, want %v", tt.fn, n[tt.fn], tt.want)
+			}
+		})
+	}
+}
