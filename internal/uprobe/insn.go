@@ -42,6 +42,12 @@ const opEndbr = x86asm.Op(^uint32(0) >> 1)
 // does not decode.
 const opVEX = opEndbr - 1
 
+// maxFuncInsns bounds the instructions decodeFunc keeps of one
+// function, about 90 bytes each: 16 MiB of code (maxIndexCode, and what
+// symbolize.File.Code reads at most) of one-byte instructions would be
+// 16 million.
+const maxFuncInsns = 1 << 20
+
 // maxPrologue bounds how far into a function the entry probe may move.
 const maxPrologue = 16
 
@@ -50,9 +56,15 @@ const maxPrologue = 16
 // and gcc's switch tables live in read-only data), so the sweep finds every
 // instruction boundary; an undecodable byte is an error because a probe
 // placed off an instruction boundary would corrupt the program.
+//
+// It refuses a function of more than maxFuncInsns instructions, whose
+// decoded form would take more than about 100 MB.
 func decodeFunc(code []byte) ([]insn, error) {
 	var out []insn
 	for off := 0; off < len(code); {
+		if len(out) == maxFuncInsns {
+			return out, fmt.Errorf("more than %d instructions", maxFuncInsns)
+		}
 		if bytes.HasPrefix(code[off:], endbr64) || bytes.HasPrefix(code[off:], endbr32) {
 			// x86asm does not know the CET landing pads.
 			out = append(out, insn{off: off, len: 4, op: opEndbr, raw: code[off : off+4]})

@@ -92,3 +92,15 @@ func TestDecodeVEX(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeFuncBound: a function of more one-byte instructions than
+// maxFuncInsns is refused, not decoded into hundreds of megabytes.
+func TestDecodeFuncBound(t *testing.T) {
+	ins, err := decodeFunc(bytes.Repeat([]byte{0x90}, maxFuncInsns+1))
+	if err == nil || len(ins) > maxFuncInsns {
+		t.Errorf("%d nops: %d instructions, error %v; want an error", maxFuncInsns+1, len(ins), err)
+	}
+	if ins, err := decodeFunc(bytes.Repeat([]byte{0x90}, 1000)); err != nil || len(ins) != 1000 {
+		t.Errorf("1000 nops: %d instructions, error %v", len(ins), err)
+	}
+}
