@@ -246,16 +246,7 @@ func BenchmarkFindSafe(b *testing.B) {
 // probed at their callers) after bounded work, without a panic.
 func TestIndexHugeSymbols(t *testing.T) {
 	bin := testutil.BuildC(t, t.TempDir(), "huge", callSiteFixture)
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := ef.Symbols()
-	symtab := ef.Section(".symtab")
-	ef.Close()
-	if err != nil || symtab == nil {
-		t.Fatalf("no symbol table: %v", err)
-	}
+	syms, symtab := symbolTable(t, bin)
 	code, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -290,4 +281,20 @@ func TestIndexHugeSymbols(t *testing.T) {
 	if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 {
 		t.Errorf("stepped in an unindexed module: %+v, want its entry", s)
 	}
+}
+
+// symbolTable returns the .symtab symbols of the ELF file at path and
+// their section.
+func symbolTable(t *testing.T, path string) ([]elf.Symbol, *elf.Section) {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syms, ef.Section(".symtab")
 }
