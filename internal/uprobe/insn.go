@@ -38,9 +38,9 @@ var (
 // opEndbr stands for endbr64 and endbr32, which x86asm does not name.
 const opEndbr = x86asm.Op(^uint32(0) >> 1)
 
-// opVEX stands for a VEX or EVEX instruction (vexLen), which x86asm
-// does not decode.
-const opVEX = opEndbr - 1
+// opMeasured stands for an instruction x86asm does not decode, measured
+// by its encoding (vexLen, systemLen): not a branch or a call.
+const opMeasured = opEndbr - 1
 
 // maxFuncInsns bounds the instructions decodeFunc keeps of one
 // function, about 90 bytes each: 16 MiB of code (maxIndexCode, and what
@@ -76,7 +76,7 @@ func decodeFunc(code []byte) ([]insn, error) {
 			// length matters, none being a branch or a call. One may
 			// write a general register (vmovq %xmm0, %rsp): writesSP
 			// says it might.
-			d := insn{off: off, len: n, op: opVEX, writesSP: true, raw: code[off : off+n]}
+			d := insn{off: off, len: n, op: opMeasured, writesSP: true, raw: code[off : off+n]}
 			if rip != nil {
 				d.ripRef, d.hasRIP = int64(off+n)+*rip, true
 			}
@@ -89,6 +89,11 @@ func decodeFunc(code []byte) ([]insn, error) {
 			// x86asm returns a bare prefix for truncated or unknown
 			// encodings.
 			err = errors.New("unknown instruction")
+		}
+		if n, ok := systemLen(code[off:]); err != nil && ok {
+			out = append(out, insn{off: off, len: n, op: opMeasured, writesSP: true, raw: code[off : off+n]})
+			off += n
+			continue
 		}
 		if err != nil {
 			if allPadding(code[off:]) {
@@ -198,6 +203,36 @@ func vexLen(b []byte) (n int, rip *int64, ok bool) {
 		return 0, nil, false
 	}
 	return n, rip, true
+}
+
+// systemLen returns the length of the instruction b starts with if it
+// is one of the few register-only instructions that libraries run and
+// x86asm does not decode: rdsspd/q and incsspd/q (CET shadow stacks,
+// in libgcc's _Unwind_RaiseException), rdseed and rdpid (libstdc++'s
+// random_device), rdpkru and wrpkru (glibc's pkey_get, pkey_set). Their
+// operands are registers only (ModRM mod 3): no displacement or
+// immediate follows.
+func systemLen(b []byte) (int, bool) {
+	n := 0
+	if n < len(b) && (b[n] == 0xf3 || b[n] == 0x66) {
+		n++
+	}
+	if n < len(b) && b[n]&0xf0 == 0x40 { // REX
+		n++
+	}
+	if len(b) < n+3 || b[n] != 0x0f {
+		return 0, false
+	}
+	op, modrm := b[n+1], b[n+2]
+	switch {
+	case b[0] == 0xf3 && op == 0x1e && modrm&0xf8 == 0xc8: // rdssp
+	case b[0] == 0xf3 && op == 0xae && modrm&0xf8 == 0xe8: // incssp
+	case op == 0xc7 && modrm&0xf8 == 0xf8: // rdseed, rdpid (f3)
+	case n == 0 && op == 0x01 && (modrm == 0xee || modrm == 0xef): // rdpkru, wrpkru
+	default:
+		return 0, false
+	}
+	return n + 3, true
 }
 
 func allPadding(b []byte) bool {

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
 `
 
 // TestDecodeVEX: decodeFunc finds the instruction boundaries objdump
-// finds in code full of VEX and EVEX instructions, which x86asm does not
+// finds, all of them and no other, in code full of VEX and EVEX instructions, which x86asm does not
 // decode.
 func TestDecodeVEX(t *testing.T) {
 	objdump := testutil.RequireCommand(t, "objdump")
@@ -81,9 +81,16 @@ func TestDecodeVEX(t *testing.T) {
 				t.Errorf("%s %s: %v", march, fn, err)
 				continue
 			}
+			got := map[uint64]bool{}
 			for _, in := range ins {
+				got[sym.Addr+uint64(in.off)] = true
 				if !want[sym.Addr+uint64(in.off)] {
 					t.Errorf("%s %s: an instruction at %#x, where objdump has none", march, fn, sym.Addr+uint64(in.off))
+				}
+			}
+			for a := range want {
+				if a >= sym.Addr && a < sym.Addr+sym.Size && !got[a] {
+					t.Errorf("%s %s: objdump has an instruction at %#x, decodeFunc none", march, fn, a)
 				}
 			}
 		}
@@ -102,5 +109,36 @@ func TestDecodeFuncBound(t *testing.T) {
 	}
 	if ins, err := decodeFunc(bytes.Repeat([]byte{0x90}, 1000)); err != nil || len(ins) != 1000 {
 		t.Errorf("1000 nops: %d instructions, error %v", len(ins), err)
+	}
+}
+
+// TestDecodeSystem: the register-only instructions x86asm does not
+// decode, as objdump shows them in libgcc, libstdc++ and glibc, decode
+// to their lengths, and a code sequence of them all to its boundaries.
+func TestDecodeSystem(t *testing.T) {
+	seq := [][]byte{
+		{0xf3, 0x48, 0x0f, 0x1e, 0xc8}, // rdsspq %rax
+		{0xf3, 0x48, 0x0f, 0xae, 0xe9}, // incsspq %rcx
+		{0x0f, 0xc7, 0xfa},             // rdseed %edx
+		{0x48, 0x0f, 0xc7, 0xf8},       // rdseed %rax
+		{0x0f, 0x01, 0xee},             // rdpkru
+		{0x0f, 0x01, 0xef},             // wrpkru
+		{0xc3},                         // ret
+	}
+	var code []byte
+	for _, b := range seq {
+		code = append(code, b...)
+	}
+	ins, err := decodeFunc(code)
+	if err != nil || len(ins) != len(seq) {
+		t.Fatalf("decodeFunc: %d instructions, %v; want %d", len(ins), err, len(seq))
+	}
+	for i, in := range ins {
+		if in.len != len(seq[i]) {
+			t.Errorf("% x: length %d, want %d", seq[i], in.len, len(seq[i]))
+		}
+	}
+	if _, err := decodeFunc([]byte{0xc4, 0xe0, 0x78, 0x77, 0xc3}); err == nil {
+		t.Error("c4 e0 78 77 (VEX opcode map 0: no such instruction) decoded")
 	}
 }
