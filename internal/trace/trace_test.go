@@ -69,6 +69,11 @@ func edgeRecords() []Record {
 		&Lost{Time: 3, Kind: 255, Count: 1},
 		&Throttle{Time: math.MaxUint64},
 		&Throttle{Time: 0, Unthrottle: true},
+		// Probes with each of the appended flags, none and both.
+		&Probe{},
+		&Probe{Time: math.MaxUint64, PID: math.MaxUint32, Function: math.MaxUint32, Address: math.MaxUint64, Mech: 255, Stepped: true, CallSite: true},
+		&Probe{Time: 2, PID: 1, Function: 1, Address: 0x1000, Mech: ProbeEntry, Stepped: true},
+		&Probe{Time: 3, PID: 1, Function: 2, Address: 0x1005, Mech: ProbeCallSite, CallSite: true},
 		&End{Time: 12, ExitCode: math.MinInt32, Reason: math.MaxUint32},
 		&End{Time: 13, ExitCode: math.MaxInt32},
 		&End{ExitCode: -1},

@@ -122,12 +122,13 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 	for _, fn := range f.Functions() {
 		if _, ok := funcs[fn.Addr]; !ok {
 			funcs[fn.Addr] = fn
-			total += fn.Size
+			// Sizes come from the file: each is clamped, and the sum
+			// stops past the bound, so that it cannot wrap.
+			if total += min(fn.Size, maxIndexCode+1); total > maxIndexCode {
+				idx.complete = false
+				return idx
+			}
 		}
-	}
-	if total > maxIndexCode {
-		idx.complete = false
-		return idx
 	}
 	name := func(addr uint64) {
 		if _, ok := funcs[addr]; ok {
@@ -143,7 +144,10 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 		}
 		ins, err := decodeFunc(code)
 		if err != nil {
-			idx.complete = false
+			// Its calls are unknown: an exception may pass through it,
+			// and a call of another function from it would be an entry
+			// no call site sees.
+			idx.complete, opaque[addr] = false, true
 			continue
 		}
 		landing, indirect := map[int]bool{}, false
@@ -161,11 +165,11 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 			case in.op == x86asm.CALL:
 				opaque[addr] = true
 			}
-			switch {
-			case in.refRIP:
-				name(addr + uint64(in.ref))
-			case in.refImm && in.ref > 0:
-				name(uint64(in.ref))
+			if in.hasRIP {
+				name(addr + uint64(in.ripRef))
+			}
+			if in.hasImm && in.immRef > 0 {
+				name(uint64(in.immRef))
 			}
 		}
 		for k, in := range ins {
@@ -194,20 +198,44 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 // to nothing but functions of funcs that are safe too, by elimination
 // from all those without indirect branches (opaque); recursion among
 // safe functions stays safe. A call to anything else (a PLT stub:
-// __cxa_throw, a library) may throw.
+// __cxa_throw, a library) may throw. The elimination walks the calls
+// backwards from the unsafe functions, each call once: linear in the
+// module's calls, where rescanning every function until nothing changed
+// took passes as many as the longest chain of calls.
 func (idx *callIndex) findSafe(funcs map[uint64]symbolize.Function, callees map[uint64][]uint64, opaque map[uint64]bool) {
-	for addr := range funcs {
-		if !opaque[addr] {
-			idx.safe[addr] = true
+	unsafe := map[uint64]bool{}
+	var work []uint64
+	mark := func(addr uint64) {
+		if !unsafe[addr] {
+			unsafe[addr] = true
+			work = append(work, addr)
 		}
 	}
-	for changed := true; changed; {
-		changed = false
-		for addr := range idx.safe {
-			if slices.ContainsFunc(callees[addr], func(g uint64) bool { return !idx.safe[g] }) {
-				delete(idx.safe, addr)
-				changed = true
+	for addr := range funcs {
+		if opaque[addr] {
+			mark(addr)
+		}
+	}
+	callers := map[uint64][]uint64{} // the reverse of callees, within funcs
+	for addr, gs := range callees {
+		for _, g := range gs {
+			if _, ok := funcs[g]; ok {
+				callers[g] = append(callers[g], addr)
+			} else {
+				mark(addr)
 			}
+		}
+	}
+	for len(work) > 0 {
+		g := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, c := range callers[g] {
+			mark(c)
+		}
+	}
+	for addr := range funcs {
+		if !unsafe[addr] {
+			idx.safe[addr] = true
 		}
 	}
 }

@@ -1,11 +1,15 @@
 package uprobe
 
 import (
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"trueprof/internal/symbolize"
 	"trueprof/internal/testutil"
 )
 
@@ -290,4 +294,153 @@ func TestPlanCallSitesTaken(t *testing.T) {
 	if s := siteOf(t, sites, "stepped"); len(s.Calls) != len(calls) {
 		t.Errorf("an offset no call uses taken: stepped %+v, want its %d call sites", s, len(calls))
 	}
+}
+
+// storedPointerFixture's setup stores f's address with one instruction
+// that has both a RIP-relative operand and an immediate (movq $f,
+// hook(%rip) in a -no-pie build): five of f's six calls go through hook.
+const storedPointerFixture = `#include <stdio.h>
+volatile long sink;
+__attribute__((noinline)) void f(void) { for (int i = 0; i < 1000; i++) sink += i; }
+void (*volatile hook)(void);
+__attribute__((noinline)) void setup(void) { hook = f; }
+int main(void) { f(); setup(); for (int i = 0; i < 5; i++) hook(); printf("done\n"); return 0; }
+`
+
+// TestPlanStoredPointer: a function whose address an instruction's
+// immediate stores through a RIP-relative operand (-fno-pie) is named, so Plan
+// keeps it at its entry, and all six calls are counted.
+func TestPlanStoredPointer(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "storedptr", storedPointerFixture,
+		"-O2", "-fomit-frame-pointer", "-momit-leaf-frame-pointer", "-fno-pie", "-no-pie")
+	sites, err := Plan(bin, []string{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "f"); len(s.Calls) != 0 {
+		t.Fatalf("f, stored by movq $f, hook(%%rip): probed at its calls %+v, want at its entry", s.Calls)
+	}
+	requireUprobes(t)
+	out, n, err := runPlanned(t, bin, sites)
+	if err != nil || out != "done" {
+		t.Fatalf("the program under its planned probes: %v (output %q)", err, out)
+	}
+	if n["f"] != [2]int{6, 6} {
+		t.Errorf("f: %v entries, exits, want 6, 6", n["f"])
+	}
+}
+
+// chain returns n functions, each calling the next: the last calls
+// outside them when leaky (an import: it may throw).
+func chain(n int, leaky bool) (map[uint64]symbolize.Function, map[uint64][]uint64) {
+	funcs := make(map[uint64]symbolize.Function, n)
+	callees := make(map[uint64][]uint64, n)
+	for i := range n {
+		addr := uint64(0x1000 + 16*i)
+		funcs[addr] = symbolize.Function{Addr: addr, Size: 16}
+		if i+1 < n || leaky {
+			callees[addr] = []uint64{addr + 16}
+		}
+	}
+	return funcs, callees
+}
+
+// TestFindSafeChain: a chain of 100,000 calls is safe to its end, or
+// unsafe from its end to its start when its last function calls an
+// import, a function calling itself stays safe, and an opaque function
+// makes its callers unsafe (BenchmarkFindSafe: linear time).
+func TestFindSafeChain(t *testing.T) {
+	const n = 100000
+	funcs, callees := chain(n, false)
+	callees[0x1000] = append(callees[0x1000], 0x1000) // recursion
+	idx := &callIndex{safe: map[uint64]bool{}}
+	idx.findSafe(funcs, callees, nil)
+	if len(idx.safe) != n {
+		t.Errorf("closed chain: %d of %d functions safe", len(idx.safe), n)
+	}
+	funcs, callees = chain(n, true)
+	idx = &callIndex{safe: map[uint64]bool{}}
+	idx.findSafe(funcs, callees, nil)
+	if len(idx.safe) != 0 {
+		t.Errorf("chain ending in an import: %d functions safe, want 0", len(idx.safe))
+	}
+	funcs, callees = chain(n, false)
+	mid := uint64(0x1000 + 16*(n/2))
+	idx = &callIndex{safe: map[uint64]bool{}}
+	idx.findSafe(funcs, callees, map[uint64]bool{mid: true})
+	if len(idx.safe) != n/2-1 || idx.safe[mid] || !idx.safe[mid+16] || idx.safe[mid-16] {
+		t.Errorf("chain with an opaque function in its middle: %d functions safe, want the %d after it", len(idx.safe), n/2-1)
+	}
+}
+
+// BenchmarkFindSafe times findSafe on chains of calls ending in an
+// import, the case a fixpoint rescan made quadratic.
+func BenchmarkFindSafe(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		funcs, callees := chain(n, true)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				idx := &callIndex{safe: map[uint64]bool{}}
+				idx.findSafe(funcs, callees, nil)
+			}
+		})
+	}
+}
+
+// TestIndexHugeSymbols: two function symbols of size 2^63, whose sizes
+// summed would wrap to nothing, leave the module unindexed (calls not
+// probed at their callers) after bounded work, without a panic.
+func TestIndexHugeSymbols(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "huge", callSiteFixture)
+	syms, symtab := symbolTable(t, bin)
+	code, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := 0
+	for i, s := range syms {
+		if s.Name == "helper" || s.Name == "taken" {
+			// Symbols() leaves out the table's first, null entry; st_size
+			// is at byte 16 of a 24-byte entry.
+			binary.LittleEndian.PutUint64(code[symtab.Offset+uint64(i+1)*24+16:], 1<<63)
+			patched++
+		}
+	}
+	if patched != 2 {
+		t.Fatalf("%d symbols patched, want 2", patched)
+	}
+	if err := os.WriteFile(bin, code, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := symbolize.OpenFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if idx := indexCalls(f, bin); idx.complete || len(idx.calls) != 0 {
+		t.Errorf("index of a module of 2^64 bytes of code: complete %v, %d functions' calls", idx.complete, len(idx.calls))
+	}
+	sites, err := Plan(bin, []string{"stepped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := siteOf(t, sites, "stepped"); len(s.Calls) != 0 {
+		t.Errorf("stepped in an unindexed module: %+v, want its entry", s)
+	}
+}
+
+// symbolTable returns the .symtab symbols of the ELF file at path and
+// their section.
+func symbolTable(t *testing.T, path string) ([]elf.Symbol, *elf.Section) {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syms, ef.Section(".symtab")
 }

@@ -21,6 +21,14 @@
 //     (Options.Taken), holds.
 //   - C, C++ and Rust functions exit through a uretprobe at the entry,
 //     except those a C++ exception can pass through (RET probes, as Go's).
+//     A module can host C++ unwinding when it imports or defines a throw,
+//     catch, personality or unwinder symbol (__cxa_throw,
+//     __cxa_begin_catch, __gxx_personality_v0, _Unwind_RaiseException,
+//     _Unwind_Resume, a std::__throw_* helper) or needs libstdc++, libc++
+//     or libgcc_s; a static C++ program defines them. In such a module a
+//     function keeps its uretprobe only if it branches to nothing but
+//     functions of the module that do too, with no indirect branch and
+//     code that decodes; in any other module every function does.
 //   - Go functions exit through probes on their RET instructions (and
 //     tail-call jumps), because a uretprobe rewrites the return address on
 //     a stack that the Go runtime may move. Calls left by a panic have no

@@ -1,6 +1,7 @@
 package uprobe
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -179,5 +180,105 @@ func TestLongjmpReturnProbes(t *testing.T) {
 		if n[fn] != w {
 			t.Errorf("%s: %v entries, exits, want %v", fn, n[fn], w)
 		}
+	}
+}
+
+// vexFixture's g runs an AVX instruction (VEX-encoded, which x86asm does
+// not decode) before calling thrower, which throws in two of three
+// calls; opaque's code holds a byte sequence nothing decodes, on a path
+// never run.
+const vexFixture = `#include <cstdio>
+#include <stdexcept>
+__attribute__((noinline)) void thrower(int x) { if (x > 0) throw std::runtime_error("boom"); }
+__attribute__((noinline)) void g(int x) { asm volatile("vzeroupper"); thrower(x); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void opaque(int x) { if (x < -5) asm volatile(".byte 0xc4, 0xe0, 0x78, 0x77"); thrower(x); asm volatile("" ::: "memory"); }
+int main() {
+	int n = 0;
+	for (int i = 0; i < 3; i++) {
+		try { g(i); } catch (const std::exception &) { n++; }
+		try { opaque(i - 3); } catch (const std::exception &) { n++; }
+	}
+	std::printf("caught %d\n", n);
+	return 0;
+}
+`
+
+// TestExitsVEX: an exception passes through g, whose code holds an AVX
+// instruction: g exits by RET probes, the program catches both
+// exceptions, and g's counts are exact. A function whose code does not
+// decode is not taken as one no exception passes (it would get a return
+// probe): it is left unprobed with the reason.
+func TestExitsVEX(t *testing.T) {
+	bin := buildCXX(t, t.TempDir(), "vex", vexFixture, "-O2")
+	sites, err := Plan(bin, []string{"g*", "opaque*"})
+	var skip *SkipError
+	if !errors.As(err, &skip) || len(skip.Skipped) != 1 || withoutParams(skip.Skipped[0].Function) != "opaque" {
+		t.Fatalf("Plan: %v, want opaque skipped (undecodable)", err)
+	}
+	if len(sites) != 1 || withoutParams(sites[0].Function) != "g" || sites[0].Return || len(sites[0].Exits) == 0 {
+		t.Fatalf("sites %+v, want g with RET probes", sites)
+	}
+	requireUprobes(t)
+	out, n, err := runPlanned(t, bin, sites)
+	if err != nil || out != "caught 2" {
+		t.Fatalf("the program under its planned probes: %v (output %q), want caught 2", err, out)
+	}
+	if w := [2]int{3, 1}; n["g(int)"] != w {
+		t.Errorf("g: %v entries, exits, want %v", n["g(int)"], w)
+	}
+}
+
+// atFixture's get throws std::out_of_range from inside libstdc++
+// (std::vector::at calls std::__throw_out_of_range_fmt): the program
+// imports no unwinder symbol of its own.
+const atFixture = `#include <vector>
+#include <cstdio>
+std::vector<int> v(3);
+__attribute__((noinline)) int get(int i) { return v.at(i); }
+int main() { int n = 0; for (int i = 0; i < 3; i++) { try { n += get(10 + i); } catch (...) { n++; } } std::printf("caught %d\n", n); return 0; }
+`
+
+// staticFixture throws through mid in a static program, which imports
+// nothing and defines the unwinder.
+const staticFixture = `#include <cstdio>
+#include <stdexcept>
+__attribute__((noinline)) void thrower(int x) { if (x > 0) throw std::runtime_error("boom"); }
+__attribute__((noinline)) void mid(int x) { thrower(x); asm volatile("" ::: "memory"); }
+int main() { int n = 0; for (int i = 0; i < 3; i++) { try { mid(i); } catch (const std::exception &) { n++; } } std::printf("caught %d\n", n); return 0; }
+`
+
+// TestExitsHostedUnwinding: modules that can host C++ unwinding without
+// importing __cxa_throw (a throw inside libstdc++, a static program)
+// give return probes only to the functions no exception passes: the
+// programs catch every exception under their probes, with exact counts.
+func TestExitsHostedUnwinding(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, src, fn string
+		flags         []string
+		out           string
+		want          [2]int
+	}{
+		{"vector::at", atFixture, "get(int)", []string{"-O2"}, "caught 3", [2]int{3, 0}},
+		{"static", staticFixture, "mid(int)", []string{"-O2", "-static"}, "caught 2", [2]int{3, 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := buildCXX(t, dir, strings.ReplaceAll(tt.name, ":", ""), tt.src, tt.flags...)
+			sites, err := Plan(bin, []string{withoutParams(tt.fn)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := siteOf(t, sites, tt.fn); s.Return || len(s.Calls) > 0 || len(s.Exits) == 0 {
+				t.Fatalf("%s: %+v, want RET probes", tt.fn, s)
+			}
+			requireUprobes(t)
+			out, n, err := runPlanned(t, bin, sites)
+			if err != nil || out != tt.out {
+				t.Fatalf("the program under its planned probes: %v (output %q), want %q", err, out, tt.out)
+			}
+			if n[tt.fn] != tt.want {
+				t.Errorf("%s: %v entries, exits, want %v", tt.fn, n[tt.fn], tt.want)
+			}
+		})
 	}
 }

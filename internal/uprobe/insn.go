@@ -2,6 +2,7 @@ package uprobe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -18,12 +19,13 @@ type insn struct {
 	// writesSP reports an instruction that changes %rsp other than a call
 	// (push, pop, sub, add, lea, mov, ...).
 	writesSP bool
-	// ref is an address the instruction names other than as a branch
-	// target: a RIP-relative operand (from the function's start, with
-	// refRIP) or an immediate (absolute, with refImm), which may take a
-	// function's address.
-	ref            int64
-	refRIP, refImm bool
+	// ripRef and immRef are the addresses the instruction names other
+	// than as a branch target, either of which may take a function's
+	// address: a RIP-relative operand (from the function's start, with
+	// hasRIP) and an immediate (absolute, with hasImm). One instruction
+	// can hold both (movq $f, var(%rip)), so each has its own field.
+	ripRef, immRef int64
+	hasRIP, hasImm bool
 	raw            []byte
 }
 
@@ -36,6 +38,16 @@ var (
 // opEndbr stands for endbr64 and endbr32, which x86asm does not name.
 const opEndbr = x86asm.Op(^uint32(0) >> 1)
 
+// opMeasured stands for an instruction x86asm does not decode, measured
+// by its encoding (vexLen, systemLen): not a branch or a call.
+const opMeasured = opEndbr - 1
+
+// maxFuncInsns bounds the instructions decodeFunc keeps of one
+// function, about 90 bytes each: 16 MiB of code (maxIndexCode, and what
+// symbolize.File.Code reads at most) of one-byte instructions would be
+// 16 million.
+const maxFuncInsns = 1 << 20
+
 // maxPrologue bounds how far into a function the entry probe may move.
 const maxPrologue = 16
 
@@ -44,13 +56,32 @@ const maxPrologue = 16
 // and gcc's switch tables live in read-only data), so the sweep finds every
 // instruction boundary; an undecodable byte is an error because a probe
 // placed off an instruction boundary would corrupt the program.
+//
+// It refuses a function of more than maxFuncInsns instructions, whose
+// decoded form would take more than about 100 MB.
 func decodeFunc(code []byte) ([]insn, error) {
 	var out []insn
 	for off := 0; off < len(code); {
+		if len(out) == maxFuncInsns {
+			return out, fmt.Errorf("more than %d instructions", maxFuncInsns)
+		}
 		if bytes.HasPrefix(code[off:], endbr64) || bytes.HasPrefix(code[off:], endbr32) {
 			// x86asm does not know the CET landing pads.
 			out = append(out, insn{off: off, len: 4, op: opEndbr, raw: code[off : off+4]})
 			off += 4
+			continue
+		}
+		if n, rip, ok := vexLen(code[off:]); ok {
+			// x86asm decodes no VEX or EVEX instruction (AVX): only their
+			// length matters, none being a branch or a call. One may
+			// write a general register (vmovq %xmm0, %rsp): writesSP
+			// says it might.
+			d := insn{off: off, len: n, op: opMeasured, writesSP: true, raw: code[off : off+n]}
+			if rip != nil {
+				d.ripRef, d.hasRIP = int64(off+n)+*rip, true
+			}
+			out = append(out, d)
+			off += n
 			continue
 		}
 		in, err := x86asm.Decode(code[off:], 64)
@@ -58,6 +89,11 @@ func decodeFunc(code []byte) ([]insn, error) {
 			// x86asm returns a bare prefix for truncated or unknown
 			// encodings.
 			err = errors.New("unknown instruction")
+		}
+		if n, ok := systemLen(code[off:]); err != nil && ok {
+			out = append(out, insn{off: off, len: n, op: opMeasured, writesSP: true, raw: code[off : off+n]})
+			off += n
+			continue
 		}
 		if err != nil {
 			if allPadding(code[off:]) {
@@ -74,10 +110,10 @@ func decodeFunc(code []byte) ([]insn, error) {
 			switch a := a.(type) {
 			case x86asm.Mem:
 				if a.Base == x86asm.RIP {
-					d.ref, d.refRIP = int64(off+in.Len)+a.Disp, true
+					d.ripRef, d.hasRIP = int64(off+in.Len)+a.Disp, true
 				}
 			case x86asm.Imm:
-				d.ref, d.refImm = int64(a), true
+				d.immRef, d.hasImm = int64(a), true
 			}
 		}
 		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
@@ -91,6 +127,112 @@ func decodeFunc(code []byte) ([]insn, error) {
 		off += in.Len
 	}
 	return out, nil
+}
+
+// vexLen returns the length of the VEX (c4, c5) or EVEX (62) encoded
+// instruction b starts with, none of which is a branch: its prefix, its
+// opcode, a ModRM byte (except vzeroupper and vzeroall, c5/c4 map 1
+// opcode 77), the SIB byte and displacement the ModRM byte asks for,
+// and an 8-bit immediate for opcode map 3 and the few map 1 opcodes that
+// take one (Intel SDM vol. 2, 2.3 and 2.7), with the displacement of
+// its RIP-relative operand if it has one. In 64-bit mode these bytes
+// begin nothing else: LES, LDS and BOUND are invalid there. It reports
+// false for anything else, including maps it does not know.
+func vexLen(b []byte) (n int, rip *int64, ok bool) {
+	if len(b) < 2 {
+		return 0, nil, false
+	}
+	mmap := 0 // the opcode map
+	switch b[0] {
+	case 0xc5:
+		n, mmap = 2, 1
+	case 0xc4:
+		if len(b) < 3 {
+			return 0, nil, false
+		}
+		n, mmap = 3, int(b[1]&0x1f)
+	case 0x62:
+		if len(b) < 4 || b[2]&0x04 == 0 { // EVEX's P1 has bit 2 set
+			return 0, nil, false
+		}
+		n, mmap = 4, int(b[1]&0x07)
+	default:
+		return 0, nil, false
+	}
+	if mmap < 1 || mmap > 3 || len(b) < n+1 {
+		return 0, nil, false
+	}
+	op := b[n]
+	n++ // the opcode
+	if b[0] != 0x62 && mmap == 1 && op == 0x77 {
+		return n, nil, true // vzeroupper, vzeroall: no ModRM
+	}
+	if len(b) < n+1 {
+		return 0, nil, false
+	}
+	modrm := b[n]
+	n++
+	mod, rm := modrm>>6, modrm&7
+	if mod != 3 {
+		if rm == 4 {
+			if len(b) < n+1 {
+				return 0, nil, false
+			}
+			if mod == 0 && b[n]&7 == 5 {
+				n += 4 // SIB without base: disp32
+			}
+			n++
+		}
+		switch {
+		case mod == 1:
+			n++
+		case mod == 0 && rm == 5:
+			if len(b) >= n+4 {
+				d := int64(int32(binary.LittleEndian.Uint32(b[n:])))
+				rip = &d
+			}
+			n += 4
+		case mod == 2:
+			n += 4
+		}
+	}
+	if mmap == 3 || mmap == 1 && (op >= 0x70 && op <= 0x73 || op >= 0xc2 && op <= 0xc6 && op != 0xc3) {
+		n++
+	}
+	if n > len(b) {
+		return 0, nil, false
+	}
+	return n, rip, true
+}
+
+// systemLen returns the length of the instruction b starts with if it
+// is one of the few register-only instructions that libraries run and
+// x86asm does not decode: rdsspd/q and incsspd/q (CET shadow stacks,
+// in libgcc's _Unwind_RaiseException), rdseed and rdpid (libstdc++'s
+// random_device), rdpkru and wrpkru (glibc's pkey_get, pkey_set). Their
+// operands are registers only (ModRM mod 3): no displacement or
+// immediate follows.
+func systemLen(b []byte) (int, bool) {
+	n := 0
+	if n < len(b) && (b[n] == 0xf3 || b[n] == 0x66) {
+		n++
+	}
+	if n < len(b) && b[n]&0xf0 == 0x40 { // REX
+		n++
+	}
+	if len(b) < n+3 || b[n] != 0x0f {
+		return 0, false
+	}
+	op, modrm := b[n+1], b[n+2]
+	switch {
+	case b[0] == 0xf3 && op == 0x1e && modrm&0xf8 == 0xc8: // rdssp
+	case b[0] == 0xf3 && op == 0xae && modrm&0xf8 == 0xe8: // incssp
+	case op == 0xc7 && modrm&0xf8 == 0xf8: // rdseed, rdpid (f3)
+	case n == 0 && op == 0x01 && (modrm == 0xee || modrm == 0xef): // rdpkru, wrpkru
+	default:
+		return 0, false
+	}
+	return n + 3, true
 }
 
 func allPadding(b []byte) bool {

@@ -140,7 +140,7 @@ func PlanOptions(path string, patterns []string, o Options) ([]Site, error) {
 		}
 		return idx
 	}
-	throws := throwsThrough(f)
+	throws := throwsThrough(f, path)
 	for _, fn := range funcs {
 		if fn.Addr == lastAddr || !match(fn.Name) {
 			continue
@@ -233,20 +233,54 @@ func planFunction(f *symbolize.File, fn symbolize.Function, retprobe bool) (Site
 	return s, nil
 }
 
-// unwindSymbols are the imports of code that unwinds the stack by its
-// return addresses: C++ exceptions (and forced unwinds: pthread_cancel),
-// whose unwinder a return probe's trampoline address stops.
+// unwindSymbols are the symbols of C++ unwinding: throwing, rethrowing,
+// resuming an unwind after a cleanup, catching and the personality
+// routine (forced unwinds, pthread_cancel's, too). A module that imports
+// or defines one can host an exception's unwinding, whose unwinder a
+// return probe's trampoline address stops.
 var unwindSymbols = map[string]bool{
-	"__cxa_throw": true, "__cxa_rethrow": true, "_Unwind_RaiseException": true, "_Unwind_Resume": true,
-	"_Unwind_ForcedUnwind": true,
+	"__cxa_throw": true, "__cxa_rethrow": true, "__cxa_begin_catch": true, "__gxx_personality_v0": true,
+	"_Unwind_RaiseException": true, "_Unwind_Resume": true, "_Unwind_ForcedUnwind": true,
 }
 
-// throwsThrough reports whether the module imports an unwinder, so that
-// an exception may pass through its functions.
-func throwsThrough(f *symbolize.File) bool {
-	for name := range unwindSymbols {
-		if f.Imports(name) {
+// unwindLibraries are the libraries whose users can throw C++ exceptions
+// (DT_NEEDED names, without their versions).
+var unwindLibraries = []string{"libstdc++.so", "libc++.so", "libc++abi.so", "libgcc_s.so"}
+
+// throwsThrough reports whether the module f, the file at path, can host
+// C++ unwinding, so that an exception may pass through its functions:
+// it imports or defines a symbol of unwindSymbols or libstdc++'s
+// throwing helpers (std::__throw_out_of_range_fmt and its kind, which
+// std::vector::at calls: _ZSt*__throw_*), or it needs a C++ runtime or
+// the unwinder's library. Then only the functions nothrow finds get
+// return probes. A static C++ program defines them all; an unreadable
+// file is taken to throw.
+func throwsThrough(f *symbolize.File, path string) bool {
+	throwing := func(mangled string) bool {
+		return unwindSymbols[mangled] || strings.HasPrefix(mangled, "_ZSt") && strings.Contains(mangled, "__throw_")
+	}
+	for _, fn := range f.Functions() { // demangled names, of .symtab or else .dynsym
+		if unwindSymbols[fn.Name] || strings.HasPrefix(fn.Name, "std::__throw_") {
 			return true
+		}
+	}
+	ef, err := elf.Open(path)
+	if err != nil {
+		return true
+	}
+	defer ef.Close()
+	dyn, _ := ef.DynamicSymbols()
+	for _, d := range dyn {
+		if throwing(d.Name) {
+			return true
+		}
+	}
+	needed, _ := ef.ImportedLibraries()
+	for _, lib := range needed {
+		for _, l := range unwindLibraries {
+			if lib == l || strings.HasPrefix(lib, l+".") {
+				return true
+			}
 		}
 	}
 	return false

@@ -97,12 +97,7 @@ func names(sites []Site) []string {
 
 func TestPlanC(t *testing.T) {
 	bin := testutil.BuildC(t, t.TempDir(), "planc", planFixture)
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, _ := f.Symbols()
-	f.Close()
+	syms, _ := symbolTable(t, bin)
 	addr := map[string]uint64{}
 	for _, s := range syms {
 		addr[s.Name] = s.Value
