@@ -49,19 +49,17 @@ int main(int argc, char **argv) {
 // TestProbeRingsHoldSwitches records a hooked program whose threads
 // switch as fast as pipes let them, without samples, so that its rings
 // carry nothing but side records: no record is lost (the kernel's own
-// count included), and every pass's switch-out is there. Rings smaller
-// than the 16 MiB of ringPages lost records at this rate (850,000
-// switch records a second): 2 MiB in 1 of 2 recordings and 4 MiB in 4
-// of 5, quiet. The 16 MiB rings hold its half second; they do not make
-// up for a reader slower than the kernel: the ring reader decoded 16,000
-// to 49,000 records in 20-87 ms a pass and the loop copied the queue it
-// took under the reader's lock for 20-162 ms, so 2.2 s at this rate lost
-// 100,000-280,000 records, where 1.5 s of 750,000 a second with more
-// work between the passes lost none (docs/recording.md, "Compiled-in
-// hooks").
+// count included), and every pass's switch-out is there. Its 2-3 s at
+// 850,000-1,150,000 switch records a second lost 330,000-930,000 records
+// in each of five recordings with a reader that grew its queue by
+// copying (700 ns a record, the collector's assists included), a loop
+// that copied the queue under the reader's lock and sorted it with
+// slices.SortStableFunc (seconds for 835,000 records); none with the
+// queue in reused chunks and the runs merged (docs/recording.md, "Side
+// records at high switch rates").
 func TestProbeRingsHoldSwitches(t *testing.T) {
 	testutil.RequirePerf(t)
-	const rounds = 40_000 // 160,000 passes
+	const rounds = 250_000 // 1,000,000 passes
 	bin := testutil.BuildC(t, t.TempDir(), "tokenring", tokenRing, "-O1", "-pthread", "-finstrument-functions")
 	res, p := recordCmd(t, Config{Command: []string{bin, strconv.Itoa(rounds)}, Mech: MechHook, NoSampling: true})
 	var out int

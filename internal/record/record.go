@@ -122,8 +122,13 @@ type session struct {
 	sampleType uint64
 	// reader empties the sampling rings (ringreader.go); freed are the
 	// stack buffers of processed samples, to give back to it.
-	reader     ringReader
-	freed      [][]byte
+	reader ringReader
+	freed  [][]byte
+	// spare is the chunks of the reader's previous queue, cleared, which the
+	// next take gives it back (ringReader.take).
+	spare [][]perf.Record
+	// sortBuf is sortByTime's other buffer.
+	sortBuf    []perf.Record
 	warnedFull bool
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
@@ -1001,18 +1006,25 @@ func (s *session) drain(final bool) error {
 	if final {
 		s.reader.stopReading()
 	}
-	var unparsed uint64
-	var derr error
-	s.pending, unparsed, derr = s.reader.take(s.pending, s.freed)
+	taken, unparsed, derr := s.reader.take(s.spare, s.freed)
 	clear(s.freed)
 	s.freed = s.freed[:0]
+	// Copied here, with the reader free to go on.
+	for _, c := range taken {
+		s.pending = append(s.pending, c...)
+		clear(c) // the pending copies own the stack buffers now
+	}
+	s.spare = taken
 	if unparsed > 0 {
 		s.lost(trace.LostUnparsed, unparsed, perf.Now())
 		fmt.Fprintf(s.log, "trueprof: skipped %d malformed kernel records: %v\n", unparsed, derr)
 	}
 	s.warnFull()
 	s.readOtherRings(final)
-	slices.SortStableFunc(s.pending, byTime)
+	s.pending, s.sortBuf = sortByTime(s.pending, s.sortBuf)
+	if cap(s.sortBuf) > maxFreeChunks*chunkRecords {
+		s.sortBuf = nil // a burst's buffer goes back to the collector
+	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	more := s.drainEvents(final) && final
