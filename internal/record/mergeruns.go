@@ -1,48 +1,73 @@
 package record
 
-import "trueprof/internal/perf"
+import (
+	"slices"
 
-// sortByTime orders recs by time, stably, and returns the sorted records
-// and the buffer left over for the next call (scratch, or recs' own).
+	"trueprof/internal/perf"
+)
+
+// sortByTime orders recs by time, stably, in place, where the first
+// sorted of them are in time order already (the records kept from the
+// last drain), and returns scratch, grown as needed, for the next call.
 //
-// The loop's pending records are a few runs already in time order: the
-// records kept from the last drain, then each ring's, then the side
-// rings'. slices.SortStableFunc moved the 272-byte records in place
-// O(n log² n) times: 835,000 records (a burst of 850,000 context
-// switches a second) held the loop for seconds while the rings
-// overflowed. Merging the runs pairwise through scratch copies each
-// record once per halving of the number of runs.
-func sortByTime(recs, scratch []perf.Record) (sorted, spare []perf.Record) {
-	var starts []int // the runs' first indices, and len(recs)
-	for i := range recs {
-		if i == 0 || recs[i].Time < recs[i-1].Time {
+// The records added since are a few runs in time order: each ring's,
+// then the side rings'. slices.SortStableFunc moved the 272-byte records
+// in place O(n log² n) times: 835,000 of them (a burst of 850,000
+// context switches a second) held the loop for seconds while the rings
+// overflowed. Here the new runs are merged pairwise through scratch,
+// each record copied once per halving of their number, and then merged
+// with only those kept records that are later than the first new one:
+// the kept records can be millions while the hooks' events lag behind
+// the kernel's, and sorting them again at every drain copied them all.
+func sortByTime(recs []perf.Record, sorted int, scratch []perf.Record) []perf.Record {
+	tail := recs[sorted:]
+	var starts []int // the new runs' first indices in tail, and len(tail)
+	for i := range tail {
+		if i == 0 || tail[i].Time < tail[i-1].Time {
 			starts = append(starts, i)
 		}
 	}
-	if len(starts) <= 1 {
-		return recs, scratch
+	if len(starts) == 0 {
+		return scratch
 	}
-	starts = append(starts, len(recs))
-	src, dst := recs, slicesGrow(scratch, len(recs))
-	for len(starts) > 2 {
-		next := starts[:0:0]
-		for k := 0; k+1 < len(starts); k += 2 {
-			lo := starts[k]
-			if k+2 >= len(starts) {
-				// An odd run out: copied as it is.
-				copy(dst[lo:], src[lo:])
+	if len(starts) > 1 {
+		starts = append(starts, len(tail))
+		scratch = grow(scratch, len(tail))
+		src, dst := tail, scratch
+		for len(starts) > 2 {
+			next := starts[:0:0]
+			for k := 0; k+1 < len(starts); k += 2 {
+				lo := starts[k]
 				next = append(next, lo)
-				break
+				if k+2 >= len(starts) {
+					// An odd run out: copied as it is.
+					copy(dst[lo:], src[lo:])
+					break
+				}
+				mergeRuns(dst[lo:starts[k+2]], src[lo:starts[k+1]], src[starts[k+1]:starts[k+2]])
 			}
-			mergeRuns(dst[lo:starts[k+2]], src[lo:starts[k+1]], src[starts[k+1]:starts[k+2]])
-			next = append(next, lo)
+			starts = append(next, len(tail))
+			src, dst = dst, src
 		}
-		next = append(next, len(recs))
-		starts = next
-		src, dst = dst, src
+		if &src[0] != &tail[0] {
+			copy(tail, src)
+		}
 	}
-	clear(dst) // the sorted copy owns the records' buffers now
-	return src, dst[:0]
+	// The kept records later than the first new one: with equal times
+	// the kept come first.
+	p, _ := slices.BinarySearchFunc(recs[:sorted], tail[0].Time, func(r perf.Record, t uint64) int {
+		if r.Time <= t {
+			return -1
+		}
+		return 1
+	})
+	if p < sorted {
+		scratch = grow(scratch, len(recs)-p)
+		mergeRuns(scratch, recs[p:sorted], tail)
+		copy(recs[p:], scratch)
+	}
+	clear(scratch) // the copies in recs own the records' buffers
+	return scratch[:0]
 }
 
 // mergeRuns merges the time-ordered a and b into dst, a's records first
@@ -63,8 +88,8 @@ func mergeRuns(dst, a, b []perf.Record) {
 	copy(dst[k:], b[j:])
 }
 
-// slicesGrow returns buf with length n, reallocated when too small.
-func slicesGrow(buf []perf.Record, n int) []perf.Record {
+// grow returns buf with length n, reallocated when too small.
+func grow(buf []perf.Record, n int) []perf.Record {
 	if cap(buf) < n {
 		return make([]perf.Record, n)
 	}

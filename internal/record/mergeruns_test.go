@@ -11,7 +11,8 @@ import (
 
 // TestSortByTime checks the run-merging sort against slices.SortStableFunc
 // on records in runs (as the loop's are), in random order, already sorted
-// and empty, equal times included: same order, the ties' included.
+// and empty, equal times included, with and without a sorted prefix of
+// kept records: same order, the ties' included.
 func TestSortByTime(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	runs := func(sizes ...int) []perf.Record {
@@ -30,14 +31,18 @@ func TestSortByTime(t *testing.T) {
 		random[i].Time = uint64(rng.IntN(100))
 	}
 	for _, tc := range []struct {
-		name string
-		recs []perf.Record
+		name   string
+		recs   []perf.Record
+		sorted int
 	}{
-		{"empty", nil},
-		{"sorted", runs(100)},
-		{"two runs", runs(100, 80)},
-		{"five runs", runs(30, 100, 1, 70, 40)},
-		{"random", random},
+		{"empty", nil, 0},
+		{"sorted", runs(100), 0},
+		{"sorted, kept", runs(100), 60},
+		{"two runs", runs(100, 80), 0},
+		{"five runs", runs(30, 100, 1, 70, 40), 0},
+		{"kept, four runs", runs(30, 100, 1, 70, 40), 30},
+		{"all kept", runs(100), 100},
+		{"random", random, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := range tc.recs {
@@ -45,7 +50,8 @@ func TestSortByTime(t *testing.T) {
 			}
 			want := slices.Clone(tc.recs)
 			slices.SortStableFunc(want, func(a, b perf.Record) int { return cmp.Compare(a.Time, b.Time) })
-			got, spare := sortByTime(tc.recs, make([]perf.Record, 0, 4))
+			got := tc.recs
+			spare := sortByTime(got, tc.sorted, make([]perf.Record, 0, 4))
 			if len(got) != len(want) {
 				t.Fatalf("%d records, want %d", len(got), len(want))
 			}

@@ -1010,6 +1010,7 @@ func (s *session) drain(final bool) error {
 	clear(s.freed)
 	s.freed = s.freed[:0]
 	// Copied here, with the reader free to go on.
+	kept := len(s.pending)
 	for _, c := range taken {
 		s.pending = append(s.pending, c...)
 		clear(c) // the pending copies own the stack buffers now
@@ -1021,7 +1022,7 @@ func (s *session) drain(final bool) error {
 	}
 	s.warnFull()
 	s.readOtherRings(final)
-	s.pending, s.sortBuf = sortByTime(s.pending, s.sortBuf)
+	s.sortBuf = sortByTime(s.pending, kept, s.sortBuf)
 	if cap(s.sortBuf) > maxFreeChunks*chunkRecords {
 		s.sortBuf = nil // a burst's buffer goes back to the collector
 	}
