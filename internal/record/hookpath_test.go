@@ -121,7 +121,7 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 	s := &session{w: w, log: io.Discard, res: resolve.New(w, io.Discard, resolve.Options{}), sources: []eventSource{h}}
 	for more := true; more; {
 		more = s.collectEvents(false)
-		if err := s.merge(0, len(s.pendingEvents)); err != nil {
+		if err := s.merge(0, 0, len(s.pendingEvents)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -122,8 +122,13 @@ type session struct {
 	sampleType uint64
 	// reader empties the sampling rings (ringreader.go); freed are the
 	// stack buffers of processed samples, to give back to it.
-	reader     ringReader
-	freed      [][]byte
+	reader ringReader
+	freed  [][]byte
+	// spare is the chunks of the reader's previous queue, cleared, which the
+	// next take gives it back (ringReader.take).
+	spare [][]perf.Record
+	// sortBuf is sortByTime's other buffer.
+	sortBuf    []perf.Record
 	warnedFull bool
 	// threads, irq and counters follow the target's threads, their
 	// interrupts and their per-thread counters (threads.go, irq.go,
@@ -1001,18 +1006,26 @@ func (s *session) drain(final bool) error {
 	if final {
 		s.reader.stopReading()
 	}
-	var unparsed uint64
-	var derr error
-	s.pending, unparsed, derr = s.reader.take(s.pending, s.freed)
+	taken, unparsed, derr := s.reader.take(s.spare, s.freed)
 	clear(s.freed)
 	s.freed = s.freed[:0]
+	// Copied here, with the reader free to go on.
+	kept := len(s.pending)
+	for _, c := range taken {
+		s.pending = append(s.pending, c...)
+		clear(c) // the pending copies own the stack buffers now
+	}
+	s.spare = taken
 	if unparsed > 0 {
 		s.lost(trace.LostUnparsed, unparsed, perf.Now())
 		fmt.Fprintf(s.log, "trueprof: skipped %d malformed kernel records: %v\n", unparsed, derr)
 	}
 	s.warnFull()
 	s.readOtherRings(final)
-	slices.SortStableFunc(s.pending, byTime)
+	s.sortBuf = sortByTime(s.pending, kept, s.sortBuf)
+	if cap(s.sortBuf) > maxFreeChunks*chunkRecords {
+		s.sortBuf = nil // a burst's buffer goes back to the collector
+	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	more := s.drainEvents(final) && final
@@ -1022,6 +1035,12 @@ func (s *session) drain(final bool) error {
 	if err := s.writePauses(final); err != nil {
 		return err
 	}
+	// done counts the kernel records processed: the final drain's
+	// passes go on from there, and the rest is moved to the buffer's
+	// start once, not after every pass (moving 1.7 million records of
+	// 272 bytes after each of a backlog's 120 slabs made the final drain
+	// of the switch test take 6.4-7.7 s).
+	done := 0
 	for {
 		n, m := len(s.pending), len(s.pendingEvents)
 		switch {
@@ -1034,16 +1053,19 @@ func (s *session) drain(final bool) error {
 			// these events now, the rest with the next slabs.
 			n = before(s.pending, s.pendingEvents[m-1].time+1)
 		case more:
-			n = 0
+			n = done
 		}
-		if err := s.merge(n, m); err != nil {
+		n = max(n, done)
+		if err := s.merge(done, n, m); err != nil {
 			return err
 		}
+		done = n
 		if !more {
 			break
 		}
 		more = s.collectEvents(false)
 	}
+	s.pending = keepRest(s.pending, done, pendingKeep)
 	if final {
 		s.unreportedLoss()
 	}
@@ -1074,10 +1096,11 @@ func beforeEvent(evs []instrEvent, t uint64) int {
 	return n
 }
 
-// merge processes the first n kernel records and the first m events in
-// time order and keeps the rest for the next drain.
-func (s *session) merge(n, m int) error {
-	i, j := 0, 0
+// merge processes the kernel records s.pending[from:to] and the first m
+// events in time order, and keeps the rest of the events for the next
+// drain; the caller moves the kernel records left.
+func (s *session) merge(from, to, m int) error {
+	i, j, n := from, 0, to
 	for i < n || j < m {
 		if (i+j)%tickCheck == tickCheck-1 {
 			if err := s.tick(); err != nil {
@@ -1101,7 +1124,6 @@ func (s *session) merge(n, m int) error {
 		}
 		j++
 	}
-	s.pending = keepRest(s.pending, n, pendingKeep)
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
 	s.pendingEvents = keepRest(s.pendingEvents, m, eventsKeep)

@@ -14,13 +14,17 @@ func TestRingReaderCountsHeldBuffers(t *testing.T) {
 	const buf = 64 << 10
 	rr := &ringReader{stackBytes: buf}
 	n := queueLimit / buf
+	var chunk []perf.Record
 	for range n {
-		rr.queue = append(rr.queue, perf.Record{UserStack: make([]byte, 0, buf)})
+		chunk = append(chunk, perf.Record{UserStack: make([]byte, 0, buf)})
+		rr.queuedStacks += buf
 	}
-	got, _, _ := rr.take(nil, nil)
-	if len(got) != n {
-		t.Fatalf("took %d records, want %d", len(got), n)
+	rr.queue = [][]perf.Record{chunk}
+	taken, _, _ := rr.take(nil, nil)
+	if len(taken) != 1 || len(taken[0]) != n {
+		t.Fatalf("took %d chunks, want 1 of %d records", len(taken), n)
 	}
+	got := taken[0]
 	if rr.held != queueLimit {
 		t.Fatalf("held = %d bytes after taking %d buffers of %d, want %d", rr.held, n, buf, queueLimit)
 	}
@@ -39,6 +43,27 @@ func TestRingReaderCountsHeldBuffers(t *testing.T) {
 	}
 	if rr.readLocked(); rr.fullPasses() != 0 {
 		t.Fatal("reader stayed full after the loop gave half its buffers back")
+	}
+}
+
+// TestRingReaderTakeSwaps: take hands the queue's chunks over as they
+// are and keeps the spare ones for the next records, so that the lock is
+// held for no copy of the records (which, at 850,000 switch records a
+// second, stalled the reader while the rings overflowed).
+func TestRingReaderTakeSwaps(t *testing.T) {
+	rr := &ringReader{}
+	chunk := make([]perf.Record, 3, chunkRecords)
+	rr.queue = [][]perf.Record{chunk}
+	spare := make([]perf.Record, 0, chunkRecords)
+	got, _, _ := rr.take([][]perf.Record{spare}, nil)
+	if len(got) != 1 || len(got[0]) != 3 || &got[0][0] != &chunk[0] {
+		t.Errorf("take returned %d chunks, not the queue's one of 3 records as it is", len(got))
+	}
+	if len(rr.queue) != 0 {
+		t.Errorf("reader's queue after take: %d chunks, want none", len(rr.queue))
+	}
+	if c := rr.chunk(); cap(c) != chunkRecords || &c[:1][0] != &spare[:1][0] {
+		t.Errorf("next chunk: cap %d, want the spare one given back", cap(c))
 	}
 }
 
