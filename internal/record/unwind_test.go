@@ -58,31 +58,40 @@ func unwindFixtures(t *testing.T) map[string]unwindFixture {
 	return fixtures
 }
 
-// childrenShares returns the share of comm's samples whose stack holds
-// each function, as perf report --children --no-inline counts them, by
-// testutil.PerfName. Inlined frames are left out: where each tool puts inlined
-// code is symbolization, not unwinding.
+// childrenShares returns the share of comm's sampled time (the samples'
+// periods) whose stack holds each function, as perf report --children
+// --no-inline weighs them, by testutil.PerfName, and the number of
+// samples. With -F both tools' periods adapt to the rate of the event,
+// so under load a sample stands for more time in one phase of the
+// program than in another: counted instead of weighed, the shares of a
+// CI run at load stood 4-9 points from perf's, all one way (Rust's
+// format and from_iter up, its recursion down). Inlined frames are left
+// out: where each tool puts inlined code is symbolization, not
+// unwinding.
 func childrenShares(p *model.Profile, comm string) (shares map[string]float64, samples int) {
-	counts := map[string]float64{}
+	weights := map[string]float64{}
 	seen := map[string]bool{}
+	var total float64
 	for _, s := range p.Samples {
 		if pr := p.Process(s.PID); pr == nil || pr.Name != comm {
 			continue
 		}
 		samples++
+		w := float64(max(s.Period, 1))
+		total += w
 		clear(seen)
 		for _, l := range p.Stack(s.Stack, nil) {
 			fr := p.Locations[l].Frames
 			seen[testutil.PerfName(fr[len(fr)-1].Function)] = true
 		}
 		for fn := range seen {
-			counts[fn]++
+			weights[fn] += w
 		}
 	}
-	for fn := range counts {
-		counts[fn] *= 100 / float64(max(samples, 1))
+	for fn := range weights {
+		weights[fn] *= 100 / max(total, 1)
 	}
-	return counts, samples
+	return weights, samples
 }
 
 // TestUnwindCorpus records programs built without frame pointers, each
