@@ -61,13 +61,10 @@ func unwindFixtures(t *testing.T) map[string]unwindFixture {
 // childrenShares returns the share of comm's sampled time (the samples'
 // periods) whose stack holds each function, as perf report --children
 // --no-inline weighs them, by testutil.PerfName, and the number of
-// samples. With -F both tools' periods adapt to the rate of the event,
-// so under load a sample stands for more time in one phase of the
-// program than in another: counted instead of weighed, the shares of a
-// CI run at load stood 4-9 points from perf's, all one way (Rust's
-// format and from_iter up, its recursion down). Inlined frames are left
-// out: where each tool puts inlined code is symbolization, not
-// unwinding.
+// samples. The cpu-clock periods of both tools are fixed (1/F), so this
+// weighs as a count does; an event whose period adapts to its rate
+// would not. Inlined frames are left out: where each tool puts inlined
+// code is symbolization, not unwinding.
 func childrenShares(p *model.Profile, comm string) (shares map[string]float64, samples int) {
 	weights := map[string]float64{}
 	seen := map[string]bool{}
