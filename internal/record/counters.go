@@ -112,7 +112,7 @@ func (s *session) openCounters(pid, tid, cpu int, kernel, launched bool) {
 			var err error
 			if c.tc, err = s.threadCounts(); err != nil {
 				fmt.Fprintf(s.log, "trueprof: per-thread counters write a ring record per page fault and migration: %v\n", err)
-			} else if err = c.tc.Track(pid, launched); err != nil {
+			} else if err = s.trackCounts(pid, launched); err != nil {
 				c.tc.Close()
 				c.tc, c.off = nil, true
 				fmt.Fprintf(s.log, "trueprof: per-thread counters not recorded: %v\n", err)
@@ -142,6 +142,18 @@ func (s *session) openCounters(pid, tid, cpu int, kernel, launched bool) {
 		}
 	}
 	c.on = true
+}
+
+// trackCounts starts the in-kernel counting of process pid; a launched
+// target's from its next exec, once the wrapper's own exec is complete
+// (target.running): that exec's tracepoint must not take the base.
+func (s *session) trackCounts(pid int, launched bool) error {
+	if launched {
+		if err := s.tgt.running(); err != nil {
+			return err
+		}
+	}
+	return s.counters.tc.Track(pid, launched)
 }
 
 // threadCountsOpening is perf.NewThreadCounts running on a goroutine of

@@ -43,10 +43,17 @@ func RunWrapper() {
 		return
 	}
 	os.Unsetenv(wrapperEnv)
-	// The recorder writes one byte to fd 3 when the events are open, or
-	// closes it without writing when it gave up.
+	// Fd 3 is a socket to the recorder. This process runs, so its exec
+	// from the recorder is complete, also for the kernel's exec
+	// tracepoint: one byte tells the recorder (target.running). The
+	// recorder writes one byte when the events are open, or closes it
+	// without writing when it gave up.
 	go1 := os.NewFile(3, "trueprof-go")
 	var b [1]byte
+	// A recorder that never waits for it (no in-kernel counting) may
+	// have released this process and closed its end already: the write
+	// fails then, and the read below decides.
+	_, _ = go1.Write(b[:])
 	if n, _ := go1.Read(b[:]); n != 1 {
 		os.Exit(127)
 	}
@@ -59,7 +66,8 @@ func RunWrapper() {
 // target is a launched command, stopped in the wrapper until release.
 type target struct {
 	cmd  *exec.Cmd
-	gate *os.File // write end of the wrapper's pipe
+	gate *os.File // the recorder's end of the wrapper's socket
+	ran  bool     // running returned
 	done chan struct{}
 	err  error // cmd.Wait's result, valid after done is closed
 }
@@ -88,10 +96,12 @@ func launch(argv []string, o launchOptions) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding trueprof's own executable for the exec wrapper: %w", err)
 	}
-	r, w, err := os.Pipe()
+	// A socket, not a pipe: the wrapper says on it that it runs.
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the exec wrapper's socket: %w", err)
 	}
+	r, w := os.NewFile(uintptr(fds[0]), "trueprof-wrapper"), os.NewFile(uintptr(fds[1]), "trueprof-gate")
 	cmd := exec.Command(self, argv...)
 	cmd.Env = append(append(os.Environ(), o.env...), wrapperEnv+"="+path)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -126,6 +136,25 @@ func absPath(p string) (string, error) {
 
 // pid is the target's process id (the wrapper's, which exec keeps).
 func (t *target) pid() int { return t.cmd.Process.Pid }
+
+// running waits until the wrapper runs trueprof's code. cmd.Start
+// returns once the wrapper's exec closed its close-on-exec descriptors,
+// before the exec is complete: the kernel's exec tracepoint, where the
+// in-kernel counters take a launched target's base (perf.ThreadCounts
+// Track with atExec), may fire later, and when it fired after Track, the
+// base was taken at this exec instead of the target's and the wrapper's
+// ~600 page faults were counted as the target main thread's.
+func (t *target) running() error {
+	if t.ran {
+		return nil
+	}
+	var b [1]byte
+	if n, err := t.gate.Read(b[:]); n != 1 {
+		return fmt.Errorf("the exec wrapper ended before it ran: %v", err)
+	}
+	t.ran = true
+	return nil
+}
 
 // release lets the wrapper exec the target.
 func (t *target) release() error {
