@@ -109,7 +109,7 @@ var corpus = []program{
 	}},
 	{name: "xz", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		data := filepath.Join(dir, "words.txt")
-		if err := os.WriteFile(data, words(5<<20), 0o644); err != nil {
+		if err := os.WriteFile(data, words(7<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return []string{testutil.RequireFile(t, "/usr/bin/xz", "xz-utils"), "-T1", "-6", "-c", data}
