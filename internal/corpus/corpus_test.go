@@ -270,6 +270,15 @@ func TestCorpus(t *testing.T) {
 					logf(t, "%s: not compared: in perf's run its code shared addresses with other code, which perf report cannot tell apart", r.key)
 					continue
 				}
+				if p.jit && r.key == jvmInterpreter {
+					// The two JVMs run at once, not one execution: how long
+					// each interprets before its compiler threads catch
+					// up is scheduling, not naming (a CI run at load:
+					// trueprof's 4.93% against perf's 1.80%, while every
+					// compiled method agreed within 0.93 points).
+					logf(t, "%s: not compared: the two runs' warm-up differs", r.key)
+					continue
+				}
 				if d := math.Abs(r.ours - r.perf); d > maxDiff {
 					t.Errorf("%s: trueprof %.2f%%, perf %.2f%%: %.2f points apart (limit %.0f)", r.key, r.ours, r.perf, d, maxDiff)
 				}
@@ -281,6 +290,10 @@ func TestCorpus(t *testing.T) {
 		})
 	}
 }
+
+// jvmInterpreter is the comparison key of HotSpot's template
+// interpreter, as its perf map names it.
+const jvmInterpreter = "Interpreter"
 
 // perfMapReuse returns the comparison keys of the functions whose code,
 // in perf's run, shared addresses with other code: a JIT runtime frees
