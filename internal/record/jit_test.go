@@ -142,8 +142,14 @@ func TestJitPerfMap(t *testing.T) {
 	testutil.RequirePerf(t)
 	p, _ := recordPerfMap(t, "perfmap", "-1", jitSeconds)
 
-	named, chained := 0, 0
+	// The share is of the samples taken in user mode: under load the
+	// kernel's return-to-user and switch paths take a fifth of them (a
+	// CI run: 164 of 709), which says nothing of naming JIT code.
+	named, chained, user := 0, 0, 0
 	for _, s := range p.Samples {
+		if !s.Kernel {
+			user++
+		}
 		mod, fn := leafLocation(p, s)
 		if fn != "jit_hot_loop" {
 			continue
@@ -157,8 +163,8 @@ func TestJitPerfMap(t *testing.T) {
 		}
 	}
 	t.Logf("%d samples: %s", len(p.Samples), jitSummary(p))
-	if frac := float64(named) / float64(len(p.Samples)); frac < 0.8 {
-		t.Errorf("%d of %d samples (%.0f%%) in jit_hot_loop, want most of them", named, len(p.Samples), 100*frac)
+	if frac := float64(named) / float64(max(user, 1)); frac < 0.8 {
+		t.Errorf("%d of %d user-mode samples (%.0f%%) in jit_hot_loop, want most of them", named, user, 100*frac)
 	}
 	if named > 0 && float64(chained) < 0.9*float64(named) {
 		t.Errorf("only %d of %d jit_hot_loop samples have the stack jit_hot_loop;run;main", chained, named)

@@ -100,106 +100,128 @@ func TestUnwindCorpus(t *testing.T) {
 	testutil.RequirePerf(t)
 	perfBin := testutil.RequireCommand(t, "perf")
 	for name, fx := range unwindFixtures(t) {
-		argv := fx.argv
 		t.Run(name, func(t *testing.T) {
-			data := filepath.Join(t.TempDir(), "perf.data")
-			cmdline := append([]string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data, "--"}, argv...)
-			res, p := recordCmd(t, Config{Command: cmdline, Stdout: testWriter{t}})
-			if res.ExitCode != 0 || res.Lost != 0 || p.Lost != (model.LostCounts{}) {
-				t.Fatalf("result %+v, lost %+v", res, p.Lost)
+			// A share comparison that fails is run again once, on a new
+			// execution: each fails by chance more often than the bar's
+			// four standard deviations say (CI runs at load: 8.78 and
+			// 9.22 points against bars of 7.9 and 8.1, one trueprof
+			// above perf, one below, in 2 of 6 runs), while an unwinding
+			// defect fails both. Completeness is asserted every time.
+			fails := unwindCorpusRun(t, perfBin, fx)
+			if len(fails) > 0 {
+				t.Logf("shares apart, recording again: %s", strings.Join(fails, "; "))
+				fails = unwindCorpusRun(t, perfBin, fx)
 			}
-			comm := filepath.Base(argv[0])
-			var total, truncated int
-			by := map[trace.UnwindReason]int{}
-			for _, s := range p.Samples {
-				if pr := p.Process(s.PID); pr == nil || pr.Name != comm {
-					continue
-				}
-				total++
-				if s.Truncated {
-					truncated++
-					by[s.Unwind]++
-				}
-			}
-			complete := 100 * float64(total-truncated) / float64(max(total, 1))
-			t.Logf("%s: %d samples, %.2f%% complete, truncated by %v; recorder CPU %v", comm, total, complete, by, res.RecorderCPU)
-			if total < 500 || complete < 99 {
-				t.Errorf("%d samples, %.2f%% with complete stacks, want at least 99%%", total, complete)
-			}
-
-			// The program's own functions: library functions differ in
-			// name between the tools (aliases such as memcpy/memmove,
-			// inlined frames from debug files perf finds), which is
-			// naming, not unwinding.
-			// Every sample in the innermost function of the known chain
-			// shows the whole chain.
-			var inner, whole int
-			for _, s := range p.Samples {
-				var names []string
-				for _, fn := range stackNames(p, s) {
-					names = append(names, testutil.PerfName(fn))
-				}
-				i := slices.Index(names, fx.chain[0])
-				if i < 0 {
-					continue
-				}
-				inner++
-				if len(names)-i >= len(fx.chain) && slices.Equal(names[i:i+len(fx.chain)], fx.chain) {
-					whole++
-				}
-			}
-			t.Logf("%d of %d samples in %s show the chain %v", whole, inner, fx.chain[0], fx.chain)
-			if inner < 50 || float64(whole) < 0.99*float64(inner) {
-				t.Errorf("%d of %d samples in %s show the chain %v", whole, inner, fx.chain[0], fx.chain)
-			}
-
-			got, n := childrenShares(p, comm)
-			want, err := testutil.PerfChildren(perfBin, data, comm, comm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fns := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
-				return cmp.Or(cmp.Compare(want[b], want[a]), strings.Compare(a, b))
-			})
-			// The top 10 are entry frames near 100% in both programs; the
-			// next 10 (under 95%, from 1%) are where the work is.
-			i := slices.IndexFunc(fns, func(fn string) bool { return want[fn] < 95 })
-			if i < 0 || max(i, 10)+3 > len(fns) {
-				t.Fatalf("perf names only %d functions of %s: %v", len(fns), comm, want)
-			}
-			i = max(i, 10)
-			j := i
-			for j < min(i+10, len(fns)) && want[fns[j]] >= 1 {
-				j++
-			}
-			for _, fn := range append(fns[:10:10], fns[i:j]...) {
-				if strings.HasSuffix(fn, "@plt") {
-					// perf names PLT entries, trueprof leaves them
-					// module+offset: naming, not unwinding.
-					t.Logf("perf %6.2f%%, trueprof unnamed: %s", want[fn], fn)
-					continue
-				}
-				// The two tools take their samples apart (two timers over
-				// one execution), so a share near 25% of 800 samples
-				// differs by 2 points (one standard deviation) by chance
-				// alone: the bar is 2 points or 4 standard deviations of
-				// the difference of two such estimates, whichever is
-				// larger. Near 100% (the entry frames) it is 2 points.
-				// Four, not three: each program compares up to ten shares
-				// away from 100%, and at 3 sigma one of ten passes its bar
-				// by chance in about 3% of runs (a CI run on a quiet
-				// machine: 6.03 points against 5.9 for 1,212 samples at
-				// 39-45%, within 0.9 points in the next three runs).
-				q := want[fn] / 100
-				bar := max(2, 400*math.Sqrt(2*q*(1-q)/float64(n)))
-				d := math.Abs(got[fn] - want[fn])
-				t.Logf("perf %6.2f%%, trueprof %6.2f%% (bar %.1f): %s", want[fn], got[fn], bar, fn)
-				if d > bar {
-					t.Errorf("%s: trueprof %.2f%%, perf --children %.2f%% (%.2f points apart, over %.1f)", fn, got[fn], want[fn], d, bar)
-				}
+			for _, f := range fails {
+				t.Error(f)
 			}
 		})
 	}
+}
+
+// unwindCorpusRun records fx under perf and trueprof at once, asserts
+// the completeness of trueprof's stacks, and returns the inclusive
+// shares that stand further from perf's than their bars.
+func unwindCorpusRun(t *testing.T, perfBin string, fx unwindFixture) (fails []string) {
+	t.Helper()
+	argv := fx.argv
+	data := filepath.Join(t.TempDir(), "perf.data")
+	cmdline := append([]string{perfBin, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf", "-o", data, "--"}, argv...)
+	res, p := recordCmd(t, Config{Command: cmdline, Stdout: testWriter{t}})
+	if res.ExitCode != 0 || res.Lost != 0 || p.Lost != (model.LostCounts{}) {
+		t.Fatalf("result %+v, lost %+v", res, p.Lost)
+	}
+	comm := filepath.Base(argv[0])
+	var total, truncated int
+	by := map[trace.UnwindReason]int{}
+	for _, s := range p.Samples {
+		if pr := p.Process(s.PID); pr == nil || pr.Name != comm {
+			continue
+		}
+		total++
+		if s.Truncated {
+			truncated++
+			by[s.Unwind]++
+		}
+	}
+	complete := 100 * float64(total-truncated) / float64(max(total, 1))
+	t.Logf("%s: %d samples, %.2f%% complete, truncated by %v; recorder CPU %v", comm, total, complete, by, res.RecorderCPU)
+	if total < 500 || complete < 99 {
+		t.Errorf("%d samples, %.2f%% with complete stacks, want at least 99%%", total, complete)
+	}
+
+	// The program's own functions: library functions differ in
+	// name between the tools (aliases such as memcpy/memmove,
+	// inlined frames from debug files perf finds), which is
+	// naming, not unwinding.
+	// Every sample in the innermost function of the known chain
+	// shows the whole chain.
+	var inner, whole int
+	for _, s := range p.Samples {
+		var names []string
+		for _, fn := range stackNames(p, s) {
+			names = append(names, testutil.PerfName(fn))
+		}
+		i := slices.Index(names, fx.chain[0])
+		if i < 0 {
+			continue
+		}
+		inner++
+		if len(names)-i >= len(fx.chain) && slices.Equal(names[i:i+len(fx.chain)], fx.chain) {
+			whole++
+		}
+	}
+	t.Logf("%d of %d samples in %s show the chain %v", whole, inner, fx.chain[0], fx.chain)
+	if inner < 50 || float64(whole) < 0.99*float64(inner) {
+		t.Errorf("%d of %d samples in %s show the chain %v", whole, inner, fx.chain[0], fx.chain)
+	}
+
+	got, n := childrenShares(p, comm)
+	want, err := testutil.PerfChildren(perfBin, data, comm, comm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
+		return cmp.Or(cmp.Compare(want[b], want[a]), strings.Compare(a, b))
+	})
+	// The top 10 are entry frames near 100% in both programs; the
+	// next 10 (under 95%, from 1%) are where the work is.
+	i := slices.IndexFunc(fns, func(fn string) bool { return want[fn] < 95 })
+	if i < 0 || max(i, 10)+3 > len(fns) {
+		t.Fatalf("perf names only %d functions of %s: %v", len(fns), comm, want)
+	}
+	i = max(i, 10)
+	j := i
+	for j < min(i+10, len(fns)) && want[fns[j]] >= 1 {
+		j++
+	}
+	for _, fn := range append(fns[:10:10], fns[i:j]...) {
+		if strings.HasSuffix(fn, "@plt") {
+			// perf names PLT entries, trueprof leaves them
+			// module+offset: naming, not unwinding.
+			t.Logf("perf %6.2f%%, trueprof unnamed: %s", want[fn], fn)
+			continue
+		}
+		// The two tools take their samples apart (two timers over
+		// one execution), so a share near 25% of 800 samples
+		// differs by 2 points (one standard deviation) by chance
+		// alone: the bar is 2 points or 4 standard deviations of
+		// the difference of two such estimates, whichever is
+		// larger. Near 100% (the entry frames) it is 2 points.
+		// Four, not three: each program compares up to ten shares
+		// away from 100%, and at 3 sigma one of ten passes its bar
+		// by chance in about 3% of runs (a CI run on a quiet
+		// machine: 6.03 points against 5.9 for 1,212 samples at
+		// 39-45%, within 0.9 points in the next three runs).
+		q := want[fn] / 100
+		bar := max(2, 400*math.Sqrt(2*q*(1-q)/float64(n)))
+		d := math.Abs(got[fn] - want[fn])
+		t.Logf("perf %6.2f%%, trueprof %6.2f%% (bar %.1f): %s", want[fn], got[fn], bar, fn)
+		if d > bar {
+			fails = append(fails, fmt.Sprintf("%s: trueprof %.2f%%, perf --children %.2f%% (%.2f points apart, over %.1f)", fn, got[fn], want[fn], d, bar))
+		}
+	}
+	return fails
 }
 
 // buildUnwindC builds testdata/unwind/NAME.c with gcc -O2, as
