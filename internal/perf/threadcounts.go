@@ -208,7 +208,7 @@ func cachedTaskOffsets() (taskOffsets, error) {
 	for i, f := range fields(&off) {
 		e.Offsets[i] = *f
 	}
-	if b, err := json.Marshal(e); err == nil && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+	if b, err := json.Marshal(e); err == nil {
 		// A concurrent reader sees the old entry or the new one. A
 		// failed write costs the next run a reading of the BTF.
 		_ = cachefile.Write(path, b, 0o600)

@@ -83,7 +83,7 @@ const irqFilter = "common_pid != 0"
 // which a previous recording's teardown holds for 35-44 ms per
 // tracepoint in a VM (closeEventFDs), so recordings started one after
 // another waited 40-120 ms here before their target could start. The
-// goroutine first waits for such teardowns to end (waitTeardowns), and
+// goroutine first waits for such teardowns to end (WaitTeardowns), and
 // only then opens.
 type irqOpening struct {
 	done chan struct{}
@@ -128,7 +128,7 @@ func (s *session) startIRQ() {
 // stopOpening stops the opening and returns what it opened, to close
 // with the session's other events. It waits for a tracepoint being
 // opened, never for the teardowns the opening waits for before
-// (waitTeardowns): that goroutine is left to return, opening nothing.
+// (WaitTeardowns): that goroutine is left to return, opening nothing.
 func (o *irqOpening) stopOpening() []event {
 	o.mu.Lock()
 	close(o.stop)

@@ -1,8 +1,6 @@
 package record
 
 import (
-	"slices"
-
 	"trueprof/internal/perf"
 )
 
@@ -55,12 +53,7 @@ func sortByTime(recs []perf.Record, sorted int, scratch []perf.Record) []perf.Re
 	}
 	// The kept records later than the first new one: with equal times
 	// the kept come first.
-	p, _ := slices.BinarySearchFunc(recs[:sorted], tail[0].Time, func(r perf.Record, t uint64) int {
-		if r.Time <= t {
-			return -1
-		}
-		return 1
-	})
+	p := before(recs[:sorted], tail[0].Time+1)
 	if p < sorted {
 		scratch = grow(scratch, len(recs)-p)
 		mergeRuns(scratch, recs[p:sorted], tail)

@@ -234,6 +234,9 @@ func nextPow2(n int) int {
 // are written behind Write's back: the error shows at a later call, at
 // the latest at Close).
 func (w *Writer) Write(r Record) error {
+	if e, ok := r.(*Event); ok && e != nil {
+		return w.WriteEvent(e)
+	}
 	if err := w.check(); err != nil {
 		return err
 	}
@@ -251,12 +254,8 @@ func (w *Writer) Write(r Record) error {
 				return err
 			}
 		}
-	case *Event:
-		if r != nil {
-			return w.WriteEvent(r)
-		}
 	case *Exit:
-		if w.opt.Mode == ModeWrap && r != nil {
+		if w.wrap && r != nil {
 			// The thread's chunk ends with it; a thread that reuses
 			// its id is another incarnation.
 			if c := w.threads[[2]uint32{r.PID, r.TID}]; c != nil {
@@ -264,7 +263,7 @@ func (w *Writer) Write(r Record) error {
 			}
 		}
 	case *End:
-		if w.opt.Mode == ModeWrap && r != nil {
+		if w.wrap && r != nil {
 			w.ends = append(w.ends, *r)
 			w.count(false)
 			return nil
@@ -520,7 +519,7 @@ func (w *Writer) close() error {
 		}
 		w.stats.Records++
 	}
-	if w.opt.Mode == ModeWrap {
+	if w.wrap {
 		w.sealThreads()
 		w.flushMain()
 		w.p.sync()
@@ -602,7 +601,7 @@ func (w *Writer) Snapshot(dst io.Writer, src io.ReaderAt, end End, reason string
 		return 0, err
 	}
 	w.flushMain()
-	if w.opt.Mode == ModeWrap {
+	if w.wrap {
 		w.sealThreads()
 	}
 	// From here to the return the pipeline's goroutine is idle: its
