@@ -116,6 +116,10 @@ func NewLive(p *model.Profile, o Options, switches bool) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Aggregated recordings get no preemption cost (docs/calibration.md):
+	// gathering its intervals at every event would be work in the
+	// recorder's hot path that nothing reads.
+	a.switchCost = false
 	l := &Live{a: a, p: p, ids: map[Func]FuncID{}, trees: map[*thread]*liveTree{}, pruned: -1}
 	for id, f := range a.t.funcs {
 		l.ids[f] = FuncID(id)
@@ -153,6 +157,7 @@ func (l *Live) FollowGoroutines() error {
 	if err != nil {
 		return err
 	}
+	g.switchCost = false // as in NewLive
 	g.t, g.rootLocs = l.a.t, l.a.rootLocs
 	l.g = g
 	return nil
@@ -394,10 +399,10 @@ func (l *Live) Reset(now uint64, w TreeWriter) error {
 	for _, th := range l.threads() {
 		for i := range th.nodes {
 			n := &th.nodes[i]
-			n.calls, n.closed, n.base, n.min, n.max = 0, 0, Metrics{}, 0, 0
+			n.calls, n.closed, n.base, n.min, n.max, n.minCPU, n.maxCPU = 0, 0, Metrics{}, 0, 0, 0, 0
 		}
 		for i := range th.stack {
-			th.stack[i].self = 0
+			th.stack[i].self, th.stack[i].selfCPU = 0, 0
 		}
 		th.events, th.repairs = 0, Repairs{}
 		if lt := l.trees[th]; lt != nil {
