@@ -331,7 +331,8 @@ type Result struct {
 	// SwitchCost is what a context switch cost the threads on CPU,
 	// measured in the recording and removed from their calibrated CPU
 	// time; nil when not calibrating, without context switches or with
-	// too few switched intervals to measure it.
+	// too few switched intervals to measure it, and for trees built live
+	// (aggregated recordings).
 	SwitchCost *SwitchCost `json:"switch_cost,omitempty"`
 
 	Total Metrics `json:"total"` // sum of every thread's root cum

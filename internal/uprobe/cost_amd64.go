@@ -152,14 +152,15 @@ func SiteCosts() (trace.SiteCosts, error) {
 	if hits != want {
 		return trace.SiteCosts{}, fmt.Errorf("uprobe: cost measurement saw %d probe hits, want %d", hits, want)
 	}
+	emulated := max(best[push]-best[plain], 0)
 	return trace.SiteCosts{
-		EntryEmulated: max(best[push]-best[plain], 0),
+		EntryEmulated: emulated,
 		EntryStepped:  max(best[mov]-best[plain], 0),
 		ExitReturn:    max(best[pushRet]-best[push], 0),
 		ExitRetInsn:   max(best[movRet]-best[plain], 0),
 		// An exit where a call returns is a hit on an emulated
 		// instruction, as the push's: its split around the timestamp
 		// is the in-run calibration's to measure.
-		ExitCallSite: max(best[push]-best[plain], 0),
+		ExitCallSite: emulated,
 	}, nil
 }

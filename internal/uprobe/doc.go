@@ -8,8 +8,8 @@
 //   - The entry probe goes on an instruction the kernel emulates when one
 //     runs exactly once per call near the start: the push %rbp after Go's
 //     stack-growth check, or after a C function's endbr64. Emulated hits
-//     cost about 0.6 µs here; single-stepped ones (endbr64, mov, ret, a
-//     frameless leaf's first instruction) about 11 µs. Site.Emulated says
+//     cost about 0.45 µs here; single-stepped ones (endbr64, mov, ret, a
+//     frameless leaf's first instruction) about 13.5 µs. Site.Emulated says
 //     which, and SiteCosts measures both on the running machine.
 //   - A C, C++ or Rust function whose entry instruction would be
 //     single-stepped is probed at its callers (Site.Calls) when every call

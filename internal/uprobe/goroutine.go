@@ -65,7 +65,8 @@ const (
 const ptRegsRAX = 80
 
 // AttachGoroutines probes the scheduler of the Go executable at path in
-// process pid (launched: stopped before exec, as for Attach) to report
+// process pid (running, or stopped in the exec wrapper before its exec
+// of path, as for Attach) to report
 // every goroutine switch. layout comes from symbolize.ReadGoLayout on the
 // same file. It fails, having placed nothing, if the executable has no
 // runtime.execute whose first argument a probe can read.
