@@ -25,22 +25,40 @@ import (
 // user can write (a planted /tmp path) is refused.
 func Dir() (string, error) {
 	base, err := os.UserCacheDir()
+	private := []string{}
 	if err != nil {
+		// Its parent is the shared temporary directory: the base must be
+		// ours too, or its owner could swap our directory for theirs.
 		base = filepath.Join(os.TempDir(), fmt.Sprintf("trueprof-cache-%d", os.Geteuid()))
+		if err := os.Mkdir(base, 0o700); err != nil && !os.IsExist(err) {
+			return "", fmt.Errorf("trueprof's cache directory: %w", err)
+		}
+		private = append(private, base)
 	}
 	dir := filepath.Join(base, "trueprof")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("trueprof's cache directory: %w", err)
 	}
-	fi, err := os.Lstat(dir)
+	for _, d := range append(private, dir) {
+		if err := ownDir(d); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// ownDir checks that d is a directory (not a link) owned by this user
+// and writable by no one else.
+func ownDir(d string) error {
+	fi, err := os.Lstat(d)
 	if err != nil {
-		return "", fmt.Errorf("trueprof's cache directory: %w", err)
+		return fmt.Errorf("trueprof's cache directory: %w", err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || !ok || int(st.Uid) != os.Geteuid() {
-		return "", fmt.Errorf("trueprof's cache directory %s: not a directory owned by this user and writable only by it", dir)
+		return fmt.Errorf("trueprof's cache directory %s: not a directory owned by this user and writable only by it", d)
 	}
-	return dir, nil
+	return nil
 }
 
 // Write replaces the file at path with data, with permissions perm: it

@@ -59,3 +59,27 @@ func TestDirRefusesSharedDirectory(t *testing.T) {
 		t.Error("a cache directory writable by everyone was accepted")
 	}
 }
+
+// TestDirRefusesSharedFallback: without a home or XDG_CACHE_HOME the
+// directory is made under the temporary directory, whose per-user base
+// another user may have planted: it is refused.
+func TestDirRefusesSharedFallback(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Dir(dir)
+	if filepath.Dir(base) != tmp {
+		t.Fatalf("Dir() = %s, want one under %s", dir, tmp)
+	}
+	if err := os.Chmod(base, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dir(); err == nil {
+		t.Error("a fallback base writable by everyone was accepted")
+	}
+}
