@@ -68,11 +68,7 @@ func (l *loader) read(tr *trace.Reader) {
 			break
 		}
 		l.damaged = tr.Damaged()
-		err = l.add(rec)
-		if e, ok := rec.(*trace.Event); ok && err == nil {
-			l.skim(tr, e)
-		}
-		if err != nil {
+		if err := l.add(rec); err != nil {
 			if l.damaged {
 				// Its definition was lost in the damage: keep the rest.
 				l.p.Inconsistent++
@@ -86,6 +82,9 @@ func (l *loader) read(tr *trace.Reader) {
 			break
 		}
 		l.records++
+		if e, ok := rec.(*trace.Event); ok {
+			l.skim(tr, e)
+		}
 	}
 	if l.p.Err == nil && l.p.End == nil {
 		l.p.Err = ErrNoEnd

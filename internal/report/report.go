@@ -188,14 +188,14 @@ func write(w io.Writer, src source, o Options) error {
 		// without replaying the trace in vain.
 		return fmt.Errorf("report: %w", calltree.ErrNeedsLoad)
 	}
-	if len(o.Labels) > 0 && src.count(model.RecordGoID) == 0 {
+	if len(o.Labels) > 0 && src.goIDs() == 0 {
 		return fmt.Errorf("report: labels: %w (not a Go target, or recorded without them)", calltree.ErrNoGoroutines)
 	}
 	if o.By == "goroutine" {
 		if o.View == "tprof" {
 			return fmt.Errorf("report: tprof counts the samples of threads: --by goroutine applies to tree, threads, flat, arcflow and callflow")
 		}
-		if src.count(model.RecordGoID) == 0 {
+		if src.goIDs() == 0 {
 			return fmt.Errorf("report: by goroutine: %w (not a Go target, or recorded without them)", calltree.ErrNoGoroutines)
 		}
 	}

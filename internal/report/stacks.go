@@ -17,16 +17,12 @@ type source struct {
 	m *model.Matcher // the report's filter; nil keeps everything
 }
 
-// count returns how many records of kind k the source holds.
-func (src source) count(k model.RecordKind) int {
+// goIDs returns how many goroutine id records the source holds.
+func (src source) goIDs() int {
 	if src.s != nil {
-		return int(src.s.Counts[k])
+		return int(src.s.Counts[model.RecordGoID])
 	}
-	switch k {
-	case model.RecordGoID:
-		return len(src.p.GoIDs)
-	}
-	panic("report: count of an unused record kind")
+	return len(src.p.GoIDs)
 }
 
 // analyse runs calltree with o (whose Filter is src.m) over the source

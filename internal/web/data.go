@@ -232,7 +232,7 @@ func Build(p *model.Profile, title string) (*Data, error) {
 		h.View = "flat"
 		header = h
 	}
-	return newData(p, title, res, header, rp, instrumented)
+	return newData(p, title, res, header, rp)
 }
 
 // BuildStream is Build over a trace read in two passes: the trees and
@@ -266,14 +266,14 @@ func BuildStream(s *model.Stream, title string) (*Data, error) {
 		h.View = "flat"
 		header = h
 	}
-	return newData(p, title, res, header, rp, instrumented)
+	return newData(p, title, res, header, rp)
 }
 
 // newData makes the page's data of res, the analysis of p, with the
 // header of the reports and the counts of rp, the pass over p's records:
 // of calls when instrumented (function events, or an aggregated
 // recording's trees of them), else of samples.
-func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass, instrumented bool) (*Data, error) {
+func newData(p *model.Profile, title string, res *calltree.Result, header any, rp *recordPass) (*Data, error) {
 	funcs := map[[2]string]int{}
 	b := &builder{p: p, d: &Data{Title: title, funcIndex: funcs, tableOf: map[string]int{}}, funcs: funcs, mods: map[string]int{},
 		files: map[string]int{}, locFuncs: map[uint32][]int{}, phys: map[int]uint32{}}
@@ -282,7 +282,7 @@ func newData(p *model.Profile, title string, res *calltree.Result, header any, r
 	for _, pr := range p.Processes {
 		d.Processes = append(d.Processes, Process{PID: pr.PID, Name: pr.Name})
 	}
-	if instrumented {
+	if p.HasCalls() {
 		b.instrumented(res, rp)
 	} else {
 		b.sampling(res, rp)
