@@ -481,10 +481,10 @@ const smallTraceGC = 400
 
 // collectLess sets the collector's GOGC to smallTraceGC while a trace
 // smaller than smallTrace at path is analysed, and returns the function
-// that restores it.
+// that restores it. A GOGC the user set is theirs to keep.
 func collectLess(path string) func() {
 	st, err := os.Stat(path)
-	if err != nil || st.Size() >= smallTrace {
+	if err != nil || st.Size() >= smallTrace || os.Getenv("GOGC") != "" {
 		return func() {}
 	}
 	old := debug.SetGCPercent(smallTraceGC)
