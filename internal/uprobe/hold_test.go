@@ -80,12 +80,7 @@ func testHold(t *testing.T, loaded bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
-	poller, err := perf.NewPoller(set.Fds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer poller.Close()
+	poller := pollSet(t, set)
 	in.Write([]byte{1})
 	var held []Event
 	entries, exits := map[string]int{}, map[string]int{}
@@ -203,12 +198,7 @@ func TestHoldPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer set.Close()
-	poller, err := perf.NewPoller(set.Fds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer poller.Close()
+	poller := pollSet(t, set)
 	in.Write([]byte{1})
 	var seq []string
 	read := func() {
@@ -249,4 +239,17 @@ func TestHoldPair(t *testing.T) {
 	if got := strings.Join(seq, " "); got != want {
 		t.Errorf("events %q, want %q", got, want)
 	}
+}
+
+// pollSet returns a poller of set's rings; both are closed when the test
+// ends.
+func pollSet(t *testing.T, set *Set) *perf.Poller {
+	t.Helper()
+	t.Cleanup(func() { set.Close() })
+	poller, err := perf.NewPoller(set.Fds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { poller.Close() })
+	return poller
 }
