@@ -51,9 +51,9 @@ type pipeline struct {
 }
 
 // pipelineDepth is the number of chunks the Writer may queue ahead of
-// the compressor: at the default 1 MiB chunk, 4 MiB of raw records, some
-// 15 ms of compression, enough to smooth over the loop's bursts.
-const pipelineDepth = 4
+// the compressor: at the default 256 KiB chunk, 4 MiB of raw records,
+// some 15 ms of compression, enough to smooth over the loop's bursts.
+const pipelineDepth = 16
 
 // jobKind is what the pipeline does with a job.
 type jobKind uint8

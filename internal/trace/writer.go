@@ -36,7 +36,7 @@ const (
 )
 
 // Options configures a Writer. The zero value is a normal-mode writer
-// with no size limit, 1 MiB chunks and zstd's default level.
+// with no size limit, 256 KiB chunks and zstd's default level.
 type Options struct {
 	// Mode is the recording mode; "" means ModeNormal.
 	Mode Mode
