@@ -75,6 +75,21 @@ const (
 	eventSameThread = 0x20
 )
 
+// majorEventRun is the major code of a run of events (version 2): the
+// events of the previous event's thread that followed it closely, two
+// bytes each, which readers hand out as Events. Instrumented traces are
+// nearly all such events; as records of their own they took five bytes
+// each, and the compressor's time and the recorder's backlog grew with
+// them.
+const majorEventRun Major = 26
+
+// maxRunEvents is the most events the Writer puts in one run: its body
+// length then takes one byte.
+const maxRunEvents = 63
+
+// runEventMaxDelta bounds the time delta of an event in a run (7 bits).
+const runEventMaxDelta = 1 << 7
+
 // castagnoli is the CRC-32C table: hardware-accelerated on amd64 and
 // arm64, and better at catching burst errors than IEEE CRC-32.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -358,7 +358,7 @@ func (w *Writer) sealThread(c *openChunk) {
 	if c.b.records == 0 {
 		return
 	}
-	w.p.send(job{kind: jobRetain, raw: c.b.raw, records: c.b.records, thread: c.key, first: c.first, last: c.b.lastTime})
+	w.p.send(job{kind: jobRetain, raw: c.b.raw, records: c.b.records, items: c.b.items, thread: c.key, first: c.first, last: c.b.lastTime})
 	c.b.reset()
 	c.b.raw = nil // the next record takes a buffer
 	c.depth, c.low = 0, 0
