@@ -108,12 +108,12 @@ const hookSpool = 128
 // loop by a few passes. Events wait in the spool's batches rather than
 // here, in 16 bytes each. A slab of four batches cost the loop 2-4 ns
 // more an event: it read them from memory rather than the cache.
-const hookSlabs = 8
+const hookSlabs = 3
 
 // hookSlabKeep is the largest capacity, in events, of a buffer that
-// drainInto swaps into a slab (twice a slab's events): the slabs hold
-// at most 10 MiB whatever the session's buffer grew to.
-const hookSlabKeep = 2 * hookChunk
+// drainInto swaps into a slab (four times a slab's events): the slabs
+// hold at most 7.5 MiB whatever the session's buffer grew to.
+const hookSlabKeep = 4 * hookChunk
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
