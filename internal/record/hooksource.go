@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,6 +40,7 @@ import (
 // MaxWait.
 type hookSource struct {
 	r      *hook.Region
+	spool  *hook.Spool // the memory of the spool's batches
 	mu     sync.Mutex
 	full   []*hook.Batch // filled batches, oldest first
 	cur    *hook.Batch   // the batch being filled
@@ -132,11 +134,16 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 
 // newHookQueue returns a hookSource whose goroutines have not started.
 func newHookQueue(r *hook.Region) (*hookSource, error) {
-	ready, err := perf.NewWakeup()
+	spool, err := hook.NewSpool(hookSpool, hookChunk)
 	if err != nil {
 		return nil, err
 	}
-	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
+	ready, err := perf.NewWakeup()
+	if err != nil {
+		spool.Close()
+		return nil, err
+	}
+	h := &hookSource{r: r, spool: spool, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), spared: make(chan struct{}, 1),
 		quit: make(chan struct{}), decodeEnd: make(chan struct{}), dec: hook.NewDecoder()}
 	h.decoded = sync.NewCond(&h.mu)
@@ -233,7 +240,9 @@ func (h *hookSource) nextChunk() bool {
 		}
 		if h.chunks < hookSpool || h.finishing {
 			h.chunks++
-			h.cur = hook.NewBatch(hookChunk)
+			if h.cur = h.spool.Batch(); h.cur == nil {
+				h.cur = hook.NewBatch(hookChunk) // finishing, past the spool
+			}
 			return true
 		}
 		if h.stopping() {
@@ -478,5 +487,6 @@ func (h *hookSource) close() error {
 	close(h.quit)
 	<-h.decodeEnd
 	h.ready.Close()
-	return h.r.Close()
+	// The drainer and the decoder have ended: no batch is read again.
+	return errors.Join(h.spool.Close(), h.r.Close())
 }
