@@ -242,6 +242,50 @@ func (f *failWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// TestWriteEventFastPath: the events WriteEvent adds without its checks
+// still end each chunk at the first record to reach ChunkSize, a write
+// error still shows at a later call (within the next chunk's events),
+// and a closed Writer refuses events mid-chunk.
+func TestWriteEventFastPath(t *testing.T) {
+	var evs []*Event
+	var recs []Record
+	for _, r := range eventStream(20000) {
+		if e, ok := r.(*Event); ok {
+			evs, recs = append(evs, e), append(recs, e)
+		}
+	}
+	const size = 4096
+	data := writeTrace(t, Options{ChunkSize: size}, recs)
+	_, spans := layout(t, data)
+	for i, sp := range spans[:len(spans)-1] {
+		if raw := int(binary.LittleEndian.Uint32(data[sp.off+12:])); raw < size || raw >= size+maxEventBytes {
+			t.Errorf("chunk %d of %d raw bytes, want the first event to reach %d to end it", i, raw, size)
+		}
+	}
+
+	fw := &failWriter{n: 1} // the header goes through, the first chunk fails
+	w, err := NewWriter(fw, testHeader(), Options{ChunkSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	for i := 0; i < len(evs) && werr == nil; i++ {
+		werr = w.WriteEvent(evs[i])
+		if i == size {
+			w.p.sync() // the first chunk's write has failed by now
+		}
+	}
+	if werr == nil || !strings.Contains(werr.Error(), "disk full") {
+		t.Errorf("WriteEvent after a failed write: %v, want its error", werr)
+	}
+	if err := w.Close(); err != werr {
+		t.Errorf("Close = %v, want %v", err, werr)
+	}
+	if err := w.WriteEvent(evs[0]); !errors.Is(err, ErrClosed) {
+		t.Errorf("WriteEvent after Close: %v, want ErrClosed", err)
+	}
+}
+
 func TestWriteErrorSticky(t *testing.T) {
 	fw := &failWriter{n: 1} // the header goes through, the first chunk fails
 	w, err := NewWriter(fw, testHeader(), Options{ChunkSize: 1})
