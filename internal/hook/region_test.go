@@ -252,3 +252,49 @@ func TestFreeze(t *testing.T) {
 		}
 	}
 }
+
+// TestSpool hands out a spool's batches, each of its own memory, until
+// they are all out, drains into them and closes the spool twice.
+func TestSpool(t *testing.T) {
+	if _, err := NewSpool(0, 4); err == nil {
+		t.Error("NewSpool(0, 4) succeeded")
+	}
+	sp, err := NewSpool(3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fakeRegion(t, 1, 16)
+	s := &r.slots[0]
+	s.State, s.PID, s.TID = stateOwned, 10, 11
+	var batches []*Batch
+	for b := sp.Batch(); b != nil; b = sp.Batch() {
+		batches = append(batches, b)
+	}
+	if len(batches) != 3 {
+		t.Fatalf("%d batches, want 3", len(batches))
+	}
+	for i := range 12 {
+		r.produce(0, rec{Time: uint64(100 + i), W: word(recEntry, uint64(i))})
+	}
+	for i, b := range batches {
+		if more := r.DrainBatch(b, false); more != (i < 2) || b.Len() != 4 || !b.Full() {
+			t.Fatalf("batch %d: %d records, more %v", i, b.Len(), more)
+		}
+	}
+	dec := NewDecoder()
+	var addrs []uint64
+	for _, b := range batches {
+		dec.Decode(b, func(e *Event) { addrs = append(addrs, e.Addr) })
+	}
+	for i, a := range addrs {
+		if a != uint64(i) {
+			t.Fatalf("events' functions %v, want 0 to 11 in order: the batches share memory", addrs)
+		}
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil || sp.Batch() != nil {
+		t.Errorf("after Close: Close %v, a batch handed out %v", err, sp.Batch() != nil)
+	}
+}

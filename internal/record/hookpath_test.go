@@ -114,6 +114,7 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 		b.Fatal(err)
 	}
 	defer h.ready.Close()
+	defer h.spool.Close()
 	// As finish leaves it: the drainer stopped, the batches to decode.
 	h.full, h.closed = append([]*hook.Batch(nil), batches...), true
 	go h.decode()

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,6 +40,7 @@ import (
 // MaxWait.
 type hookSource struct {
 	r      *hook.Region
+	spool  *hook.Spool // the memory of the spool's batches
 	mu     sync.Mutex
 	full   []*hook.Batch // filled batches, oldest first
 	cur    *hook.Batch   // the batch being filled
@@ -108,12 +110,12 @@ const hookSpool = 128
 // loop by a few passes. Events wait in the spool's batches rather than
 // here, in 16 bytes each. A slab of four batches cost the loop 2-4 ns
 // more an event: it read them from memory rather than the cache.
-const hookSlabs = 8
+const hookSlabs = 3
 
 // hookSlabKeep is the largest capacity, in events, of a buffer that
-// drainInto swaps into a slab (twice a slab's events): the slabs hold
-// at most 10 MiB whatever the session's buffer grew to.
-const hookSlabKeep = 2 * hookChunk
+// drainInto swaps into a slab (four times a slab's events): the slabs
+// hold at most 7.5 MiB whatever the session's buffer grew to.
+const hookSlabKeep = 4 * hookChunk
 
 // hookHandOver is how long events may wait in a batch that is not full:
 // a slow target's events must reach the trace within the recorder's
@@ -132,11 +134,16 @@ func newHookSource(r *hook.Region) (*hookSource, error) {
 
 // newHookQueue returns a hookSource whose goroutines have not started.
 func newHookQueue(r *hook.Region) (*hookSource, error) {
-	ready, err := perf.NewWakeup()
+	spool, err := hook.NewSpool(hookSpool, hookChunk)
 	if err != nil {
 		return nil, err
 	}
-	h := &hookSource{r: r, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
+	ready, err := perf.NewWakeup()
+	if err != nil {
+		spool.Close()
+		return nil, err
+	}
+	h := &hookSource{r: r, spool: spool, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), spared: make(chan struct{}, 1),
 		quit: make(chan struct{}), decodeEnd: make(chan struct{}), dec: hook.NewDecoder()}
 	h.decoded = sync.NewCond(&h.mu)
@@ -233,7 +240,9 @@ func (h *hookSource) nextChunk() bool {
 		}
 		if h.chunks < hookSpool || h.finishing {
 			h.chunks++
-			h.cur = hook.NewBatch(hookChunk)
+			if h.cur = h.spool.Batch(); h.cur == nil {
+				h.cur = hook.NewBatch(hookChunk) // finishing, past the spool
+			}
 			return true
 		}
 		if h.stopping() {
@@ -478,5 +487,6 @@ func (h *hookSource) close() error {
 	close(h.quit)
 	<-h.decodeEnd
 	h.ready.Close()
-	return h.r.Close()
+	// The drainer and the decoder have ended: no batch is read again.
+	return errors.Join(h.spool.Close(), h.r.Close())
 }

@@ -21,6 +21,9 @@ type chunkDecoder struct {
 	// decoding).
 	eventPID, eventTID uint32
 	hasEvent           bool
+	// run is what is left of the run of events being handed out: their
+	// (delta and kind, function) byte pairs.
+	run []byte
 
 	// slab hands out Samples allocated in blocks, which halves the cost
 	// of reading samples. A caller keeping one *Sample keeps its block
@@ -176,6 +179,11 @@ func (p *body) bytes() []byte {
 // Errors wrap ErrCorrupt and say where in the chunk the fault is; the
 // caller adds the chunk's file offset.
 func (d *chunkDecoder) next() (Record, error) {
+	if len(d.run) > 0 {
+		e := fresh(d, &d.scratch.event)
+		d.runEvent(e)
+		return e, nil
+	}
 	for d.off < len(d.data) {
 		start := d.off
 		if len(d.data)-start < 3 {
@@ -192,6 +200,15 @@ func (d *chunkDecoder) next() (Record, error) {
 		p := body{b: d.data[bodyStart:d.off]}
 		major := Major(first &^ timedBit)
 		timed := first&timedBit != 0
+		if major == majorEventRun {
+			if timed || !d.hasEvent || n == 0 || n%2 != 0 {
+				return nil, d.errorf(start, "malformed run of events")
+			}
+			d.run = p.b
+			e := fresh(d, &d.scratch.event)
+			d.runEvent(e)
+			return e, nil
+		}
 		var t uint64
 		if timed {
 			t = d.prevTime + uint64(p.varint())
@@ -220,7 +237,19 @@ func (d *chunkDecoder) next() (Record, error) {
 // returns nil, having consumed nothing, for any other record, and for a
 // malformed one, whose error the general path reports.
 func (d *chunkDecoder) scanEvent() *Event {
+	e := &d.scratch.event
+	if len(d.run) > 0 {
+		d.runEvent(e)
+		return e
+	}
 	b := d.data[d.off:]
+	if run, ok := runAt(b); ok && d.hasEvent {
+		d.off += 3 + len(run)
+		d.records++
+		d.run = run
+		d.runEvent(e)
+		return e
+	}
 	if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 || !d.hasEvent {
 		return nil
 	}
@@ -241,7 +270,6 @@ func (d *chunkDecoder) scanEvent() *Event {
 	d.off += 3 + n
 	d.records++
 	d.prevTime += uint64(int64(dt>>1) ^ -int64(dt&1)) // zig-zag, as body.varint
-	e := &d.scratch.event
 	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventKind(b[1]&eventKindMask), uint32(fn)
 	return e
 }
@@ -255,10 +283,28 @@ func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) 
 	if !d.hasEvent {
 		return 0
 	}
-	k := 0
-	data, off, t := d.data, d.off, d.prevTime
+	k, records := 0, uint32(0)
+	data, off, t, run := d.data, d.off, d.prevTime, d.run
 	for {
+		if len(run) > 0 {
+			fn := uint32(run[1])
+			next := t + uint64(run[0]>>1)
+			if fn == 0 || fn >= maxFunc || next > until {
+				break
+			}
+			t = next
+			span.Add(t)
+			run = run[2:]
+			k++
+			continue
+		}
 		b := data[off:]
+		if r, ok := runAt(b); ok {
+			off += 3 + len(r)
+			records++
+			run = r
+			continue
+		}
 		if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 {
 			break
 		}
@@ -284,10 +330,35 @@ func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) 
 		span.Add(t)
 		off += 3 + n
 		k++
+		records++
 	}
-	d.off, d.prevTime = off, t
-	d.records += uint32(k)
+	d.off, d.prevTime, d.run = off, t, run
+	d.records += records
 	return k
+}
+
+// runAt returns the events of the run at the start of b, if a
+// well-formed one is there whose length takes one byte (the Writer's
+// runs all; next reads any).
+func runAt(b []byte) ([]byte, bool) {
+	if len(b) < 5 || b[0] != byte(majorEventRun) {
+		return nil, false
+	}
+	n := int(b[2])
+	if n < 2 || n >= 0x80 || n%2 != 0 || n > len(b)-3 {
+		return nil, false
+	}
+	return b[3 : 3+n], true
+}
+
+// runEvent hands out, into e, the next event of the run at hand: of the
+// previous event's thread, its first byte the time delta (bits 1-7) and
+// the kind (bit 0: 0 entry, 1 exit), its second the function.
+func (d *chunkDecoder) runEvent(e *Event) {
+	b0, fn := d.run[0], d.run[1]
+	d.run = d.run[2:]
+	d.prevTime += uint64(b0 >> 1)
+	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventEntry+EventKind(b0&1), uint32(fn)
 }
 
 // shortUvarint decodes the uvarint of one or two bytes at b[i:] and

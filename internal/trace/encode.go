@@ -11,9 +11,12 @@ import (
 // together with the state that record encoding depends on. That state is
 // reset with each chunk, so every chunk decodes on its own.
 type chunkBuilder struct {
-	raw      []byte
-	body     []byte // scratch for the record being encoded
-	records  uint32
+	raw     []byte
+	body    []byte // scratch for the record being encoded
+	records uint32
+	// items is what a reader hands out of the chunk: its records, a
+	// run's events one each.
+	items    uint32
 	samples  uint32
 	prevTime uint64 // time of the previous timed record, 0 at chunk start
 	prev     Sample // previous sample, for field elision
@@ -21,15 +24,20 @@ type chunkBuilder struct {
 	// prevEvent is the previous event, for thread elision.
 	prevEvent Event
 	hasEvent  bool
-	lastTime  uint64 // time of the last sample or event, for Lost{LostWrap}
+	// run is the offset in raw of the open run of events, which the
+	// next close event of prevEvent's thread joins; 0 when there is
+	// none (a run always follows an Event record).
+	run      int
+	lastTime uint64 // time of the last sample or event, for Lost{LostWrap}
 }
 
 func (c *chunkBuilder) reset() {
 	c.raw = c.raw[:0]
-	c.records, c.samples = 0, 0
+	c.records, c.items, c.samples = 0, 0, 0
 	c.prevTime = 0
 	c.hasPrev = false
 	c.hasEvent = false
+	c.run = 0
 }
 
 // appendTime appends t as a zig-zag varint delta from the previous timed
@@ -269,6 +277,8 @@ func (c *chunkBuilder) add(r Record) error {
 	c.raw = binary.AppendUvarint(c.raw, uint64(len(b)))
 	c.raw = append(c.raw, b...)
 	c.records++
+	c.items++
+	c.run = 0
 	return nil
 }
 
@@ -280,16 +290,23 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	if r.Kind == 0 || r.Kind&^eventKindMask != 0 {
 		return fmt.Errorf("%w: event kind %d", ErrInvalidRecord, r.Kind)
 	}
-	// The common event, written at once: of the previous event's
-	// thread, its time delta and function a byte each (the dense load's
-	// events nearly all).
-	d := int64(r.Time - c.prevTime)
-	if dt := uint64(d<<1 ^ d>>63); dt < 0x80 && r.Function < 0x80 && c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
-		c.raw = append(c.raw, byte(MajorEvent)|timedBit, uint8(r.Kind)|eventSameThread, 2, byte(dt), byte(r.Function))
+	// The common event joins a run, two bytes: of the previous event's
+	// thread, an entry or exit, its time delta under 128 ns and its
+	// function under 256 (the dense load's events nearly all).
+	if d := r.Time - c.prevTime; d < runEventMaxDelta && r.Function < 256 && r.Kind <= EventExit &&
+		c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
+		if c.run == 0 || c.raw[c.run+2] == 2*maxRunEvents {
+			c.run = len(c.raw)
+			c.raw = append(c.raw, byte(majorEventRun), 0, 0)
+			c.records++
+		}
+		c.raw = append(c.raw, byte(d<<1)|byte(r.Kind-EventEntry), byte(r.Function))
+		c.raw[c.run+2] += 2
 		c.prevTime, c.lastTime = r.Time, r.Time
-		c.records++
+		c.items++
 		return nil
 	}
+	c.run = 0
 	minor := uint8(r.Kind)
 	n := len(c.raw)
 	b := append(c.raw, byte(r.Major())|timedBit, 0, 0)
@@ -304,6 +321,7 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	c.prevEvent, c.hasEvent = *r, true
 	c.lastTime = r.Time
 	c.records++
+	c.items++
 	return nil
 }
 

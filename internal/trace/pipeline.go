@@ -51,9 +51,9 @@ type pipeline struct {
 }
 
 // pipelineDepth is the number of chunks the Writer may queue ahead of
-// the compressor: at the default 1 MiB chunk, 4 MiB of raw records, some
-// 15 ms of compression, enough to smooth over the loop's bursts.
-const pipelineDepth = 4
+// the compressor: at the default 256 KiB chunk, 4 MiB of raw records,
+// some 15 ms of compression, enough to smooth over the loop's bursts.
+const pipelineDepth = 16
 
 // jobKind is what the pipeline does with a job.
 type jobKind uint8
@@ -70,6 +70,7 @@ type job struct {
 	kind    jobKind
 	raw     []byte // jobWrite, jobRetain: the records; jobStored: the chunk
 	records uint32
+	items   uint32 // jobRetain: the samples and events of the records
 	// Wrap mode: the thread and the times of the first and last sample
 	// or event of the chunk.
 	thread      threadKey
@@ -110,7 +111,7 @@ func (p *pipeline) do(j job) {
 		p.inflight.Add(-int64(len(j.raw) + chunkHeaderSize))
 	case jobRetain:
 		p.store.add(j.thread, storedChunk{data: slices.Clone(p.encode(p.out[:0], j.raw, j.records)),
-			records: j.records, first: j.first, last: j.last}, p.outside())
+			records: j.items, first: j.first, last: j.last}, p.outside())
 	}
 	p.rawBytes += int64(len(j.raw))
 	p.recycle(j.raw)

@@ -7,8 +7,10 @@ import (
 )
 
 // Version is the trace format version written by this package. Readers
-// reject files with a greater version.
-const Version = 1
+// reject files with a greater version. Version 2 added runs of events
+// (docs/trace-format.md, Versioning), which a version 1 reader would
+// skip as an unknown record, losing the events.
+const Version = 2
 
 // Header describes a recording. It is stored once at the start of the file
 // (as JSON, so that fields can be added without a format change) and is

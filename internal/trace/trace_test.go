@@ -242,6 +242,50 @@ func (f *failWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// TestWriteEventFastPath: the events WriteEvent adds without its checks
+// still end each chunk at the first record to reach ChunkSize, a write
+// error still shows at a later call (within the next chunk's events),
+// and a closed Writer refuses events mid-chunk.
+func TestWriteEventFastPath(t *testing.T) {
+	var evs []*Event
+	var recs []Record
+	for _, r := range eventStream(20000) {
+		if e, ok := r.(*Event); ok {
+			evs, recs = append(evs, e), append(recs, e)
+		}
+	}
+	const size = 4096
+	data := writeTrace(t, Options{ChunkSize: size}, recs)
+	_, spans := layout(t, data)
+	for i, sp := range spans[:len(spans)-1] {
+		if raw := int(binary.LittleEndian.Uint32(data[sp.off+12:])); raw < size || raw >= size+maxEventBytes {
+			t.Errorf("chunk %d of %d raw bytes, want the first event to reach %d to end it", i, raw, size)
+		}
+	}
+
+	fw := &failWriter{n: 1} // the header goes through, the first chunk fails
+	w, err := NewWriter(fw, testHeader(), Options{ChunkSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var werr error
+	for i := 0; i < len(evs) && werr == nil; i++ {
+		werr = w.WriteEvent(evs[i])
+		if i == size {
+			w.p.sync() // the first chunk's write has failed by now
+		}
+	}
+	if werr == nil || !strings.Contains(werr.Error(), "disk full") {
+		t.Errorf("WriteEvent after a failed write: %v, want its error", werr)
+	}
+	if err := w.Close(); err != werr {
+		t.Errorf("Close = %v, want %v", err, werr)
+	}
+	if err := w.WriteEvent(evs[0]); !errors.Is(err, ErrClosed) {
+		t.Errorf("WriteEvent after Close: %v, want ErrClosed", err)
+	}
+}
+
 func TestWriteErrorSticky(t *testing.T) {
 	fw := &failWriter{n: 1} // the header goes through, the first chunk fails
 	w, err := NewWriter(fw, testHeader(), Options{ChunkSize: 1})
@@ -312,6 +356,48 @@ func TestForwardCompatible(t *testing.T) {
 	}
 }
 
+// TestEventRuns decodes a run of events written by hand after
+// docs/trace-format.md, and checks that the Writer puts the common
+// events in runs: two bytes an event.
+func TestEventRuns(t *testing.T) {
+	raw := []byte{
+		0x80 | 12, 1, 4, 2, 1, 1, 1, // Event: time +1, pid 1, tid 1, entry of function 1
+		26, 0, 6, 5<<1 | 1, 1, 3 << 1, 2, 0<<1 | 1, 2, // run: exit of 1 at +5, entry of 2 at +3, exit of 2 at +0
+		0x80 | 10, 0, 1, 2, // Throttle: time +1
+	}
+	_, recs, err := readAll(t, append(headerOnly(t), handChunk(raw, 3)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Record{
+		&Event{Time: 1, PID: 1, TID: 1, Kind: EventEntry, Function: 1},
+		&Event{Time: 6, PID: 1, TID: 1, Kind: EventExit, Function: 1},
+		&Event{Time: 9, PID: 1, TID: 1, Kind: EventEntry, Function: 2},
+		&Event{Time: 9, PID: 1, TID: 1, Kind: EventExit, Function: 2},
+		&Throttle{Time: 10},
+	}
+	if !reflect.DeepEqual(recs, want) {
+		t.Errorf("got %v, want %v", recs, want)
+	}
+
+	// One thread's calls 17-21 ns long, 40-46 ns apart, and an Adjust
+	// every 1000: two bytes an event, and a run's header every 63.
+	var c chunkBuilder
+	for _, r := range eventStream(10000) {
+		if err := c.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limit := 20000*(2+3.0/maxRunEvents) + 200; float64(len(c.raw)) > limit {
+		t.Errorf("%d raw bytes for 20,000 events, want at most %.0f", len(c.raw), limit)
+	}
+	stream := runStream(3000)
+	_, got, err := readAll(t, writeTrace(t, Options{}, stream))
+	if err != nil || !reflect.DeepEqual(got, stream) {
+		t.Errorf("round trip of runStream: %v", err)
+	}
+}
+
 // TestCorruptRecords checks record-level errors inside a chunk whose
 // checksum is valid, as a buggy or hostile writer would produce.
 func TestCorruptRecords(t *testing.T) {
@@ -333,6 +419,10 @@ func TestCorruptRecords(t *testing.T) {
 		{"huge line count", []byte{6, 0, 5, 1, 1, 1, 1, 100}, 1},
 		{"huge string", []byte{1, 0, 3, 1, 100, 'a'}, 1},
 		{"exit code overflow", []byte{0x80 | 11, 0, 7, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0}, 1},
+		{"run of events without a previous event", []byte{26, 0, 2, 4, 1}, 1},
+		{"run of events of odd length", []byte{0x80 | 12, 1, 4, 2, 1, 1, 1, 26, 0, 3, 4, 1, 1}, 2},
+		{"empty run of events", []byte{0x80 | 12, 1, 4, 2, 1, 1, 1, 26, 0, 0}, 2},
+		{"timed run of events", []byte{0x80 | 12, 1, 4, 2, 1, 1, 1, 0x80 | 26, 0, 2, 4, 1}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hdr := headerOnly(t)
