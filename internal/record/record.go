@@ -795,21 +795,24 @@ func maxSampleBytes(cfg Config) int64 {
 // ringPages is the number of data pages per ring for cfg's sampling
 // rate: per CPU, a frequency is the rate of each CPU's samples; a period
 // of a clock event gives it too. The rate of other events per period
-// is unknown: they get the largest rings.
+// is unknown: they get the largest rings. A recording that samples
+// nothing gets rings for its side records alone.
 func ringPages(cfg Config, cpus int, unlimited bool) int {
 	if !unlimited {
 		return minRingPages
 	}
 	most := min(int64(maxRingBytes), int64(maxRingsBytes/2/max(cpus, 1)))
 	bytes := most // the rate of other events than clocks per period is unknown
+	// The context switches come on top of the samples (switchBytes).
 	switch {
+	case cfg.NoSampling:
+		// Side records alone (sideOnlyBytes).
+		bytes = sideOnlyBytes
 	case cfg.Period == 0:
-		bytes = int64(cfg.Freq) * maxSampleBytes(cfg) * ringSeconds
+		bytes = int64(cfg.Freq)*maxSampleBytes(cfg)*ringSeconds + switchBytes
 	case cfg.Event.Clock():
-		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes(cfg) * ringSeconds
+		bytes = max(1, int64(time.Second)/int64(cfg.Period))*maxSampleBytes(cfg)*ringSeconds + switchBytes
 	}
-	// The context switches come on top (switchBytes).
-	bytes += switchBytes
 	// Rounding up could pass most: the power of two below it is the
 	// largest ring.
 	pages := perf.RingPagesFor(min(bytes, most))
@@ -818,6 +821,23 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	}
 	return max(pages, minRingPages)
 }
+
+// sideOnlyBytes is the ring of each CPU when nothing samples (a hooks or
+// uprobes recording: NoSampling): it carries only side records, the most
+// frequent a context switch of 32 bytes. 8 MiB is 400 ms of the fastest
+// switching seen, 650,000 switches a second per CPU (a token passed
+// around four threads by pipes: TestProbeRingsHoldSwitches, lossless in
+// 6 of 6 runs with these rings). A sampling ring's 16 MiB took 6 ms of
+// CPU to map, on the start's critical path. What overflows a ring at
+// that rate is the reader's wait for a P once woken (the Ps, one a CPU,
+// held by the loop and the collector): up to 505 ms. So at 120,000
+// rounds of that test (4.5 times its own) 8 MiB rings lost 26,000-43,000
+// records in 2 of 4 runs, 4 MiB 31,000-292,000 in 5 of 6, and 16 MiB
+// nothing in 7 of 7 (docs/recording.md, "Limits and losses"). Readers
+// with Ps of their own (GOMAXPROCS raised by three) kept 8 MiB lossless
+// there in 9 of 9, but cost the target of bench/percall 8-14 ns a call
+// on its own clock.
+const sideOnlyBytes = 8 << 20
 
 // sideRingBytes is the ring of each CPU's tracepoints (interrupts, lock
 // waits): 2 MiB, ringSeconds of 9,000 interrupts a second per CPU (an
