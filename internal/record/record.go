@@ -140,6 +140,9 @@ type session struct {
 	irqOpening *irqOpening
 	// irqAbandoned: recording stopped before they were open.
 	irqAbandoned bool
+	// ringsOpening is the sampling rings being mapped, until openEvents
+	// takes them (takeRings).
+	ringsOpening *ringsOpening
 	// tcOpening is the in-kernel counting being loaded, until the first
 	// thread's counters take it (counters.go).
 	tcOpening *threadCountsOpening
@@ -182,9 +185,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer s.close()
 	defer aggregateGC(&s.cfg)()
-	// What loads in the kernel on goroutines of its own (the interrupt
-	// tracepoints, the BPF thread counters: 3-5 ms of CPU) starts before
-	// the launch, so that less of it competes with the rings' mapping.
+	// What loads in the kernel on goroutines of its own (the sampling
+	// rings, the interrupt tracepoints, the BPF thread counters: 3-5 ms
+	// of CPU each) starts before the launch, the rings first.
+	s.startRings()
 	s.startIRQ()
 	s.startThreadCounts()
 	if err := s.launchOrAttach(); err != nil {
@@ -273,6 +277,7 @@ func (s *session) close() {
 		s.events = append(s.events, o.stopOpening()...)
 	}
 	s.dropThreadCounts()
+	s.dropRings()
 	s.closeEvents()
 }
 
@@ -599,8 +604,9 @@ func (s *session) openEvents(kernel bool) error {
 	// (startThreadCounts) instead of between two of them.
 	type opening struct{ tid, cpu int }
 	var counted []opening
+	owners := s.takeRings(cpus)
 	var pre []preopened
-	if launched {
+	if launched && owners == nil {
 		pre = s.openPerCPU(attr, pid, cpus)
 		defer func() {
 			for _, p := range pre {
@@ -610,6 +616,11 @@ func (s *session) openEvents(kernel bool) error {
 	}
 	for i, cpu := range cpus {
 		var owner = -1
+		if owners != nil {
+			owner = owners[i].fd
+			s.rings = append(s.rings, owners[i].ring)
+			s.ringFDs = append(s.ringFDs, owner)
+		}
 		opened := map[int]bool{}
 		for {
 			if !launched {
@@ -623,7 +634,7 @@ func (s *session) openEvents(kernel bool) error {
 					continue
 				}
 				var e event
-				if launched {
+				if pre != nil {
 					e, err = pre[i].e, pre[i].err
 					pre[i] = preopened{}
 				} else {
@@ -659,6 +670,85 @@ func (s *session) openEvents(kernel bool) error {
 	return nil
 }
 
+// ringsOpening is startRings' ring events, one a CPU, being opened and
+// mapped.
+type ringsOpening struct {
+	done   chan struct{}
+	cpus   []int
+	owners []event // by CPU, as cpus
+	err    error
+}
+
+// startRings starts mapping each CPU's sampling ring on a goroutine of
+// its own, held by a ring event (perf.RingAttr), for takeRings to give
+// the sampling events: mapping a ring (2-6 ms of CPU for 8 MiB) then
+// overlaps the launch and the wait for the kernel's grace period that
+// the first per-task event can take (perf.RingAttr).
+func (s *session) startRings() {
+	o := &ringsOpening{done: make(chan struct{})}
+	s.ringsOpening = o
+	go func() {
+		defer close(o.done)
+		if o.cpus, o.err = perf.OnlineCPUs(); o.err != nil {
+			return
+		}
+		attr := perf.RingAttr(s.watermark())
+		o.owners = make([]event, len(o.cpus))
+		errs := make([]error, len(o.cpus))
+		var wg sync.WaitGroup
+		for i, cpu := range o.cpus {
+			wg.Go(func() {
+				o.owners[i], errs[i] = s.openShared(attr, -1, cpu, -1, s.cfg.RingPages)
+			})
+		}
+		wg.Wait()
+		if o.err = errors.Join(errs...); o.err != nil {
+			closeOwners(o.owners)
+			o.owners = nil
+		}
+	}()
+}
+
+// takeRings returns startRings' ring events for cpus once mapped; they
+// are the session's events from then on. It returns nil when none were
+// started or they were taken already, and when they could not be opened
+// (an event on every task of a CPU needs CAP_PERFMON) or the CPUs
+// changed meanwhile: each CPU's first sampling event then maps its ring.
+func (s *session) takeRings(cpus []int) []event {
+	o := s.ringsOpening
+	if o == nil {
+		return nil
+	}
+	s.ringsOpening = nil
+	<-o.done
+	if o.err != nil || !slices.Equal(o.cpus, cpus) {
+		closeOwners(o.owners)
+		return nil
+	}
+	s.events = append(s.events, o.owners...)
+	return o.owners
+}
+
+// dropRings releases startRings' ring events when openEvents never took
+// them (Run failed before).
+func (s *session) dropRings() {
+	if o := s.ringsOpening; o != nil {
+		s.ringsOpening = nil
+		<-o.done
+		closeOwners(o.owners)
+	}
+}
+
+// closeOwners unmaps and closes ring events.
+func closeOwners(owners []event) {
+	for _, e := range owners {
+		if e.ring != nil {
+			e.ring.Close()
+			perf.Close(e.fd)
+		}
+	}
+}
+
 // preopened is an event openPerCPU opened (held until the session takes
 // it), or why it could not.
 type preopened struct {
@@ -678,8 +768,9 @@ func (p preopened) close() {
 }
 
 // openPerCPU opens attr on pid on each of cpus, each with a ring of its
-// own, at once: mapping a ring of 16 MiB takes 4 ms of the start, one CPU
-// after the other before.
+// own, at once, when there are no ring events (takeRings): mapping a
+// ring of 16 MiB takes 4 ms of the start, one CPU after the other
+// before.
 func (s *session) openPerCPU(attr *unix.PerfEventAttr, pid int, cpus []int) []preopened {
 	pre := make([]preopened, len(cpus))
 	var wg sync.WaitGroup
