@@ -10,16 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The holder of closing events (closer.go) needs nothing of Go: it waits
+// Two of the recorder's helper processes need nothing of Go: the exec
+// wrapper (launch.go) says on a socket that it runs, waits there and
+// execs the target, and the holder of closing events (closer.go) waits
 // for its standard input to close, closes its descriptors and exits. As
-// trueprof re-executed, it started a Go runtime and ran trueprof's
+// trueprof re-executed, each started a Go runtime and ran trueprof's
 // package initialisers first, 3.5-4.5 ms of CPU (`trueprof` with a bad
-// command line: 4.6-5.4 ms a run, /bin/true 0.9 ms) taken from the
-// recorder's exit on a machine of 2 CPUs. Where its machine code exists
-// (tiny_amd64.go) it is a static ELF executable of 206 bytes, written once
-// per recorder into a sealed memfd and executed from there; elsewhere,
-// or when the kernel refuses (vm.memfd_noexec), trueprof itself is
-// re-executed as before (runHolder).
+// command line: 4.6-5.4 ms a run, /bin/true 0.9 ms), on the start's
+// critical path for the wrapper and taken from the recorder's exit for
+// the holder, on a machine of 2 CPUs. Where their machine code exists
+// (tiny_amd64.go) each is a static ELF executable of a few hundred bytes,
+// written once per recorder into a sealed memfd and executed from there;
+// elsewhere, or when the kernel refuses (vm.memfd_noexec), trueprof
+// itself is re-executed as before (RunWrapper).
 
 // tinyBase is where a tiny executable is loaded: its one segment, the
 // ELF and program headers followed by the code, starts there.

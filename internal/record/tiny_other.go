@@ -2,5 +2,6 @@
 
 package record
 
-// holderCode is nil: no tiny holder for this machine (tiny.go).
-var holderCode []byte
+// holderCode and wrapperCode are nil: no tiny holder or exec wrapper
+// for this machine (tiny.go).
+var holderCode, wrapperCode []byte
