@@ -136,7 +136,9 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 // without any waits for an RCU grace period (perf_sched_events), 8-19 ms
 // here, which a ring owner does not wait for. Its clock is the sampling
 // events' (the kernel refuses to mix clocks in a ring), and watermark
-// bytes wake the ring's reader.
+// bytes wake the ring's reader. Enabled with the others (an attached
+// process's events are enabled together), it still writes nothing: it
+// asks for no record.
 func RingAttr(watermark uint32) *unix.PerfEventAttr {
 	a := &unix.PerfEventAttr{
 		Type:    unix.PERF_TYPE_SOFTWARE,
