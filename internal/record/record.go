@@ -179,6 +179,12 @@ const reorderSlack = 5 * time.Millisecond
 // settle the configuration, launch the command or attach to the process,
 // open the events and the trace, record, and finish.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	// The kernel's first per-task event after a second without any waits
+	// for an RCU grace period (perf_sched_events, perf.RingAttr): 9-16 ms
+	// here, in every recording started on its own. LostSupported's probe
+	// is such an event: opened first, on a goroutine of its own, its wait
+	// overlaps the start instead of delaying the sampling events.
+	go perf.LostSupported()
 	s, err := newSession(cfg)
 	if err != nil {
 		return nil, err
