@@ -27,7 +27,7 @@ func TestSampleSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	ring := mapRing(t, fd, 8)
+	ring := mapTest(t, fd, 8)
 	if err := Enable(fd); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestRingAttrSharesItsRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(owner)
-	ring := mapRing(t, owner, 64)
+	ring := mapTest(t, owner, 64)
 	ev, _ := ParseEvent("cpu-clock")
 	attr := SamplingAttr(ev, SamplingOptions{Freq: 1000, SideRecords: true})
 	tid := unix.Gettid()
@@ -136,18 +136,6 @@ func TestRingAttrSharesItsRing(t *testing.T) {
 	if samples < 25 || others > 0 {
 		t.Errorf("%d samples of this thread and %d of others in the ring event's ring after 100 ms of its CPU time at 1000 Hz: want this thread's alone", samples, others)
 	}
-}
-
-// mapRing maps the ring of event fd with pages data pages, unmapped when
-// the test ends.
-func mapRing(t *testing.T, fd, pages int) *Ring {
-	t.Helper()
-	ring, err := MapRing(fd, pages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ring.Close() })
-	return ring
 }
 
 func TestHardwareEventError(t *testing.T) {
