@@ -18,7 +18,8 @@ const formatLost = 1 << 4
 // LostSupported reports whether the kernel counts each event's lost
 // records (PERF_FORMAT_LOST, Linux 6.0). Older kernels refuse the
 // read_format bit with EINVAL; the answer is probed once, on a software
-// event of the calling thread.
+// event of the calling thread (which record.Run opens first, on a
+// goroutine of its own, as a recording's first per-task event).
 var LostSupported = sync.OnceValue(func() bool {
 	a := &unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_DUMMY,
 		Bits: unix.PerfBitDisabled | unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv, Read_format: formatLost}

@@ -127,6 +127,30 @@ func SamplingAttr(ev Event, o SamplingOptions) *unix.PerfEventAttr {
 	return a
 }
 
+// RingAttr returns the attributes of an event that only holds a ring for
+// others: a dummy software event, disabled, that writes nothing itself,
+// to be opened on one CPU for every task (pid -1) and mapped, so that
+// per-task events of that CPU send their records to its ring
+// (SetOutput). Its ring can be mapped before the tasks exist, and it is
+// not a per-task event: the kernel's first per-task event after a second
+// without any waits for an RCU grace period (perf_sched_events), 8-19 ms
+// here, which a ring owner does not wait for. Its clock is the sampling
+// events' (the kernel refuses to mix clocks in a ring), and watermark
+// bytes wake the ring's reader. Enabled with the others (an attached
+// process's events are enabled together), it still writes nothing: it
+// asks for no record.
+func RingAttr(watermark uint32) *unix.PerfEventAttr {
+	a := &unix.PerfEventAttr{
+		Type:    unix.PERF_TYPE_SOFTWARE,
+		Config:  unix.PERF_COUNT_SW_DUMMY,
+		Clockid: unix.CLOCK_MONOTONIC,
+		Bits:    unix.PerfBitDisabled | unix.PerfBitExcludeHv | unix.PerfBitUseClockID,
+	}
+	a.Size = uint32(unsafe.Sizeof(*a))
+	setWakeup(a, watermark)
+	return a
+}
+
 // setWakeup makes a ring wake its reader once watermark bytes are
 // waiting, or on every record if watermark is 0.
 func setWakeup(a *unix.PerfEventAttr, watermark uint32) {

@@ -27,11 +27,7 @@ func TestSampleSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	ring, err := MapRing(fd, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ring.Close()
+	ring := mapTest(t, fd, 8)
 	if err := Enable(fd); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +57,84 @@ func TestSampleSelf(t *testing.T) {
 	})
 	if samples < 50 {
 		t.Errorf("%d samples in 200 ms at 1000 Hz", samples)
+	}
+}
+
+// TestRingAttrSharesItsRing maps a ring event on one CPU before anything
+// writes to it, sends a sampling event of this thread (kept on that CPU)
+// to its ring, and finds the thread's samples there: the kernel accepts
+// the redirection (same CPU, same clock) and the ring event writes
+// nothing of its own.
+func TestRingAttrSharesItsRing(t *testing.T) {
+	testutil.RequirePerf(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpus, err := OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpus[0]
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		var all unix.CPUSet
+		for _, c := range cpus {
+			all.Set(c)
+		}
+		unix.SchedSetaffinity(0, &all)
+	}()
+	owner, err := Open(RingAttr(4096), -1, cpu, 0)
+	if errors.Is(err, ErrPermission) {
+		testutil.Missing(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(owner)
+	ring := mapTest(t, owner, 64)
+	ev, _ := ParseEvent("cpu-clock")
+	attr := SamplingAttr(ev, SamplingOptions{Freq: 1000, SideRecords: true})
+	tid := unix.Gettid()
+	fd, err := Open(attr, tid, cpu, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := SetOutput(fd, owner); err != nil {
+		t.Fatalf("sending a sampling event's records to a ring event's ring: %v", err)
+	}
+	if err := Enable(fd); err != nil {
+		t.Fatal(err)
+	}
+	// 100 ms on the CPU, whatever else runs there.
+	cpuTime := func() time.Duration {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		return time.Duration(ts.Nano())
+	}
+	start, deadline := cpuTime(), time.Now().Add(5*time.Second)
+	for x := 0; cpuTime()-start < 100*time.Millisecond && time.Now().Before(deadline); x++ {
+	}
+	Disable(fd)
+	samples, others := 0, 0
+	ring.Read(func(rec []byte) {
+		var r Record
+		if err := Decode(rec, attr.Sample_type, &r); err != nil {
+			t.Error(err)
+			return
+		}
+		switch {
+		case r.Type == RecordSample && int(r.TID) == tid:
+			samples++
+		case r.Type == RecordSample:
+			others++
+		}
+	})
+	if samples < 25 || others > 0 {
+		t.Errorf("%d samples of this thread and %d of others in the ring event's ring after 100 ms of its CPU time at 1000 Hz: want this thread's alone", samples, others)
 	}
 }
 

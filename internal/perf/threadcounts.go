@@ -78,15 +78,20 @@ func (c TaskCounts) Sub(base TaskCounts) TaskCounts {
 // permissions do not allow BPF counting.
 var ErrNoBPF = errors.New("BPF per-thread counting not available")
 
-// ThreadCountsEntries bounds the exited threads not yet read, and
-// ThreadCountsProcs the processes tracked at once (a process is
+// ThreadCountsEntries bounds the exited threads whose exits the
+// recorder has not processed yet (it deletes an entry once it took it),
+// and ThreadCountsProcs the processes tracked at once (a process is
 // forgotten when its last thread exits). Entries are allocated when
 // first used (BPF_F_NO_PREALLOC), but a hash map's bucket array is not:
-// 16 bytes an entry, zeroed when the map is created. At 1<<18 entries the
-// process map's 4 MiB took 1.7 ms of every start, after the rings'
-// mapping (the sampling events wait for the counters).
+// 16 bytes an entry, zeroed when the map is created, and every reading
+// of the map (Exits) walks all of it. At 1<<18 exit entries the 4 MiB
+// took 1.5-1.7 ms of every start, the last of what the launched target
+// waits for, and each reading 0.2-0.5 ms; at 1<<16, 0.4 ms and 0.05-0.1
+// ms: 65,536 exits are 1.3 s of 50,000 threads ending a second while the
+// recorder processes nothing (it can be busy reading a large module's
+// symbols), and a thread with no room is counted lost (Dropped).
 const (
-	ThreadCountsEntries = 1 << 18
+	ThreadCountsEntries = 1 << 16
 	ThreadCountsProcs   = 1 << 14
 )
 

@@ -30,10 +30,11 @@ func init() {
 }
 
 // RunWrapper must be called first thing in main. In the exec wrapper (a
-// re-execution of trueprof itself) it waits until the recorder has opened
-// its events on this process, then execs the target, so that counting
-// starts exactly at exec (the events use enable_on_exec) and none of
-// trueprof's own start-up is profiled. In the holder of closing event
+// re-execution of trueprof itself, where there is no tiny one:
+// tinyWrapper) it waits until the recorder has opened its events on this
+// process, then execs the target, so that counting starts exactly at exec
+// (the events use enable_on_exec) and none of trueprof's own start-up is
+// profiled. In the holder of closing event
 // descriptors (closer.go) it waits for the recorder, then exits. In any
 // other process it returns.
 func RunWrapper() {
@@ -92,18 +93,28 @@ func launch(argv []string, o launchOptions) (*target, error) {
 	if path, err = absPath(path); err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding trueprof's own executable for the exec wrapper: %w", err)
-	}
 	// A socket, not a pipe: the wrapper says on it that it runs.
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("creating the exec wrapper's socket: %w", err)
 	}
 	r, w := os.NewFile(uintptr(fds[0]), "trueprof-wrapper"), os.NewFile(uintptr(fds[1]), "trueprof-gate")
-	cmd := exec.Command(self, argv...)
-	cmd.Env = append(append(os.Environ(), o.env...), wrapperEnv+"="+path)
+	var cmd *exec.Cmd
+	if tiny := tinyWrapper(); tiny != "" {
+		// It takes the target's path as its argv[0], the target's
+		// argv after it.
+		cmd = &exec.Cmd{Path: tiny, Args: append([]string{path}, argv...)}
+		cmd.Env = append(os.Environ(), o.env...)
+	} else {
+		self, err := os.Executable()
+		if err != nil {
+			r.Close()
+			w.Close()
+			return nil, fmt.Errorf("finding trueprof's own executable for the exec wrapper: %w", err)
+		}
+		cmd = exec.Command(self, argv...)
+		cmd.Env = append(append(os.Environ(), o.env...), wrapperEnv+"="+path)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if o.stdout != nil {
 		cmd.Stdout = o.stdout
@@ -122,6 +133,11 @@ func launch(argv []string, o launchOptions) (*target, error) {
 	}()
 	return t, nil
 }
+
+// tinyWrapper is the path of the tiny exec wrapper (wrapperCode), ""
+// without: it does what RunWrapper does in trueprof re-executed, whose
+// Go start (3.5-4.5 ms of CPU) was on the start's critical path.
+var tinyWrapper = tinyProgram("trueprof-exec", wrapperCode)
 
 func absPath(p string) (string, error) {
 	if len(p) > 0 && p[0] == '/' {

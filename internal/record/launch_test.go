@@ -1,6 +1,10 @@
 package record
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"trueprof/internal/perf"
@@ -12,9 +16,13 @@ import (
 // tracked from then on takes its base at the target's exec, after the
 // wrapper's Go start-up (hundreds of page faults), never at the
 // wrapper's exec (a fresh child, a few faults), which would count the
-// wrapper's faults as the target's.
+// wrapper's faults as the target's. The wrapper is trueprof re-executed,
+// whose start-up faults tell the two execs apart; the tiny wrapper runs
+// the same protocol (TestTinyWrapper) but faults too little for that.
 func TestWrapperRunsBeforeTrack(t *testing.T) {
 	testutil.RequirePerf(t)
+	defer func(old func() string) { tinyWrapper = old }(tinyWrapper)
+	tinyWrapper = func() string { return "" }
 	tc, err := perf.NewThreadCounts()
 	if err != nil {
 		testutil.Missing(t, err.Error())
@@ -58,5 +66,70 @@ func TestWrapperRunsBeforeTrack(t *testing.T) {
 		if !found {
 			t.Errorf("round %d: no base at exec for process %d", round, tgt.pid())
 		}
+	}
+}
+
+// TestTinyWrapper launches commands through the tiny exec wrapper: it
+// says it runs once its own exec is complete (its executable is the
+// memfd then, no longer trueprof, which the child was before), execs
+// the target with its arguments and the environment given once released
+// (also when released before it said it runs), and exits with 127
+// without running the target when the recorder gives up on it.
+func TestTinyWrapper(t *testing.T) {
+	if tinyWrapper() == "" {
+		t.Skip("no tiny exec wrapper here (tiny.go)")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	script := `echo "$0|$1|$TINY_TEST" > ` + out + `; exit 3`
+	tgt, err := launch([]string{"sh", "-c", script, "a b", "c"}, launchOptions{env: []string{"TINY_TEST=set"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.running(); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tgt.pid()))
+	if err != nil || !strings.Contains(exe, "memfd:trueprof-exec") {
+		t.Errorf("the wrapper runs as %q (%v): want the tiny wrapper's memfd", exe, err)
+	}
+	if err := tgt.release(); err != nil {
+		t.Fatal(err)
+	}
+	<-tgt.done
+	if got := tgt.exitCode(); got != 3 {
+		t.Errorf("exit code %d, want the target's 3", got)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "a b|c|set\n" {
+		t.Errorf("the target wrote %q (%v), want its arguments and environment: %q", b, err, "a b|c|set\n")
+	}
+	// Released at once, before it says it runs (a recorder that does
+	// not wait for it): its word then meets a closed socket, which must
+	// not kill it (SIGPIPE).
+	os.Remove(out)
+	tgt, err = launch([]string{"sh", "-c", script, "x"}, launchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.release(); err != nil {
+		t.Fatal(err)
+	}
+	<-tgt.done
+	if got := tgt.exitCode(); got != 3 {
+		t.Errorf("exit code %d when released at once, want the target's 3", got)
+	}
+	os.Remove(out)
+	tgt, err = launch([]string{"sh", "-c", script}, launchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.running(); err != nil {
+		t.Fatal(err)
+	}
+	tgt.abort()
+	if got := tgt.exitCode(); got != 127 {
+		t.Errorf("exit code %d after the recorder gave up, want 127", got)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the target ran after the recorder gave up")
 	}
 }

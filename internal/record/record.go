@@ -140,6 +140,9 @@ type session struct {
 	irqOpening *irqOpening
 	// irqAbandoned: recording stopped before they were open.
 	irqAbandoned bool
+	// ringsOpening is the sampling rings being mapped, until openEvents
+	// takes them (takeRings).
+	ringsOpening *ringsOpening
 	// tcOpening is the in-kernel counting being loaded, until the first
 	// thread's counters take it (counters.go).
 	tcOpening *threadCountsOpening
@@ -176,15 +179,22 @@ const reorderSlack = 5 * time.Millisecond
 // settle the configuration, launch the command or attach to the process,
 // open the events and the trace, record, and finish.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	// The kernel's first per-task event after a second without any waits
+	// for an RCU grace period (perf_sched_events, perf.RingAttr): 9-16 ms
+	// here, in every recording started on its own. LostSupported's probe
+	// is such an event: opened first, on a goroutine of its own, its wait
+	// overlaps the start instead of delaying the sampling events.
+	go perf.LostSupported()
 	s, err := newSession(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
 	defer aggregateGC(&s.cfg)()
-	// What loads in the kernel on goroutines of its own (the interrupt
-	// tracepoints, the BPF thread counters: 3-5 ms of CPU) starts before
-	// the launch, so that less of it competes with the rings' mapping.
+	// What loads in the kernel on goroutines of its own (the sampling
+	// rings, the interrupt tracepoints, the BPF thread counters: 3-5 ms
+	// of CPU each) starts before the launch, the rings first.
+	s.startRings()
 	s.startIRQ()
 	s.startThreadCounts()
 	if err := s.launchOrAttach(); err != nil {
@@ -273,6 +283,7 @@ func (s *session) close() {
 		s.events = append(s.events, o.stopOpening()...)
 	}
 	s.dropThreadCounts()
+	s.dropRings()
 	s.closeEvents()
 }
 
@@ -302,10 +313,11 @@ func (s *session) launchOrAttach() error {
 func (s *session) open() error {
 	launched := s.tgt != nil
 	kernel := true
-	if err := s.openEvents(kernel); errors.Is(err, perf.ErrPermission) {
+	counted, err := s.openEvents(kernel)
+	if errors.Is(err, perf.ErrPermission) {
 		s.closeEvents()
 		kernel = false
-		if err := s.openEvents(kernel); err != nil {
+		if counted, err = s.openEvents(kernel); err != nil {
 			return err
 		}
 		fmt.Fprintf(s.log, "trueprof: kernel samples not permitted (kernel.perf_event_paranoid=%d, no CAP_PERFMON); recording user space only\n", perf.Paranoid())
@@ -316,6 +328,12 @@ func (s *session) open() error {
 	s.openPauses()
 	if err := s.openTrace(kernel); err != nil {
 		return err
+	}
+	// The threads' counters wait for the in-kernel counting to load and
+	// for the exec wrapper to run (trackCounts), the trace set up
+	// meanwhile (0.5-1.3 ms, after the wait before).
+	for _, o := range counted {
+		s.openedThread(s.pid, o.tid, o.cpu, kernel, launched)
 	}
 	if err := s.startProbes(s.pid, launched); err != nil {
 		return err
@@ -565,15 +583,19 @@ func (s *session) header(kernel bool) *trace.Header {
 	return h
 }
 
+// threadOpening is a thread an event was opened on, and its CPU.
+type threadOpening struct{ tid, cpu int }
+
 // openEvents opens one sampling event per CPU on the target. A launched
 // target is followed from exec with inherit; an attached one needs an
 // event per existing thread per CPU, which then inherit to threads
-// created later.
-func (s *session) openEvents(kernel bool) error {
+// created later. It returns the threads and CPUs it opened events on,
+// for their counters (openedThread).
+func (s *session) openEvents(kernel bool) ([]threadOpening, error) {
 	pid, launched := s.pid, s.tgt != nil
 	cpus, err := perf.OnlineCPUs()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	attr := perf.SamplingAttr(s.cfg.Event, perf.SamplingOptions{
 		Freq:          s.cfg.Freq,
@@ -594,13 +616,10 @@ func (s *session) openEvents(kernel bool) error {
 	s.sampleType = attr.Sample_type
 	s.counters = counterState{}
 	tids := []int{pid}
-	// The threads' counters are opened once every CPU's sampling event
-	// is: the in-kernel counting loads beside the rings' mapping
-	// (startThreadCounts) instead of between two of them.
-	type opening struct{ tid, cpu int }
-	var counted []opening
+	var counted []threadOpening
+	owners := s.takeRings(cpus)
 	var pre []preopened
-	if launched {
+	if launched && owners == nil {
 		pre = s.openPerCPU(attr, pid, cpus)
 		defer func() {
 			for _, p := range pre {
@@ -610,11 +629,16 @@ func (s *session) openEvents(kernel bool) error {
 	}
 	for i, cpu := range cpus {
 		var owner = -1
+		if owners != nil {
+			owner = owners[i].fd
+			s.rings = append(s.rings, owners[i].ring)
+			s.ringFDs = append(s.ringFDs, owner)
+		}
 		opened := map[int]bool{}
 		for {
 			if !launched {
 				if tids, err = threads(pid); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			added := false
@@ -623,7 +647,7 @@ func (s *session) openEvents(kernel bool) error {
 					continue
 				}
 				var e event
-				if launched {
+				if pre != nil {
 					e, err = pre[i].e, pre[i].err
 					pre[i] = preopened{}
 				} else {
@@ -633,7 +657,7 @@ func (s *session) openEvents(kernel bool) error {
 					if !launched && errors.Is(err, syscall.ESRCH) {
 						continue // the thread ended meanwhile
 					}
-					return err
+					return nil, err
 				}
 				opened[tid] = true
 				added = true
@@ -644,7 +668,7 @@ func (s *session) openEvents(kernel bool) error {
 					s.ringFDs = append(s.ringFDs, e.fd)
 				}
 				s.events = append(s.events, e)
-				counted = append(counted, opening{tid, cpu})
+				counted = append(counted, threadOpening{tid, cpu})
 			}
 			// Threads created while we opened had no event to inherit:
 			// scan again until the set is stable.
@@ -653,10 +677,86 @@ func (s *session) openEvents(kernel bool) error {
 			}
 		}
 	}
-	for _, o := range counted {
-		s.openedThread(pid, o.tid, o.cpu, kernel, launched)
+	return counted, nil
+}
+
+// ringsOpening is startRings' ring events, one a CPU, being opened and
+// mapped.
+type ringsOpening struct {
+	done   chan struct{}
+	cpus   []int
+	owners []event // by CPU, as cpus
+	err    error
+}
+
+// startRings starts mapping each CPU's sampling ring on a goroutine of
+// its own, held by a ring event (perf.RingAttr), for takeRings to give
+// the sampling events: mapping a ring (2-6 ms of CPU for 8 MiB) then
+// overlaps the launch and the wait for the kernel's grace period that
+// the first per-task event can take (perf.RingAttr).
+func (s *session) startRings() {
+	o := &ringsOpening{done: make(chan struct{})}
+	s.ringsOpening = o
+	go func() {
+		defer close(o.done)
+		if o.cpus, o.err = perf.OnlineCPUs(); o.err != nil {
+			return
+		}
+		attr := perf.RingAttr(s.watermark())
+		o.owners = make([]event, len(o.cpus))
+		errs := make([]error, len(o.cpus))
+		var wg sync.WaitGroup
+		for i, cpu := range o.cpus {
+			wg.Go(func() {
+				o.owners[i], errs[i] = s.openShared(attr, -1, cpu, -1, s.cfg.RingPages)
+			})
+		}
+		wg.Wait()
+		if o.err = errors.Join(errs...); o.err != nil {
+			closeOwners(o.owners)
+			o.owners = nil
+		}
+	}()
+}
+
+// takeRings returns startRings' ring events for cpus once mapped; they
+// are the session's events from then on. It returns nil when none were
+// started or they were taken already, and when they could not be opened
+// (an event on every task of a CPU needs CAP_PERFMON) or the CPUs
+// changed meanwhile: each CPU's first sampling event then maps its ring.
+func (s *session) takeRings(cpus []int) []event {
+	o := s.ringsOpening
+	if o == nil {
+		return nil
 	}
-	return nil
+	s.ringsOpening = nil
+	<-o.done
+	if o.err != nil || !slices.Equal(o.cpus, cpus) {
+		closeOwners(o.owners)
+		return nil
+	}
+	s.events = append(s.events, o.owners...)
+	return o.owners
+}
+
+// dropRings releases startRings' ring events when openEvents never took
+// them (Run failed before).
+func (s *session) dropRings() {
+	if o := s.ringsOpening; o != nil {
+		s.ringsOpening = nil
+		<-o.done
+		closeOwners(o.owners)
+	}
+}
+
+// closeOwners unmaps and closes ring events.
+func closeOwners(owners []event) {
+	for _, e := range owners {
+		if e.ring != nil {
+			e.ring.Close()
+			perf.Close(e.fd)
+		}
+	}
 }
 
 // preopened is an event openPerCPU opened (held until the session takes
@@ -678,8 +778,9 @@ func (p preopened) close() {
 }
 
 // openPerCPU opens attr on pid on each of cpus, each with a ring of its
-// own, at once: mapping a ring of 16 MiB takes 4 ms of the start, one CPU
-// after the other before.
+// own, at once, when there are no ring events (takeRings): mapping a
+// ring of 16 MiB takes 4 ms of the start, one CPU after the other
+// before.
 func (s *session) openPerCPU(attr *unix.PerfEventAttr, pid int, cpus []int) []preopened {
 	pre := make([]preopened, len(cpus))
 	var wg sync.WaitGroup
@@ -795,21 +896,24 @@ func maxSampleBytes(cfg Config) int64 {
 // ringPages is the number of data pages per ring for cfg's sampling
 // rate: per CPU, a frequency is the rate of each CPU's samples; a period
 // of a clock event gives it too. The rate of other events per period
-// is unknown: they get the largest rings.
+// is unknown: they get the largest rings. A recording that samples
+// nothing gets rings for its side records alone.
 func ringPages(cfg Config, cpus int, unlimited bool) int {
 	if !unlimited {
 		return minRingPages
 	}
 	most := min(int64(maxRingBytes), int64(maxRingsBytes/2/max(cpus, 1)))
 	bytes := most // the rate of other events than clocks per period is unknown
+	// The context switches come on top of the samples (switchBytes).
 	switch {
+	case cfg.NoSampling:
+		// Side records alone (sideOnlyBytes).
+		bytes = sideOnlyBytes
 	case cfg.Period == 0:
-		bytes = int64(cfg.Freq) * maxSampleBytes(cfg) * ringSeconds
+		bytes = int64(cfg.Freq)*maxSampleBytes(cfg)*ringSeconds + switchBytes
 	case cfg.Event.Clock():
-		bytes = max(1, int64(time.Second)/int64(cfg.Period)) * maxSampleBytes(cfg) * ringSeconds
+		bytes = max(1, int64(time.Second)/int64(cfg.Period))*maxSampleBytes(cfg)*ringSeconds + switchBytes
 	}
-	// The context switches come on top (switchBytes).
-	bytes += switchBytes
 	// Rounding up could pass most: the power of two below it is the
 	// largest ring.
 	pages := perf.RingPagesFor(min(bytes, most))
@@ -818,6 +922,23 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 	}
 	return max(pages, minRingPages)
 }
+
+// sideOnlyBytes is the ring of each CPU when nothing samples (a hooks or
+// uprobes recording: NoSampling): it carries only side records, the most
+// frequent a context switch of 32 bytes. 8 MiB is 400 ms of the fastest
+// switching seen, 650,000 switches a second per CPU (a token passed
+// around four threads by pipes: TestProbeRingsHoldSwitches, lossless in
+// 6 of 6 runs with these rings). A sampling ring's 16 MiB took 6 ms of
+// CPU to map, on the start's critical path. What overflows a ring at
+// that rate is the reader's wait for a P once woken (the Ps, one a CPU,
+// held by the loop and the collector): up to 505 ms. So at 120,000
+// rounds of that test (4.5 times its own) 8 MiB rings lost 26,000-43,000
+// records in 2 of 4 runs, 4 MiB 31,000-292,000 in 5 of 6, and 16 MiB
+// nothing in 7 of 7 (docs/recording.md, "Limits and losses"). Readers
+// with Ps of their own (GOMAXPROCS raised by three) kept 8 MiB lossless
+// there in 9 of 9, but cost the target of bench/percall 8-14 ns a call
+// on its own clock.
+const sideOnlyBytes = 8 << 20
 
 // sideRingBytes is the ring of each CPU's tracepoints (interrupts, lock
 // waits): 2 MiB, ringSeconds of 9,000 interrupts a second per CPU (an

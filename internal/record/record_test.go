@@ -492,8 +492,9 @@ int main(void) { for (int i = 0; i < 200; i++) usleep(1000); return 0; }`)
 
 // TestRingPages checks that rings hold the sampling rate's records and
 // room for context switches (switchBytes: 12.8 MB, so 16 MiB rings on
-// two CPUs whatever the rate), within perf's default and the largest
-// ring, and stay at the default without the right to lock more memory.
+// two CPUs whatever the rate), or side records alone when nothing
+// samples (sideOnlyBytes), within perf's default and the largest ring,
+// and stay at the default without the right to lock more memory.
 func TestRingPages(t *testing.T) {
 	clock, _ := perf.ParseEvent("cpu-clock")
 	faults, _ := perf.ParseEvent("page-faults")
@@ -519,6 +520,10 @@ func TestRingPages(t *testing.T) {
 		// The largest copy: 100 Hz for 2 s is 13.3 MB.
 		{"low rate, dwarf 64 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: perf.MaxUserStack}, 2, true, 16 << 20},
 		{"limited, auto", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, false, 512 << 10},
+		// Nothing samples: side records alone, whatever the rate.
+		{"no sampling", Config{Event: clock, Freq: 999, NoSampling: true}, 2, true, 8 << 20},
+		{"no sampling, many CPUs", Config{Event: clock, Freq: 999, NoSampling: true}, 64, true, 1 << 20},
+		{"no sampling, limited", Config{Event: clock, Freq: 999, NoSampling: true}, 2, false, 512 << 10},
 	} {
 		if got := ringPages(c.cfg, c.cpus, c.unlimited) * page; got != c.want {
 			t.Errorf("%s: rings of %d bytes, want %d", c.name, got, c.want)
