@@ -1,7 +1,8 @@
 package record
 
 // holderCode is the holder of closing events (closer.go) in x86-64
-// machine code, assembled by GNU as from:
+// machine code, testdata/tiny/holder.s assembled by GNU as (TestTinyCode
+// compares them); in short:
 //
 //	_start:	sub	$64, %rsp
 //	1:	read(0, %rsp, 64), again while it reads or is interrupted
@@ -42,7 +43,8 @@ var holderCode = []byte{
 }
 
 // wrapperCode is the exec wrapper (launch.go) in x86-64 machine code,
-// assembled by GNU as from:
+// testdata/tiny/wrapper.s assembled by GNU as (TestTinyCode compares
+// them); in short:
 //
 //	_start:	mov	%rsp, %rbx: argc, then argv (the target's path, then its argv), NULL, envp
 //		send(3, "\0", 1, MSG_NOSIGNAL): it runs (target.running); a
