@@ -298,3 +298,61 @@ func TestSpool(t *testing.T) {
 		t.Errorf("after Close: Close %v, a batch handed out %v", err, sp.Batch() != nil)
 	}
 }
+
+// TestHorizon plays a busy thread whose ring holds four batches' worth,
+// an idle thread and a free slot: after every drain no record left in a
+// ring is timed before the region's horizon, a batch carries the
+// horizon of its drain, the busy thread does not keep the horizon at 0
+// (the drains go round the slots), and a record the idle thread timed
+// when the drain before began and published late is not before it.
+func TestHorizon(t *testing.T) {
+	r := fakeRegion(t, 3, 64)
+	for i := range 2 {
+		s := &r.slots[i]
+		s.State, s.PID, s.TID = stateOwned, 10, uint32(11+i)
+	}
+	base := r.now()
+	for k := range 40 {
+		r.produce(0, rec{Time: base + uint64(k), W: word(recEntry, 1)})
+	}
+	size := r.mask + 1
+	check := func(b *Batch, drain int) {
+		t.Helper()
+		h := r.Horizon()
+		if b.Horizon() != h {
+			t.Fatalf("drain %d: batch horizon %d, region's %d", drain, b.Horizon(), h)
+		}
+		for i := range r.slots {
+			s := &r.slots[i]
+			for p := s.Tail; p < s.Head; p++ {
+				if tm := r.rings[uint64(i)*size+p&r.mask].Time; tm < h {
+					t.Fatalf("drain %d: slot %d holds a record at %d, before the horizon %d", drain, i, tm, h)
+				}
+			}
+		}
+	}
+	b := NewBatch(10)
+	for drain := 1; ; drain++ {
+		b.Reset()
+		more := r.DrainBatch(b, false)
+		check(b, drain)
+		if drain == 3 && r.Horizon() == 0 {
+			t.Fatal("the horizon is still 0 after 3 drains: the busy slot keeps the others from being visited")
+		}
+		if !more {
+			break
+		}
+	}
+	// Two drains of empty rings: the horizon moves on to the drain
+	// before the last.
+	for drain := range 2 {
+		b.Reset()
+		r.DrainBatch(b, false)
+		check(b, 10+drain)
+	}
+	if h := r.Horizon(); h < base {
+		t.Fatalf("horizon %d after the rings were emptied twice: want at least %d", h, base)
+	}
+	r.produce(1, rec{Time: r.bounds[1].prev, W: word(recEntry, 1)})
+	check(b, 12)
+}
