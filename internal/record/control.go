@@ -24,15 +24,21 @@ type controlState struct {
 	stop  bool          // ctl stop was asked for
 
 	// pausedAt is when the open pause began (0: not paused); records
-	// from then on are dropped. lastPause is the end of the last closed
-	// pause, pauseStart its start: records come up to reorderSlack late,
-	// so those of a closed pause may still be in the backlog.
+	// from then on are dropped. closed holds the closed pauses, oldest
+	// first, that records still to be processed may fall in: the loop
+	// processes records once every source has delivered up to their
+	// time, which can be well after a pause closed (a hooked target's
+	// backlog), so records of several closed pauses may still wait.
 	pausedAt              uint64
-	pauseStart, lastPause uint64
+	closed                []pauseSpan
 	pauses                int
 	pausedNS              uint64
 	dropped, pauseDropped uint64
 }
+
+// pauseSpan is a closed pause: records of times in [start, end) are
+// dropped.
+type pauseSpan struct{ start, end uint64 }
 
 // controlCall is one request on its way to the loop, and where the
 // answer goes.
@@ -179,7 +185,7 @@ func (s *session) endPause(t uint64) error {
 		return nil
 	}
 	p := s.openPause(t)
-	s.ctl.pauseStart, s.ctl.lastPause = s.ctl.pausedAt, t
+	s.ctl.closed = append(s.ctl.closed, pauseSpan{s.ctl.pausedAt, t})
 	s.ctl.pausedAt = 0
 	s.ctl.pausedNS += p.Duration
 	return s.w.Write(&p)
@@ -191,11 +197,14 @@ func (s *session) openPause(t uint64) trace.Pause {
 }
 
 // drop reports whether a sample or event of time t falls in a pause,
-// counting it if so. Only the open pause and the last one can hold the
-// records still to be processed.
+// counting it if so. Records come in time order, so a closed pause that
+// ended before t can hold none of the records still to come.
 func (s *session) drop(t uint64) bool {
 	c := &s.ctl
-	if (c.pausedAt != 0 && t >= c.pausedAt) || (t >= c.pauseStart && t < c.lastPause) {
+	for len(c.closed) > 0 && t >= c.closed[0].end {
+		c.closed = c.closed[1:]
+	}
+	if (c.pausedAt != 0 && t >= c.pausedAt) || (len(c.closed) > 0 && t >= c.closed[0].start) {
 		c.dropped++
 		c.pauseDropped++
 		return true

@@ -76,3 +76,28 @@ func TestControlPause(t *testing.T) {
 		t.Errorf("Pause records %+v, want one ending at 6000 after 5000 ns with 2 dropped", pauses)
 	}
 }
+
+// TestControlPausesInBacklog closes two pauses before the loop reaches
+// the records of either (a hooked target's backlog can be that long):
+// the records of both are dropped, those between and after them kept.
+func TestControlPausesInBacklog(t *testing.T) {
+	w, err := trace.NewWriter(&bytes.Buffer{}, &trace.Header{}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{w: w}
+	for _, p := range [][2]uint64{{1000, 2000}, {3000, 4000}} {
+		s.ctl.pausedAt = p[0]
+		if err := s.endPause(p[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		t    uint64
+		drop bool
+	}{{500, false}, {1000, true}, {1999, true}, {2000, false}, {2999, false}, {3000, true}, {3999, true}, {4000, false}} {
+		if got := s.drop(tc.t); got != tc.drop {
+			t.Errorf("paused from 1000 to 2000 and 3000 to 4000: drop(%d) = %v", tc.t, got)
+		}
+	}
+}
