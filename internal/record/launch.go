@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,26 +52,40 @@ func RunWrapper() {
 	// without writing when it gave up.
 	go1 := os.NewFile(3, "trueprof-go")
 	var b [1]byte
-	// A recorder that never waits for it (no in-kernel counting) may
-	// have released this process and closed its end already: the write
-	// fails then, and the read below decides.
+	// A recorder that gave up on it may have closed its end already:
+	// the write fails then (EPIPE: Go takes SIGPIPE only for fds 1 and
+	// 2), and the read below decides.
 	_, _ = go1.Write(b[:])
 	if n, _ := go1.Read(b[:]); n != 1 {
 		os.Exit(127)
 	}
-	go1.Close()
+	// A successful exec closes it; a failed one sends the errno, as the
+	// tiny wrapper does (target.execErr).
+	unix.CloseOnExec(3)
 	err := unix.Exec(path, os.Args[1:], os.Environ())
-	fmt.Fprintf(os.Stderr, "trueprof: exec %s: %v\n", path, err)
+	var errno [4]byte
+	if e, ok := err.(syscall.Errno); ok {
+		binary.LittleEndian.PutUint32(errno[:], uint32(e))
+	}
+	go1.Write(errno[:])
 	os.Exit(127)
 }
 
 // target is a launched command, stopped in the wrapper until release.
 type target struct {
 	cmd  *exec.Cmd
+	path string   // the target's executable, as the wrapper execs it
 	gate *os.File // the recorder's end of the wrapper's socket
 	ran  bool     // running returned
-	done chan struct{}
-	err  error // cmd.Wait's result, valid after done is closed
+	// released is set by release; abort then leaves the socket to
+	// readExec.
+	released bool
+	done     chan struct{}
+	err      error // cmd.Wait's result, valid after done is closed
+	// execErr is why the wrapper's exec of path failed, nil when it
+	// did not; valid after done is closed.
+	execErr  error
+	execRead chan struct{} // closed when execErr is known
 }
 
 // launchOptions adjust how the target is started.
@@ -99,40 +114,52 @@ func launch(argv []string, o launchOptions) (*target, error) {
 		return nil, fmt.Errorf("creating the exec wrapper's socket: %w", err)
 	}
 	r, w := os.NewFile(uintptr(fds[0]), "trueprof-wrapper"), os.NewFile(uintptr(fds[1]), "trueprof-gate")
+	defer r.Close()
+	start := func(cmd *exec.Cmd) error {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if o.stdout != nil {
+			cmd.Stdout = o.stdout
+		}
+		cmd.ExtraFiles = append([]*os.File{r}, o.files...)
+		return cmd.Start()
+	}
 	var cmd *exec.Cmd
+	err = errNoTinyWrapper
 	if tiny := tinyWrapper(); tiny != "" {
 		// It takes the target's path as its argv[0], the target's
 		// argv after it.
 		cmd = &exec.Cmd{Path: tiny, Args: append([]string{path}, argv...)}
 		cmd.Env = append(os.Environ(), o.env...)
-	} else {
+		err = start(cmd)
+	}
+	if err != nil {
+		// No tiny wrapper, or one that could not be executed (a
+		// security module, a sandbox): trueprof re-executed.
 		self, err := os.Executable()
 		if err != nil {
-			r.Close()
 			w.Close()
 			return nil, fmt.Errorf("finding trueprof's own executable for the exec wrapper: %w", err)
 		}
 		cmd = exec.Command(self, argv...)
 		cmd.Env = append(append(os.Environ(), o.env...), wrapperEnv+"="+path)
+		if err := start(cmd); err != nil {
+			w.Close()
+			return nil, err
+		}
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if o.stdout != nil {
-		cmd.Stdout = o.stdout
-	}
-	cmd.ExtraFiles = append([]*os.File{r}, o.files...)
-	if err := cmd.Start(); err != nil {
-		r.Close()
-		w.Close()
-		return nil, err
-	}
-	r.Close()
-	t := &target{cmd: cmd, gate: w, done: make(chan struct{})}
+	t := &target{cmd: cmd, path: path, gate: w, done: make(chan struct{}), execRead: make(chan struct{})}
 	go func() {
 		t.err = cmd.Wait()
+		// The wrapper has exited or exec'd and its exec is over: what
+		// its end of the socket said is in.
+		<-t.execRead
 		close(t.done)
 	}()
 	return t, nil
 }
+
+// errNoTinyWrapper says that there is no tiny exec wrapper to start.
+var errNoTinyWrapper = errors.New("no tiny exec wrapper")
 
 // tinyWrapper is the path of the tiny exec wrapper (wrapperCode), ""
 // without: it does what RunWrapper does in trueprof re-executed, whose
@@ -175,13 +202,35 @@ func (t *target) running() error {
 // release lets the wrapper exec the target.
 func (t *target) release() error {
 	_, err := t.gate.Write([]byte{1})
-	t.gate.Close()
+	t.released = true
+	go t.readExec()
 	return err
 }
 
-// abort makes a wrapper that was never released exit.
-func (t *target) abort() {
+// readExec reads what the released wrapper says on its socket: nothing
+// when its exec succeeds (the exec closes the wrapper's end), the errno
+// when it fails, which the wrapper cannot explain itself (the tiny one
+// has no way to print a path and an error), so that finish can.
+func (t *target) readExec() {
+	var b [4]byte
+	if !t.ran {
+		// Its word that it runs comes first (running did not take it).
+		io.ReadFull(t.gate, b[:1])
+	}
+	if n, _ := io.ReadFull(t.gate, b[:]); n == len(b) {
+		t.execErr = &os.PathError{Op: "exec", Path: t.path, Err: syscall.Errno(binary.LittleEndian.Uint32(b[:]))}
+	}
 	t.gate.Close()
+	close(t.execRead)
+}
+
+// abort makes a wrapper that was never released exit; a released one
+// is left to go on (stopTarget stops it).
+func (t *target) abort() {
+	if !t.released {
+		t.gate.Close()
+		close(t.execRead)
+	}
 	<-t.done
 }
 

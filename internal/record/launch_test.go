@@ -1,10 +1,12 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"trueprof/internal/perf"
@@ -103,8 +105,7 @@ func TestTinyWrapper(t *testing.T) {
 		t.Errorf("the target wrote %q (%v), want its arguments and environment: %q", b, err, "a b|c|set\n")
 	}
 	// Released at once, before it says it runs (a recorder that does
-	// not wait for it): its word then meets a closed socket, which must
-	// not kill it (SIGPIPE).
+	// not wait for it): its word comes before the exec's outcome.
 	os.Remove(out)
 	tgt, err = launch([]string{"sh", "-c", script, "x"}, launchOptions{})
 	if err != nil {
@@ -129,7 +130,64 @@ func TestTinyWrapper(t *testing.T) {
 	if got := tgt.exitCode(); got != 127 {
 		t.Errorf("exit code %d after the recorder gave up, want 127", got)
 	}
+	// Given up at once, before it says it runs: its word may meet a
+	// closed socket, which must not kill it (SIGPIPE, exit code 141).
+	for range 5 {
+		tgt, err = launch([]string{"sh", "-c", script}, launchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tgt.abort()
+		if got := tgt.exitCode(); got != 127 {
+			t.Errorf("exit code %d after the recorder gave up at once, want 127", got)
+		}
+	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("the target ran after the recorder gave up")
+	}
+}
+
+// TestWrapperExecFails launches a file that cannot be executed (a script
+// without "#!"), through the tiny wrapper where there is one and through
+// trueprof re-executed, released after and before the wrapper says it
+// runs: the exit code is 127 and the target's execErr names the path and
+// the kernel's error, as the Go wrapper printed them before the tiny
+// one, which cannot, existed.
+func TestWrapperExecFails(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "noshebang")
+	if err := os.WriteFile(bin, []byte("echo never\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrappers := map[string]func() string{"re-executed": func() string { return "" }}
+	if tinyWrapper() != "" {
+		wrappers["tiny"] = tinyWrapper
+	}
+	for name, wrapper := range wrappers {
+		for _, wait := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/waited=%v", name, wait), func(t *testing.T) {
+				defer func(old func() string) { tinyWrapper = old }(tinyWrapper)
+				tinyWrapper = wrapper
+				tgt, err := launch([]string{bin}, launchOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wait {
+					if err := tgt.running(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tgt.release(); err != nil {
+					t.Fatal(err)
+				}
+				<-tgt.done
+				if got := tgt.exitCode(); got != 127 {
+					t.Errorf("exit code %d, want 127", got)
+				}
+				var pe *os.PathError
+				if !errors.As(tgt.execErr, &pe) || pe.Path != bin || !errors.Is(pe.Err, syscall.ENOEXEC) {
+					t.Errorf("execErr %v, want exec %s: %v", tgt.execErr, bin, syscall.ENOEXEC)
+				}
+			})
+		}
 	}
 }

@@ -464,6 +464,13 @@ func (s *session) finish() (*Result, error) {
 			stopTarget(s.tgt)
 		}
 		s.result.ExitCode = s.tgt.exitCode()
+		select {
+		case <-s.tgt.done:
+			if s.tgt.execErr != nil {
+				fmt.Fprintf(s.log, "trueprof: %v\n", s.tgt.execErr)
+			}
+		default:
+		}
 	}
 	if err := s.writeEnd(); err != nil {
 		return nil, err

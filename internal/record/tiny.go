@@ -3,8 +3,8 @@ package record
 import (
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
 	"os"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -63,10 +63,17 @@ func tinyELF(code []byte) []byte {
 // of code, made on its first call: a memfd of this process, sealed, named
 // in /proc by this process's id, so that a child whose descriptors are
 // being rearranged for exec still finds it. It gives "" when there is no
-// code for this machine or the kernel will not execute it.
+// code for this machine, when the memfd cannot be made executable, or
+// when a child could not open the path: a process that is not dumpable
+// (trueprof given capabilities by setcap and run by another user) keeps
+// its /proc/PID/fd from its children. Callers fall back to trueprof
+// re-executed when the exec fails anyway (a security module, a sandbox).
 func tinyProgram(name string, code []byte) func() string {
 	return sync.OnceValue(func() string {
 		if code == nil {
+			return ""
+		}
+		if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 1 {
 			return ""
 		}
 		fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
@@ -88,6 +95,29 @@ func tinyProgram(name string, code []byte) func() string {
 			unix.Close(fd)
 			return ""
 		}
-		return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
+		path := procFdPath(fd)
+		if path == "" {
+			unix.Close(fd)
+		}
+		return path
 	})
+}
+
+// procFdPath is the path in /proc of this process's descriptor fd, ""
+// when /proc does not name this process. The process is named by what
+// /proc/self links to, not by os.Getpid: in a PID namespace other than
+// /proc's, os.Getpid's number is another process there, whose file a
+// child would execute. The path is checked to be fd itself.
+func procFdPath(fd int) string {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return ""
+	}
+	path := "/proc/" + self + "/fd/" + strconv.Itoa(fd)
+	var viaPath, viaFd unix.Stat_t
+	if unix.Stat(path, &viaPath) != nil || unix.Fstat(fd, &viaFd) != nil ||
+		viaPath.Dev != viaFd.Dev || viaPath.Ino != viaFd.Ino {
+		return ""
+	}
+	return path
 }

@@ -2,7 +2,8 @@
 # TestTinyCode assembles this file with GNU as and compares. On entry
 # the stack holds argc, then argv (the target's path, then its argv),
 # NULL, envp. It says on fd 3 that it runs, waits there for the byte
-# that releases it, and execs the target.
+# that releases it, and execs the target. Fd 3 closes at a successful
+# exec; when the exec fails, the errno goes to the recorder on it.
 	.text
 	.globl	_start
 _start:
@@ -27,8 +28,10 @@ wait:
 	je	wait
 	cmp	$1, %rax		# not the byte: exit_group(127)
 	jne	fail
-	mov	$3, %eax		# close(3)
+	mov	$72, %eax		# fcntl(3, F_SETFD, FD_CLOEXEC)
 	mov	$3, %edi
+	mov	$2, %esi
+	mov	$1, %edx
 	syscall
 	mov	8(%rbx), %rdi		# execve(argv[0], &argv[1], envp)
 	lea	16(%rbx), %rsi
@@ -36,14 +39,14 @@ wait:
 	lea	16(%rbx,%rcx,8), %rdx
 	mov	$59, %eax
 	syscall
-	mov	$1, %eax		# write(2, msg, 36)
-	mov	$2, %edi
-	lea	msg(%rip), %rsi
-	mov	$36, %edx
+	neg	%eax			# write(3, &errno, 4)
+	mov	%eax, (%rsp)
+	mov	$1, %eax
+	mov	$3, %edi
+	mov	%rsp, %rsi
+	mov	$4, %edx
 	syscall
 fail:
 	mov	$127, %edi
 	mov	$231, %eax		# exit_group(127)
 	syscall
-msg:
-	.ascii	"trueprof: exec of the target failed\n"
