@@ -19,8 +19,6 @@ type Batch struct {
 	// clock converts the records' TSC values: the region's pairs when
 	// the batch was filled (nil: records carry CLOCK_MONOTONIC ns).
 	clock *clock
-	// horizon is the region's Horizon when the batch was last filled.
-	horizon uint64
 }
 
 // slotRun is consecutive records of one slot in a Batch.
@@ -98,15 +96,8 @@ func (b *Batch) Full() bool { return len(b.recs) == cap(b.recs) }
 
 // Reset empties b for reuse.
 func (b *Batch) Reset() {
-	b.recs, b.spans, b.clock, b.horizon = b.recs[:0], b.spans[:0], nil, 0
+	b.recs, b.spans, b.clock = b.recs[:0], b.spans[:0], nil
 }
-
-// Horizon is the region's Horizon when b was last filled: every event
-// timed before it is in b or a batch filled before b, but for a thread
-// stalled between timing and publishing an event for longer than the
-// drains' period (Region.Horizon). The batches filled after b hold only
-// later events (but for such a thread).
-func (b *Batch) Horizon() uint64 { return b.horizon }
 
 // Decoder turns batches into events, keeping what outlasts a batch: each
 // thread's last time, so that its times never go backwards (TSC values

@@ -166,46 +166,7 @@ type Region struct {
 	// frozen, after Freeze, is each slot's head then: the drains copy
 	// no further.
 	frozen []uint64
-
-	// bounds is, per slot, what the drains know of the times of the
-	// events they have not copied yet (Horizon), and horizon the least
-	// of the bounds; next is the slot the next drain starts at.
-	bounds  []slotBound
-	horizon uint64
-	next    int
 }
-
-// slotBound is what the drains know of the times of a slot's events not
-// yet copied. visit and prev are the starts of the last two drains that
-// found the ring empty, or emptied it (or found the slot free); last is
-// the time of the last record copied, and partial says records were
-// left in the ring then.
-type slotBound struct {
-	visit, prev, last uint64
-	partial           bool
-}
-
-// bound returns the time before which slot b's thread has no event left
-// to copy. Its ring holds its events in time order: after a copy that
-// left records, they are all at or after the last one copied. After the
-// ring was emptied, the thread may have timed an event and not yet
-// published it (a few ns, or as long as it is preempted there): its
-// events are timed after the drain before began, but for a thread stalled
-// there for longer than the time between two drains (1 ms); a thread
-// that takes the slot later (it was free) likewise.
-func (b *slotBound) bound() uint64 {
-	// last less the error of converting a TSC value, which the decoder
-	// may do with other clock pairs than the drain did.
-	last := b.last - min(b.last, convSlack)
-	if b.partial {
-		return last
-	}
-	return max(last, b.prev)
-}
-
-// convSlack bounds the difference between two conversions of a TSC value
-// to CLOCK_MONOTONIC with different pairs (tens of ns: TestClockConversion).
-const convSlack = 1000
 
 // liveEvery is how often Drain looks for owned slots of threads that
 // ended without their exit hook (exit, exec, signals).
@@ -319,7 +280,6 @@ func (r *Region) layout() error {
 	r.rings = unsafe.Slice((*rec)(unsafe.Pointer(&r.mem[h.RingOff])), n*ev)
 	r.mask = ev - 1
 	r.idle = make([]uint64, n)
-	r.bounds = make([]slotBound, n)
 	return nil
 }
 
@@ -416,14 +376,6 @@ func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 	if r.mem == nil {
 		return false
 	}
-	start := r.now()
-	defer func() {
-		r.horizon = ^uint64(0)
-		for i := range r.bounds {
-			r.horizon = min(r.horizon, r.bounds[i].bound())
-		}
-		b.horizon = r.horizon
-	}()
 	if check {
 		r.lastCheck = time.Now()
 	}
@@ -436,23 +388,15 @@ func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 		}
 		b.clock = r.view
 	}
-	// From where the last drain stopped: a busy thread that fills the
-	// batch at every drain must not keep the drains from the others,
-	// whose bounds would stay behind.
-	n := len(r.slots)
-	for k := range n {
-		i := (r.next + k) % n
+	for i := range r.slots {
 		s := &r.slots[i]
 		st := atomic.LoadUint32(&s.State)
 		if st == stateFree {
-			r.emptied(i, start)
 			continue
 		}
 		if r.copySlot(i, b) {
-			r.next = (i + 1) % n
 			return true
 		}
-		r.emptied(i, start)
 		if st == stateOwned {
 			// Between checks, only threads idle since the last Drain are
 			// worth a system call; the final check looks at all.
@@ -467,16 +411,13 @@ func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 			}
 			// Gone: whatever it wrote before it ended is there now.
 			if r.copySlot(i, b) {
-				r.next = (i + 1) % n
 				return true
 			}
 		}
 		if cap(b.recs)-len(b.recs) < 2 {
-			r.next = i
 			return true // no room for the slot's last records: next batch
 		}
 		r.free(i, b)
-		r.bounds[i].last = 0 // the next owner's events start afresh
 	}
 	if d := atomic.LoadUint64(&r.hdr.NoSlotDropped); d != r.noSlot && len(b.recs) < cap(b.recs) {
 		b.recs = append(b.recs, rec{Time: r.now(), W: word(recDrop, d-r.noSlot)})
@@ -484,20 +425,6 @@ func (r *Region) drainBatch(b *Batch, check, final bool) (more bool) {
 		r.noSlot = d
 	}
 	return false
-}
-
-// Horizon is a time (CLOCK_MONOTONIC ns) before which every event the
-// threads timed has been copied by the drains so far, but for a thread
-// stalled between timing an event and publishing it for longer than the
-// time between two drains: the least of the slots' bounds (slotBound).
-// It is 0 until every slot has been found empty by two drains.
-func (r *Region) Horizon() uint64 { return r.horizon }
-
-// emptied notes that the drain that began at t found slot i's ring
-// empty, or emptied it.
-func (r *Region) emptied(i int, t uint64) {
-	b := &r.bounds[i]
-	b.prev, b.visit, b.partial = b.visit, t, false
 }
 
 // noSlot is the run slot of drops by threads that found no slot.
@@ -543,14 +470,7 @@ func (r *Region) copySlot(i int, b *Batch) (full bool) {
 	ru.n = uint32(n)
 	b.spans = append(b.spans, ru)
 	atomic.StoreUint64(&s.Tail, tail+n)
-	bd := &r.bounds[i]
-	if t := ring[(to-1)&r.mask].Time; r.clock != nil {
-		bd.last = max(bd.last, r.clock.mono(t))
-	} else {
-		bd.last = max(bd.last, t)
-	}
-	bd.partial = tail+n != head
-	return bd.partial
+	return tail+n != head
 }
 
 // free passes on what slot i's ended thread still owed (its pending

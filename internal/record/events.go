@@ -37,31 +37,6 @@ type batchSource interface {
 	drainInto(dst []instrEvent) (out []instrEvent, more, ordered bool)
 }
 
-// horizonSource is an eventSource that can say how far in time it has
-// delivered its events.
-type horizonSource interface {
-	eventSource
-	// horizon returns a time (CLOCK_MONOTONIC ns) before which the
-	// source has handed over every event: later ones are all timed at or
-	// after it.
-	horizon() uint64
-}
-
-// sourcesHorizon returns the earliest time before which the sources have
-// handed over every event: a horizonSource's horizon, for the others
-// reorderSlack before now.
-func (s *session) sourcesHorizon(now uint64) uint64 {
-	h := now
-	for _, src := range s.sources {
-		if hs, ok := src.(horizonSource); ok {
-			h = min(h, hs.horizon())
-		} else {
-			h = min(h, now-uint64(reorderSlack))
-		}
-	}
-	return h
-}
-
 // instrEvent is one event of an eventSource. It is small and holds no
 // pointers: hooks deliver tens of millions a second.
 type instrEvent struct {

@@ -100,78 +100,31 @@ func recordOnly(t *testing.T, cfg Config) *Result {
 	return res
 }
 
-// TestHookEventsInTimeOrder records a dense hook load with sampling on
-// and checks that the loop processed the hooks' events and the kernel's
-// records in time order: the trace holds them as processed, so no event
-// may follow a kernel record of a later time, nor a kernel record an
-// event of a later time. A horizon that lets events through before the
-// hooks have delivered the earlier ones, or kernel records before the
-// earlier events, fails it: the fixed 5 ms slack did both on this load,
-// where the hooks' events lag tens of ms behind the kernel's records
-// (5.9 million of 6 million events out of order, 2 runs of 2).
-func TestHookEventsInTimeOrder(t *testing.T) {
-	const mids = 1_000_000
-	bin := testutil.BuildC(t, t.TempDir(), "calls", testutil.CallsC, "-O1", "-fno-inline", "-finstrument-functions")
-	out := filepath.Join(t.TempDir(), "trueprof.trace")
-	recordOnly(t, Config{Command: []string{bin, strconv.Itoa(mids)}, Mech: "hook", Output: out})
-	// The latest time of each side so far.
-	var lastEvent, lastKernel uint64
-	var events, kernel, late int
-	streamTrace(t, out, func(r trace.Record) {
-		var tm uint64
-		switch r := r.(type) {
-		case *trace.Event:
-			events++
-			if r.Time < lastKernel {
-				if late++; late <= 3 {
-					t.Errorf("event at %d processed after a kernel record at %d", r.Time, lastKernel)
-				}
-			}
-			lastEvent = max(lastEvent, r.Time)
-			return
-		case *trace.Sample:
-			tm = r.Time
-		case *trace.Switch:
-			tm = r.Time
-		case *trace.Module:
-			tm = r.Time
-		case *trace.Fork:
-			tm = r.Time
-		case *trace.Comm:
-			tm = r.Time
-		default:
-			return
-		}
-		kernel++
-		if tm < lastEvent {
-			if late++; late <= 3 {
-				t.Errorf("kernel record %T at %d processed after an event at %d", r, tm, lastEvent)
-			}
-		}
-		lastKernel = max(lastKernel, tm)
-	})
-	t.Logf("%d events, %d kernel records, %d out of order", events, kernel, late)
-	if events != 6*mids+2 {
-		t.Errorf("%d events: want %d", events, 6*mids+2)
-	}
-	// Without kernel records among the events the test shows nothing.
-	if kernel < 20 {
-		t.Errorf("%d kernel records: want 20 or more among the events", kernel)
-	}
-	if late > 0 {
-		t.Errorf("%d records out of time order", late)
-	}
-}
-
 // countHookCalls reads the trace at path record by record and returns
 // the entries per function name, the events adjustments report dropped,
 // and the number of events.
 func countHookCalls(t *testing.T, path string) (calls map[string]uint64, dropped, events uint64) {
 	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := trace.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
 	strs := map[uint32]string{}
 	funcs := map[uint32]uint32{} // location -> function name's string id
 	byLoc := map[uint32]uint64{}
-	streamTrace(t, path, func(r trace.Record) {
+	for {
+		r, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		switch r := r.(type) {
 		case *trace.String:
 			strs[r.ID] = r.Text
@@ -187,35 +140,10 @@ func countHookCalls(t *testing.T, path string) (calls map[string]uint64, dropped
 		case *trace.Adjust:
 			dropped += r.Dropped
 		}
-	})
+	}
 	calls = map[string]uint64{}
 	for loc, n := range byLoc {
 		calls[strs[funcs[loc]]] += n
 	}
 	return calls, dropped, events
-}
-
-// streamTrace passes the records of the trace at path to fn one at a
-// time, in the order they were written.
-func streamTrace(t *testing.T, path string, fn func(trace.Record)) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := trace.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		r, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(r)
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,13 +75,6 @@ type hookSource struct {
 	quit      chan struct{} // closed by close: the decoder ends at once
 	decodeEnd chan struct{} // closed when the decoder has ended
 
-	// mark is the region's Horizon after the drainer's last pass, or 0
-	// if the batch being filled had events then: stored without h.mu,
-	// which the drainer does not take at every pass. delivered (h.mu)
-	// is the horizon of the last slab drainInto handed over (horizon).
-	mark      atomic.Uint64
-	delivered uint64
-
 	// dec and the fields below are the decoder goroutine's: it decodes
 	// into dst, the slab being filled. last is the time of the event
 	// push appended last, and unordered whether one came before its
@@ -102,9 +94,6 @@ type hookSlab struct {
 	// time.
 	ordered bool
 	first   uint64
-	// horizon is its batch's: every event timed before it is in this
-	// slab or an earlier one (hook.Batch.Horizon).
-	horizon uint64
 }
 
 // hookChunk is the number of records per batch (256 KiB).
@@ -129,11 +118,9 @@ const hookSlabs = 3
 const hookSlabKeep = 4 * hookChunk
 
 // hookHandOver is how long events may wait in a batch that is not full:
-// the loop processes the kernel's records only up to the events handed
-// over (horizon), so a slow target's events hold its samples and
-// mappings back by this long, as reorderSlack holds back the records of
-// sources that cannot say how far they have delivered.
-const hookHandOver = reorderSlack
+// a slow target's events must reach the trace within the recorder's
+// one-second flush, and a snapshot of a live trace must see them.
+const hookHandOver = 100 * time.Millisecond
 
 func newHookSource(r *hook.Region) (*hookSource, error) {
 	h, err := newHookQueue(r)
@@ -202,11 +189,6 @@ func (h *hookSource) run() {
 			h.mu.Lock()
 			h.handOver()
 			h.mu.Unlock()
-		}
-		if h.cur != nil && h.cur.Len() > 0 {
-			h.mark.Store(0)
-		} else {
-			h.mark.Store(h.r.Horizon())
 		}
 		select {
 		case <-h.stop:
@@ -310,7 +292,6 @@ func (h *hookSource) decode() {
 		if len(slab.evs) > 0 {
 			slab.first = slab.evs[0].time
 		}
-		slab.horizon = b.Horizon()
 		h.mu.Lock()
 		h.free = append(h.free, b)
 		h.slabs = append(h.slabs, slab)
@@ -420,13 +401,10 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 // drainInto appends the events of the oldest decoded slab to dst and
 // returns it: one slab at a time, since the session holds the events
 // until it has processed them (a few slabs at once grew its buffer past
-// what it keeps between passes: page faults 5,127 against 4,735 a
-// recording of bench/percall's default load, and the loop's copies). An
+// what it keeps between passes, to be allocated anew at every pass). An
 // empty dst of at most hookSlabKeep events is swapped for the slab's
 // events rather than copied into, and the slab decodes into dst's
-// buffer next. While the drainer runs, a slab left for the next call
-// wakes the loop again at once: the loop processes events up to the
-// horizon of the last slab it took (horizon). Once the drainer has
+// buffer next. Once the drainer has
 // stopped, drainInto waits for the decoder's next slab when none is
 // ready and reports whether events are left for the next call. It also
 // reports whether the events it appended are in time order, after
@@ -445,7 +423,6 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	if len(h.slabs) > 0 {
 		sl = h.slabs[0]
 		h.slabs = slices.Delete(h.slabs, 0, 1)
-		h.delivered = sl.horizon
 		if len(h.slabs) > 0 && !h.closed {
 			h.ready.Signal() // the rest on the next round
 		}
@@ -468,24 +445,6 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	h.mu.Unlock()
 	wakeOne(h.spared)
 	return dst, more, ordered
-}
-
-// horizon returns a time before which drainInto has handed over every
-// event the target's threads timed (hook.Region.Horizon): while batches
-// or slabs wait, the horizon of the last slab handed over (the region's
-// when its batch was filled: what was copied later is timed after it);
-// once everything the drainer copied was handed over, the region's after
-// the drainer's last pass.
-func (h *hookSource) horizon() uint64 {
-	// Loaded first: a mark stored after a hand-over finds the batch
-	// handed over, decoded or delivered.
-	mark := h.mark.Load()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if mark == 0 || len(h.slabs) > 0 || len(h.full) > 0 || h.decoding {
-		return h.delivered
-	}
-	return mark
 }
 
 // pending reports whether events are still to be decoded or handed

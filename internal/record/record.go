@@ -164,14 +164,12 @@ func logOrStderr(w io.Writer) io.Writer {
 	return w
 }
 
-// reorderSlack is how far behind the present the loop processes the
-// events of a source that cannot say how far it has delivered them
-// (uprobes, goroutines, labels; see drain for the others). Records from
-// different CPU rings and probe sources interleave in time, and every
-// pass reads all of them, so only records still being written when a
-// pass starts can be missing; waiting this long before processing lets
-// a mapping be known before the samples and events that need it. It
-// also bounds the backlog: at tens of millions of hook events per
+// reorderSlack is how far behind the present the loop processes records.
+// Records from different CPU rings and probe sources interleave in time,
+// and every pass reads all of them, so only records still being written
+// when a pass starts can be missing; waiting this long before processing
+// lets a mapping be known before the samples and events that need it.
+// It also bounds the backlog: at tens of millions of hook events per
 // second a longer wait means a backlog of millions.
 const reorderSlack = 5 * time.Millisecond
 
@@ -1126,22 +1124,13 @@ func (s *session) loop(ctx context.Context) (string, error) {
 
 // drain reads every ring and processes the records that are old enough
 // to be in time order; final processes all of them.
-//
-// Old enough is before the horizon, the earliest time up to which every
-// source has delivered its records: for the kernel's rings the time the
-// reader's passes have read them (ringReader.horizon), for the
-// hooks what they handed over (hookSource.horizon), for other sources
-// reorderSlack ago. A fixed slack for all kept the hooks' events of the
-// last 5 ms waiting, which at hundreds of thousands of events was most
-// of a short recording's, for the loop to process one at a time after
-// the target exited.
 func (s *session) drain(final bool) error {
 	if final {
 		for _, e := range s.events {
 			perf.Disable(e.fd)
 		}
 	}
-	now := perf.Now()
+	horizon := perf.Now() - uint64(reorderSlack)
 	if final {
 		s.reader.stopReading()
 	}
@@ -1159,7 +1148,6 @@ func (s *session) drain(final bool) error {
 		s.lost(trace.LostUnparsed, unparsed, perf.Now())
 		fmt.Fprintf(s.log, "trueprof: skipped %d malformed kernel records: %v\n", unparsed, derr)
 	}
-	horizon := s.reader.delivered
 	s.warnFull()
 	s.readOtherRings(final)
 	s.sortBuf = sortByTime(s.pending, kept, s.sortBuf)
@@ -1169,7 +1157,6 @@ func (s *session) drain(final bool) error {
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
 	more := s.drainEvents(final) && final
-	horizon = min(horizon, s.sourcesHorizon(now))
 	if err := s.releaseHolds(); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"trueprof/internal/perf"
 )
@@ -16,15 +15,10 @@ import (
 // half a second of 32 KiB stack copies at 999 Hz. The reader only decodes
 // the records into recorder memory, where a sample keeps the part of its
 // stack copy the kernel filled, often far less than the copy's size.
-// At every pass the loop asks the reader to read the rings once more
-// (take) but does not wait for it: take says up to when the reader's
-// finished passes have delivered every record (horizon), and the loop
-// processes no later record, so that what it processes is as complete in
-// time as when it read them itself. (Waiting for the pass held the loop
-// 3.5-6 ms at a time in a short hook recording: the reader's locked
-// thread, woken, waited for one of Go's two scheduler slots, held by the
-// loop's own helpers.) It never reads the rings under the lock itself
-// while the reader runs: on a loaded machine the loop, at the
+// At every pass the loop has the reader read the rings once more and
+// waits for it (take), so that what it processes is as complete in time
+// as when it read them itself; it never reads them under the lock
+// itself while the reader runs: on a loaded machine the loop, at the
 // target's priority, was preempted holding the lock, and the reader,
 // which runs above it (readerNice), waited 100-550 ms for it while the
 // rings overflowed (load 30-50, two threads switching 200,000 times a
@@ -69,27 +63,15 @@ type ringReader struct {
 
 	wake *perf.Wakeup // signalled when the reader queued records
 	poll *ringPoll    // the reader, once started
-	// ask wakes the reader for a pass; reading is true while the reader
-	// runs.
-	ask     *perf.Wakeup
-	reading bool
-	// passed is when the last finished pass began, and horizon when the
-	// one before it began, or kernelSlack before the last if later:
-	// every record timed before horizon is queued (a pass reads every
-	// record written before it began, and a record timed before it but
-	// written after, in an interrupt or the scheduler, microseconds, by
-	// the next pass). This is perf's "finished rounds". delivered is
-	// horizon as the last take handed the queue over; only the loop
-	// uses it.
-	passed, horizon, delivered uint64
+	// ask wakes the reader for a pass take waits for: asked counts the
+	// passes asked, answered the last one a pass began after; answer
+	// (on mu) tells take of each pass. reading is true while the
+	// reader runs.
+	ask             *perf.Wakeup
+	asked, answered uint64
+	answer          *sync.Cond
+	reading         bool
 }
-
-// kernelSlack bounds how long before a pass began the kernel may have
-// timed a record it writes after the pass read its ring: the record is
-// written in the interrupt or the scheduler call that timed it,
-// microseconds. Without it the horizon would wait for the next pass,
-// which on a quiet recording may be 50 ms away.
-const kernelSlack = uint64(time.Millisecond)
 
 // queueLimit bounds the records the reader and the loop hold: 256 MiB is
 // 4,096 samples with the default 64 KiB stack buffers (counted at their
@@ -113,13 +95,17 @@ func (rr *ringReader) start(fds []int) error {
 		rr.ask.Close()
 		return err
 	}
+	rr.answer = sync.NewCond(&rr.mu)
 	rr.reading = true
 	// The watermark wakes the reader when a ring is a quarter full; the
 	// timeout reads what a quiet ring holds; take asks for a pass.
 	rr.poll, err = startRingPoll(append(slices.Clip(fds), rr.ask.Fd()), func() {
 		rr.ask.Clear()
 		rr.mu.Lock()
+		asked := rr.asked
 		n := rr.readLocked()
+		rr.answered = asked
+		rr.answer.Broadcast()
 		rr.mu.Unlock()
 		if n > 0 {
 			rr.wake.Signal()
@@ -143,6 +129,7 @@ func (rr *ringReader) stopReading() {
 	}
 	rr.mu.Lock()
 	rr.reading = false
+	rr.answer.Broadcast()
 	rr.mu.Unlock()
 	rr.wake.Close()
 	rr.ask.Close()
@@ -155,8 +142,6 @@ func (rr *ringReader) readLocked() int {
 		rr.full++
 		return 0
 	}
-	start := perf.Now()
-	defer func() { rr.horizon, rr.passed = max(rr.passed, start-min(start, kernelSlack)), start }()
 	n := 0
 	for _, ring := range rr.rings {
 		ring.Read(func(rec []byte) {
@@ -192,12 +177,20 @@ func (rr *ringReader) readLocked() int {
 	return n
 }
 
-// pass has the rings read once more: by the reader while it runs,
-// without waiting for it, else by the caller. rr.mu is held.
+// pass has the rings read once more, by the reader while it runs (take
+// waits on rr.answer, releasing the lock, until a pass that began after
+// the ask ends), else by the caller. rr.mu is held.
 func (rr *ringReader) pass() {
 	if rr.reading {
+		rr.asked++
+		want := rr.asked
 		rr.ask.Signal()
-		return
+		for rr.reading && rr.answered < want {
+			rr.answer.Wait()
+		}
+		if rr.answered >= want {
+			return
+		}
 	}
 	rr.readLocked()
 }
@@ -207,10 +200,9 @@ func recordBytes(r *perf.Record) int64 {
 	return int64(cap(r.UserStack) + 8*len(r.Callchain))
 }
 
-// take asks for the rings to be read (pass), then returns everything
-// queued, with the malformed records counted since the last take and
-// the first of their errors, and sets rr.delivered to the time before
-// which every record is in what it returned or an earlier take. The caller gives the chunks of the previous take back in
+// take reads the rings, then returns everything queued, with the
+// malformed records counted since the last take and the first of their
+// errors. The caller gives the chunks of the previous take back in
 // spare, emptied and cleared, once it copied them, so that the hand-off
 // under the lock is a swap of the queue, whatever its length. take gives
 // the buffers of freed (samples the loop processed) back to the free
@@ -230,7 +222,6 @@ func (rr *ringReader) take(spare [][]perf.Record, freed [][]byte) ([][]perf.Reco
 	}
 	q := rr.queue
 	rr.queue = nil
-	rr.delivered = rr.horizon
 	rr.held += rr.queuedStacks
 	rr.queued, rr.queuedStacks = 0, 0
 	unparsed, err := rr.unparsed, rr.err
