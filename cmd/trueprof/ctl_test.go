@@ -161,9 +161,8 @@ func TestCtlEndToEnd(t *testing.T) {
 	if _, err := ctl(t, env, "pause"); err == nil || !strings.Contains(err.Error(), "already paused") {
 		t.Errorf("a second pause: %v, want refused", err)
 	}
-	// Records older than the pause are still processed after it began
-	// (the loop processes what every source has delivered); after that
-	// nothing is written.
+	// Records up to reorderSlack old are still processed after the pause
+	// began; after that nothing is written.
 	time.Sleep(200 * time.Millisecond)
 	p1 := ctlStatus(t, env)
 	time.Sleep(700 * time.Millisecond)

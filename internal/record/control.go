@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"trueprof/internal/control"
+	"trueprof/internal/model"
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
 )
@@ -25,10 +26,10 @@ type controlState struct {
 
 	// pausedAt is when the open pause began (0: not paused); records
 	// from then on are dropped. closed holds the closed pauses, oldest
-	// first, that records still to be processed may fall in: the loop
-	// processes records once every source has delivered up to their
-	// time, which can be well after a pause closed (a hooked target's
-	// backlog), so records of several closed pauses may still wait.
+	// first, that records still to be processed may fall in: records
+	// come reorderSlack late, and a hooked target's events later still
+	// when the drainer falls behind, so records of several closed
+	// pauses may still wait.
 	pausedAt              uint64
 	closed                []pauseSpan
 	pauses                int
@@ -197,14 +198,19 @@ func (s *session) openPause(t uint64) trace.Pause {
 }
 
 // drop reports whether a sample or event of time t falls in a pause,
-// counting it if so. Records come in time order, so a closed pause that
-// ended before t can hold none of the records still to come.
+// counting it if so. A closed pause is forgotten once records a reorder
+// window (model.ReorderWindow) after its end come: the analysis, too,
+// takes records later than that as out of order.
 func (s *session) drop(t uint64) bool {
 	c := &s.ctl
-	for len(c.closed) > 0 && t >= c.closed[0].end {
+	for len(c.closed) > 0 && t >= c.closed[0].end+model.ReorderWindow {
 		c.closed = c.closed[1:]
 	}
-	if (c.pausedAt != 0 && t >= c.pausedAt) || (len(c.closed) > 0 && t >= c.closed[0].start) {
+	in := c.pausedAt != 0 && t >= c.pausedAt
+	for _, p := range c.closed {
+		in = in || (t >= p.start && t < p.end)
+	}
+	if in {
 		c.dropped++
 		c.pauseDropped++
 		return true

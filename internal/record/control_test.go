@@ -79,7 +79,8 @@ func TestControlPause(t *testing.T) {
 
 // TestControlPausesInBacklog closes two pauses before the loop reaches
 // the records of either (a hooked target's backlog can be that long):
-// the records of both are dropped, those between and after them kept.
+// the records of both are dropped, those between and after them kept,
+// also when they come out of order.
 func TestControlPausesInBacklog(t *testing.T) {
 	w, err := trace.NewWriter(&bytes.Buffer{}, &trace.Header{}, trace.Options{})
 	if err != nil {
@@ -95,7 +96,7 @@ func TestControlPausesInBacklog(t *testing.T) {
 	for _, tc := range []struct {
 		t    uint64
 		drop bool
-	}{{500, false}, {1000, true}, {1999, true}, {2000, false}, {2999, false}, {3000, true}, {3999, true}, {4000, false}} {
+	}{{500, false}, {1000, true}, {1999, true}, {2000, false}, {2999, false}, {3000, true}, {3999, true}, {4000, false}, {1500, true}, {3500, true}, {2500, false}} {
 		if got := s.drop(tc.t); got != tc.drop {
 			t.Errorf("paused from 1000 to 2000 and 3000 to 4000: drop(%d) = %v", tc.t, got)
 		}

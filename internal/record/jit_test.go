@@ -348,9 +348,8 @@ func checkJitDump(t *testing.T, bin, mode, seconds string, want int) {
 }
 
 // TestJitShortLived: a JIT process that ends before the recorder gets to
-// its samples (they are processed once every source has delivered up to
-// their time, and the poll loop wakes every 100 ms) still has its code
-// named.
+// its samples (they are processed at least reorderSlack late, and the
+// poll loop wakes every 100 ms) still has its code named.
 func TestJitShortLived(t *testing.T) {
 	testutil.RequirePerf(t)
 	dir := t.TempDir()
