@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 
+	"trueprof/internal/calibrate/calfit"
 	"trueprof/internal/trace"
 )
 
@@ -129,8 +130,8 @@ func (s *session) processEvent(e *instrEvent) error {
 		return err
 	}
 	if s.cal != nil {
-		if name := s.res.CalibrationFunction(fn); name != "" {
-			return s.calibrationEvent(e, name)
+		if f := s.res.CalibrationFunction(fn); f != nil {
+			return s.calibrationEvent(e, f)
 		}
 	}
 	if s.hooks.off != nil && s.hooks.drops(fn, e.time) {
@@ -166,8 +167,8 @@ func (s *session) processEvent(e *instrEvent) error {
 // calibrationEvent passes an event of an in-run calibration burst to the
 // collector instead of the profile. A finished burst becomes an Adjust:
 // the thread spent that time calibrating, not running the program.
-func (s *session) calibrationEvent(e *instrEvent, name string) error {
-	start, done := s.cal.Event(e.pid, e.tid, e.time, e.kind == trace.EventEntry, name)
+func (s *session) calibrationEvent(e *instrEvent, f *calfit.Function) error {
+	start, done := s.cal.Event(e.pid, e.tid, e.time, e.kind == trace.EventEntry, f)
 	if !done || e.time < start {
 		return nil
 	}

@@ -1252,6 +1252,15 @@ func (s *session) merge(from, to, m int) error {
 		}
 		j++
 	}
+	if m == len(s.pendingEvents) && cap(s.pendingEvents) > 2*eventsKeep {
+		// A burst's buffer, all processed (the final drain's backlog):
+		// dropped, not replaced with a fresh one of eventsKeep, into
+		// which the hook source would copy its next slabs, faulting in
+		// new memory, where an empty small buffer is swapped for a
+		// slab's events.
+		s.pendingEvents = nil
+		return nil
+	}
 	// The backlog after the horizon is small; moving it keeps the buffer
 	// from growing.
 	s.pendingEvents = keepRest(s.pendingEvents, m, eventsKeep)

@@ -47,9 +47,10 @@ type Resolver struct {
 	filesByID map[string]*moduleFile
 	locs      map[locKey]uint32
 	entry     map[uint32]bool // locations whose function starts a thread
-	// calFuncs names, by location id, the hook library's in-run
-	// calibration functions (calfit.IsCalibration); "" for the others.
-	calFuncs []string
+	// calFuncs are, by location id, the hook library's in-run
+	// calibration functions (calfit.IsCalibration), their names parsed
+	// once; nil for the others.
+	calFuncs []*calfit.Function
 	stacks   map[[2]uint32]uint32
 	jit      map[uint32]*jitInfo
 	kallsyms *symbolize.Kallsyms
@@ -343,14 +344,14 @@ func (r *Resolver) kernelLocation(addr uint64) (uint32, error) {
 	return r.newLocation(key, addr, modID, addr, []symbolize.Frame{{Function: name}})
 }
 
-// CalibrationFunction returns the name of the function at location id
-// when it is one of the hook library's in-run calibration functions
-// (calfit.IsCalibration), else "". It is cheap enough for every event.
-func (r *Resolver) CalibrationFunction(id uint32) string {
+// CalibrationFunction returns the function at location id when it is
+// one of the hook library's in-run calibration functions
+// (calfit.IsCalibration), else nil. It is cheap enough for every event.
+func (r *Resolver) CalibrationFunction(id uint32) *calfit.Function {
 	if int(id) < len(r.calFuncs) {
 		return r.calFuncs[id]
 	}
-	return ""
+	return nil
 }
 
 func (r *Resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64, frames []symbolize.Frame) (uint32, error) {
@@ -367,8 +368,8 @@ func (r *Resolver) newLocation(key locKey, addr uint64, modID uint32, off uint64
 	if fn := frames[len(frames)-1].Function; threadEntries[fn] {
 		r.entry[id] = true
 	} else if calfit.IsCalibration(fn) {
-		r.calFuncs = append(r.calFuncs, make([]string, int(id)+1-len(r.calFuncs))...)
-		r.calFuncs[id] = fn
+		r.calFuncs = append(r.calFuncs, make([]*calfit.Function, int(id)+1-len(r.calFuncs))...)
+		r.calFuncs[id] = calfit.NewFunction(fn)
 	}
 	return id, nil
 }

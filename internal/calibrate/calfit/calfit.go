@@ -6,7 +6,8 @@
 // recorded process itself) use it. docs/calibration.md explains the model.
 //
 //	c := calfit.NewCollector()
-//	c.Event(pid, tid, time, entry, name) // for events of trueprof_cal_* functions
+//	f := calfit.NewFunction(name)         // once per trueprof_cal_* function
+//	c.Event(pid, tid, time, entry, f)     // for each of its events
 //	cal := c.Calibration("hook")          // nil without bursts; Refused set on a bad fit
 package calfit
 

@@ -109,6 +109,17 @@ func TestJudge(t *testing.T) {
 // loop loses besides (a preemption, ns) by repetition, shape and kind.
 // It returns the burst's span.
 func burst(c *Collector, now *uint64, oh [trace.Transitions]float64, reps int, lost func(rep int, shape string, recorded bool) float64) (start, end uint64) {
+	burstEvents(now, oh, reps, lost, func(time uint64, entry bool, name string) {
+		if s, done := c.Event(1, 1, time, entry, NewFunction(name)); done {
+			start, end = s, time
+		}
+	})
+	return start, end
+}
+
+// burstEvents passes the events of burst's burst to emit: their time,
+// whether an entry, and their function's name.
+func burstEvents(now *uint64, oh [trace.Transitions]float64, reps int, lost func(rep int, shape string, recorded bool) float64, emit func(time uint64, entry bool, name string)) {
 	off := func(rep int, shape string, recorded bool) uint64 {
 		if lost == nil {
 			return 0
@@ -120,9 +131,7 @@ func burst(c *Collector, now *uint64, oh [trace.Transitions]float64, reps int, l
 		k := calltree.Transition(prevEntry, entry)
 		*now += uint64(oh[k] + body)
 		prevEntry = entry
-		if s, done := c.Event(1, 1, *now, entry, Prefix+name); done {
-			start, end = s, *now
-		}
+		emit(*now, entry, Prefix+name)
 	}
 	loop := func(s shapeSpec, withBody bool, rep int) {
 		ev(true, "shape_"+strings.ReplaceAll(s.name, "-", "_"), 0)
@@ -160,7 +169,36 @@ func burst(c *Collector, now *uint64, oh [trace.Transitions]float64, reps int, l
 		}
 	}
 	ev(false, "burst", 0)
-	return start, end
+}
+
+// BenchmarkCollectorEvent replays the events of a burst (8 repetitions
+// of the shapes) into a collector as the recorder passes them, each
+// function parsed once (the resolver does it per location).
+func BenchmarkCollectorEvent(b *testing.B) {
+	type event struct {
+		time  uint64
+		entry bool
+		f     *Function
+	}
+	var events []event
+	funcs := map[string]*Function{}
+	now := uint64(1000)
+	burstEvents(&now, [trace.Transitions]float64{9, 24, 26, 8}, 8, nil, func(time uint64, entry bool, name string) {
+		if funcs[name] == nil {
+			funcs[name] = NewFunction(name)
+		}
+		events = append(events, event{time, entry, funcs[name]})
+	})
+	for b.Loop() {
+		c := NewCollector()
+		for _, e := range events {
+			c.Event(1, 1, e.time, e.entry, e.f)
+		}
+		if c.Bursts() != 1 {
+			b.Fatalf("%d bursts, want 1", c.Bursts())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 }
 
 // TestCollectorFitsBursts: events of the calibration functions, as the
@@ -202,13 +240,13 @@ func TestCollectorFitsBursts(t *testing.T) {
 		}
 	}
 	// A pause inside a loop is not its time; drops spoil the run.
-	c.Event(2, 2, 10, true, Prefix+"burst")
-	c.Event(2, 2, 20, true, Prefix+"ref_mixed")
+	c.Event(2, 2, 10, true, NewFunction(Prefix+"burst"))
+	c.Event(2, 2, 20, true, NewFunction(Prefix+"ref_mixed"))
 	if !c.Active(2, 2) {
 		t.Error("thread 2 not in its burst")
 	}
 	c.Adjust(2, 2, 5, 0)
-	c.Event(2, 2, 30, false, Prefix+"ref_mixed")
+	c.Event(2, 2, 30, false, NewFunction(Prefix+"ref_mixed"))
 	if p := c.plain["mixed"]; p[len(p)-1] != 5 {
 		t.Errorf("plain mixed loop %v ns, want 10 less the 5 ns pause", p[len(p)-1])
 	}
