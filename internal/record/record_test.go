@@ -530,3 +530,39 @@ func TestRingPages(t *testing.T) {
 		}
 	}
 }
+
+// TestRingsWithoutRingEvents records a launched and an attached process
+// without ring events (ringEvents), as a user without CAP_PERFMON does:
+// each CPU's first sampling event maps its ring, and the samples of
+// every thread, those created after the attach included, arrive with
+// nothing lost.
+func TestRingsWithoutRingEvents(t *testing.T) {
+	defer func(old bool) { ringEvents = old }(ringEvents)
+	ringEvents = false
+	bin := buildHotspots(t, t.TempDir())
+	res, p := recordCmd(t, Config{Command: []string{bin, "1000"}, Freq: 999})
+	if res.ExitCode != 0 || res.Lost != 0 || len(p.Samples) < 300 {
+		t.Fatalf("launched: result %+v, %d samples", res, len(p.Samples))
+	}
+	tids := map[uint32]bool{}
+	for _, s := range p.Samples {
+		tids[s.TID] = true
+	}
+	if len(tids) < 2 {
+		t.Errorf("launched: samples from %d threads, want 2", len(tids))
+	}
+	cmd, existed := startSpawner(t)
+	res, p = recordCmd(t, Config{PID: cmd.Process.Pid, Duration: time.Second})
+	if res.Reason != "duration" || res.Lost != 0 || res.Samples < 200 {
+		t.Fatalf("attached: result %+v", res)
+	}
+	newThreads := map[uint32]bool{}
+	for _, s := range p.Samples {
+		if !existed[s.TID] {
+			newThreads[s.TID] = true
+		}
+	}
+	if len(newThreads) < 5 {
+		t.Errorf("attached: samples from %d threads created after the attach, want about 20", len(newThreads))
+	}
+}
