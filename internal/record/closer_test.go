@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 	"time"
+	"trueprof/internal/testutil"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,7 @@ func TestHolder(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "tiny" && (holderCode == nil || tinyHolder() == "") {
-				t.Skip("no tiny holder here (tiny.go)")
+				testutil.Missing(t, "no tiny holder here (tiny.go: x86-64, an executable memfd, a dumpable process)")
 			}
 			defer func(old func() string) { tinyHolder = old }(tinyHolder)
 			tinyHolder = c.path

@@ -79,7 +79,7 @@ func TestWrapperRunsBeforeTrack(t *testing.T) {
 // without running the target when the recorder gives up on it.
 func TestTinyWrapper(t *testing.T) {
 	if tinyWrapper() == "" {
-		t.Skip("no tiny exec wrapper here (tiny.go)")
+		testutil.Missing(t, "no tiny exec wrapper here (tiny.go: x86-64, an executable memfd, a dumpable process)")
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	script := `echo "$0|$1|$TINY_TEST" > ` + out + `; exit 3`

@@ -309,14 +309,8 @@ func TestAttach(t *testing.T) {
 	if res.Reason != "duration" || res.Samples < 200 {
 		t.Fatalf("result %+v", res)
 	}
-	newThreads := map[uint32]bool{}
-	for _, s := range p.Samples {
-		if !existed[s.TID] {
-			newThreads[s.TID] = true
-		}
-	}
-	if len(newThreads) < 5 {
-		t.Errorf("samples from %d threads created after attach, want about 20", len(newThreads))
+	if n := newThreads(p, existed); n < 5 {
+		t.Errorf("samples from %d threads created after attach, want about 20", n)
 	}
 	if shares := selfShares(p, ""); shares["spin_in_thread"] < 50 {
 		t.Errorf("attached shares %v: symbols of a running process not resolved", top(shares))
@@ -556,13 +550,19 @@ func TestRingsWithoutRingEvents(t *testing.T) {
 	if res.Reason != "duration" || res.Lost != 0 || res.Samples < 200 {
 		t.Fatalf("attached: result %+v", res)
 	}
-	newThreads := map[uint32]bool{}
+	if n := newThreads(p, existed); n < 5 {
+		t.Errorf("attached: samples from %d threads created after the attach, want about 20", n)
+	}
+}
+
+// newThreads is the number of threads with samples in p that are not in
+// existed (the threads of an attached process before the attach).
+func newThreads(p *model.Profile, existed map[uint32]bool) int {
+	tids := map[uint32]bool{}
 	for _, s := range p.Samples {
 		if !existed[s.TID] {
-			newThreads[s.TID] = true
+			tids[s.TID] = true
 		}
 	}
-	if len(newThreads) < 5 {
-		t.Errorf("attached: samples from %d threads created after the attach, want about 20", len(newThreads))
-	}
+	return len(tids)
 }
