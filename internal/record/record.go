@@ -949,9 +949,10 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 // collector on and 20 of 20 with GOGC=off). Mapping the rings is on the
 // start's critical path, as is freeing their pages at the exit: two rings
 // of 8 MiB took 3.6 ms (median) to map in a fresh process, of 4 MiB 1.8,
-// and the recording of a hooked program returning at once took 2.7 ms
-// less wall time and 4.1 ms less CPU with these rings and sideRingBytes'
-// (docs/recording.md, "Start and stop"). What overflows a ring at that rate is the reader's wait for
+// and the recording of a hooked program returning at once took 2.3-2.7
+// ms less wall time and 4.1-4.4 ms less CPU with these rings and
+// sideRingBytes' (medians of 31 and 51 interleaved runs;
+// docs/recording.md, "Start and stop"). What overflows a ring at that rate is the reader's wait for
 // a P once woken, up to 277 ms: the loop, copying its pending records,
 // ran where the scheduler cannot preempt it while the collector, waiting
 // to scan the loop's stack, held the other P. So at 120,000 rounds of
