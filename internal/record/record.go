@@ -947,18 +947,18 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 // two CPUs (a token passed around four threads by pipes:
 // TestProbeRingsHoldSwitches, lossless in 20 of 20 runs with the
 // collector on and 20 of 20 with GOGC=off). Mapping the rings is on the
-// start's critical path, as is freeing their pages at the exit: two rings
-// of 8 MiB took 3.6 ms (median) to map in a fresh process, of 4 MiB 1.8,
-// and the recording of a hooked program returning at once took 2.3-2.7
-// ms less wall time and 4.1-4.4 ms less CPU with these rings and
-// sideRingBytes' (medians of 31 and 51 interleaved runs;
-// docs/recording.md, "Start and stop"). What overflows a ring at that rate is the reader's wait for
-// a P once woken, up to 277 ms: the loop, copying its pending records,
-// ran where the scheduler cannot preempt it while the collector, waiting
-// to scan the loop's stack, held the other P. So at 120,000 rounds of
-// that test (three times its own) 4 MiB rings lost 2,383 and 10,884
-// records in 2 of 8 runs (the reader before, decoding every record
-// itself: 77,326 and 127,458 in 2 of 8), 8 MiB none in 8 of 8 (both).
+// start's critical path: two rings of 8 MiB took 3.6 ms (median) to map
+// in a fresh process, of 4 MiB 1.8, and the recording of a hooked
+// program returning at once took 2.3-2.7 ms less wall time and 4.1-4.4
+// ms less CPU with these rings and sideRingBytes' (medians of 31 and 51
+// interleaved runs; docs/recording.md, "Start and stop"). What
+// overflows a ring at that rate is the reader's wait for a P once woken,
+// up to 277 ms in an execution trace: the loop ran 256 ms with no
+// scheduling point while the collector's worker, waiting to scan the
+// loop's stack, held the other P. So at 120,000 rounds of that test
+// (three times its own) 4 MiB rings lost 2,383 and 10,884 records in 2
+// of 8 runs (the reader before, decoding every record itself: 77,326 and
+// 127,458 in 2 of 8), 8 MiB none in 8 of 8 (both readers).
 const sideOnlyBytes = 4 << 20
 
 // sideRingBytes is the ring of each CPU's tracepoints (interrupts, lock
