@@ -153,8 +153,8 @@ func (rr *ringReader) stopReading() {
 // take decodes it on the loop's goroutine. The reader then allocates
 // next to nothing: decoding 1.2 million switch records a second into
 // fresh chunks, which the collector charged assists for (1.4-7.8 ms a
-// chunk during a mark phase), made its passes take up to 50 ms, and its
-// 1 MiB rings, 45 ms of those records, overflowed.
+// chunk during a mark phase), made its passes take up to 50 ms, as long
+// as a 1 MiB ring lasts at that rate; copying them takes 1-5 ms.
 func (rr *ringReader) readLocked() int {
 	if rr.queued+rr.held >= queueLimit {
 		rr.full++
