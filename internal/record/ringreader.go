@@ -287,14 +287,46 @@ func (rr *ringReader) take(spare [][]perf.Record, freed [][]byte) ([][]perf.Reco
 	if len(raw) == 0 {
 		return q, unparsed, err
 	}
-	var chunk []perf.Record
+	q, spare, n, derr := decodeRaw(q, raw, spare, rr.sampleType)
+	unparsed += n
+	if err == nil {
+		err = derr
+	}
+	rr.mu.Lock()
+	rr.keepChunks(spare)
 	for _, b := range raw {
-		for len(b) >= 8 {
-			size := int(binary.LittleEndian.Uint16(b[6:]))
+		if len(rr.rawFree) < maxFreeRaw {
+			rr.rawFree = append(rr.rawFree, b[:0])
+		}
+	}
+	rr.mu.Unlock()
+	return q, unparsed, err
+}
+
+// decodeRaw decodes the records of the buffers raw, whole records one
+// after the other, into chunks appended to q, taken from spare while it
+// has some; it returns q, the chunks of spare left, and the malformed
+// records counted with the first of their errors.
+func decodeRaw(q [][]perf.Record, raw [][]byte, spare [][]perf.Record, sampleType uint64) ([][]perf.Record, [][]perf.Record, uint64, error) {
+	var (
+		chunk    []perf.Record
+		unparsed uint64
+		err      error
+	)
+	for _, b := range raw {
+		for len(b) > 0 {
+			// struct perf_event_header: u32 type, u16 misc, u16 size.
+			size := 0
+			if len(b) >= 8 {
+				size = int(binary.LittleEndian.Uint16(b[6:]))
+			}
 			if size < 8 || size > len(b) {
-				// The reader copied whole records: nothing else
-				// can be there.
+				// The reader copies whole records: the rest of the
+				// buffer cannot be read.
 				unparsed++
+				if err == nil {
+					err = fmt.Errorf("%w: record of %d bytes in %d left of a copy", perf.ErrMalformed, size, len(b))
+				}
 				break
 			}
 			if len(chunk) == cap(chunk) {
@@ -308,7 +340,7 @@ func (rr *ringReader) take(spare [][]perf.Record, freed [][]byte) ([][]perf.Reco
 				}
 			}
 			chunk = append(chunk, perf.Record{})
-			if derr := perf.Decode(b[:size], rr.sampleType, &chunk[len(chunk)-1]); derr != nil {
+			if derr := perf.Decode(b[:size], sampleType, &chunk[len(chunk)-1]); derr != nil {
 				chunk = chunk[:len(chunk)-1]
 				unparsed++
 				if err == nil {
@@ -321,15 +353,7 @@ func (rr *ringReader) take(spare [][]perf.Record, freed [][]byte) ([][]perf.Reco
 	if len(chunk) > 0 {
 		q = append(q, chunk)
 	}
-	rr.mu.Lock()
-	rr.keepChunks(spare)
-	for _, b := range raw {
-		if len(rr.rawFree) < maxFreeRaw {
-			rr.rawFree = append(rr.rawFree, b[:0])
-		}
-	}
-	rr.mu.Unlock()
-	return q, unparsed, err
+	return q, spare, unparsed, err
 }
 
 // keepChunks puts the emptied chunks the loop gave back on the free

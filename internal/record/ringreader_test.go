@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/binary"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -156,5 +157,21 @@ func TestRingReaderCopiesRecordsUndecoded(t *testing.T) {
 	rec := switchRecord(1, 1)
 	if a := testing.AllocsPerRun(1000, func() { rr.addLocked(rec) }); a != 0 {
 		t.Errorf("copying a switch record allocated %v times, want 0", a)
+	}
+}
+
+// TestDecodeRawCut: a copy whose last record is cut short (which the
+// reader never writes) keeps the records before it and counts the rest
+// as one malformed record, with perf.ErrMalformed.
+func TestDecodeRawCut(t *testing.T) {
+	const sampleType = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
+	b := append(switchRecord(1, 10), switchRecord(2, 20)...)
+	b = append(b, switchRecord(3, 30)[:20]...)
+	q, _, unparsed, err := decodeRaw(nil, [][]byte{b}, nil, sampleType)
+	if len(q) != 1 || len(q[0]) != 2 || q[0][1].Time != 20 {
+		t.Fatalf("decoded %v, want the two whole records", q)
+	}
+	if unparsed != 1 || !errors.Is(err, perf.ErrMalformed) {
+		t.Errorf("unparsed %d, err %v: want 1 and perf.ErrMalformed", unparsed, err)
 	}
 }
