@@ -945,8 +945,8 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 // frequent a context switch of 32 bytes. 4 MiB is 120-240 ms of the
 // fastest switching seen, 1.0-1.3 million switch records a second over
 // two CPUs (a token passed around four threads by pipes:
-// TestProbeRingsHoldSwitches, lossless in 20 of 20 runs with the
-// collector on and 20 of 20 with GOGC=off). Mapping the rings is on the
+// TestProbeRingsHoldSwitches, lossless in 30 of 30 runs with the
+// collector on and 30 of 30 with GOGC=off). Mapping the rings is on the
 // start's critical path: two rings of 8 MiB took 3.6 ms (median) to map
 // in a fresh process, of 4 MiB 1.8, and the recording of a hooked
 // program returning at once took 2.3-2.7 ms less wall time and 4.1-4.4
