@@ -704,11 +704,15 @@ type ringsOpening struct {
 	err    error
 }
 
-// startRings starts mapping each CPU's sampling ring on a goroutine of
-// its own, held by a ring event (perf.RingAttr), for takeRings to give
-// the sampling events: mapping a ring (2-6 ms of CPU for 8 MiB) then
-// overlaps the launch and the wait for the kernel's grace period that
-// the first per-task event can take (perf.RingAttr).
+// startRings starts mapping each CPU's sampling ring, held by a ring
+// event (perf.RingAttr), on a goroutine, for takeRings to give the
+// sampling events: mapping the rings then overlaps the launch and the
+// wait for the kernel's grace period that the first per-task event can
+// take (perf.RingAttr). The rings are mapped one after the other: the
+// kernel allocates a ring's pages holding the process's mmap_lock for
+// write, so a second mapping at once only spins on the lock (two 8 MiB
+// rings in a fresh process: 3.4-4.0 ms of wall and CPU one after the
+// other, 3.5-4.5 ms of wall and 4.2-7.0 ms of CPU at once).
 func (s *session) startRings() {
 	o := &ringsOpening{done: make(chan struct{})}
 	s.ringsOpening = o
@@ -718,18 +722,16 @@ func (s *session) startRings() {
 			return
 		}
 		attr := perf.RingAttr(s.watermark())
-		o.owners = make([]event, len(o.cpus))
-		errs := make([]error, len(o.cpus))
-		var wg sync.WaitGroup
-		for i, cpu := range o.cpus {
-			wg.Go(func() {
-				o.owners[i], errs[i] = s.openShared(attr, -1, cpu, -1, s.cfg.RingPages)
-			})
-		}
-		wg.Wait()
-		if o.err = errors.Join(errs...); o.err != nil {
-			closeOwners(o.owners)
-			o.owners = nil
+		o.owners = make([]event, 0, len(o.cpus))
+		for _, cpu := range o.cpus {
+			e, err := s.openShared(attr, -1, cpu, -1, s.cfg.RingPages)
+			if err != nil {
+				o.err = err
+				closeOwners(o.owners)
+				o.owners = nil
+				return
+			}
+			o.owners = append(o.owners, e)
 		}
 	}()
 }
@@ -940,28 +942,33 @@ func ringPages(cfg Config, cpus int, unlimited bool) int {
 
 // sideOnlyBytes is the ring of each CPU when nothing samples (a hooks or
 // uprobes recording: NoSampling): it carries only side records, the most
-// frequent a context switch of 32 bytes. 8 MiB is 400 ms of the fastest
-// switching seen, 650,000 switches a second per CPU (a token passed
-// around four threads by pipes: TestProbeRingsHoldSwitches, lossless in
-// 6 of 6 runs with these rings). A sampling ring's 16 MiB took 6 ms of
-// CPU to map, on the start's critical path. What overflows a ring at
-// that rate is the reader's wait for a P once woken (the Ps, one a CPU,
-// held by the loop and the collector): up to 505 ms. So at 120,000
-// rounds of that test (4.5 times its own) 8 MiB rings lost 26,000-43,000
-// records in 2 of 4 runs, 4 MiB 31,000-292,000 in 5 of 6, and 16 MiB
-// nothing in 7 of 7 (docs/recording.md, "Limits and losses"). Readers
-// with Ps of their own (GOMAXPROCS raised by three) kept 8 MiB lossless
-// there in 9 of 9, but cost the target of bench/percall 8-14 ns a call
-// on its own clock.
-const sideOnlyBytes = 8 << 20
+// frequent a context switch of 32 bytes. 4 MiB is 120-240 ms of the
+// fastest switching seen, 1.0-1.3 million switch records a second over
+// two CPUs (a token passed around four threads by pipes:
+// TestProbeRingsHoldSwitches, lossless in 30 of 30 runs with the
+// collector on and 30 of 30 with GOGC=off). Mapping the rings is on the
+// start's critical path: two rings of 8 MiB took 3.6 ms (median) to map
+// in a fresh process, of 4 MiB 1.8, and the recording of a hooked
+// program returning at once took 2.3-2.7 ms less wall time and 4.1-4.4
+// ms less CPU with these rings and sideRingBytes' (medians of 31 and 51
+// interleaved runs; docs/recording.md, "Start and stop"). What
+// overflows a ring at that rate is the reader's wait for a P once woken,
+// up to 277 ms in an execution trace: the loop ran 256 ms with no
+// scheduling point while the collector's worker, waiting to scan the
+// loop's stack, held the other P. So at 120,000 rounds of that test
+// (three times its own) 4 MiB rings lost 2,383 and 10,884 records in 2
+// of 8 runs (the reader before, decoding every record itself: 77,326 and
+// 127,458 in 2 of 8), 8 MiB none in 8 of 8 (both readers).
+const sideOnlyBytes = 4 << 20
 
 // sideRingBytes is the ring of each CPU's tracepoints (interrupts, lock
-// waits): 2 MiB, ringSeconds of 9,000 interrupts a second per CPU (an
-// entry and an exit, about 56 bytes each; idle CPUs' are filtered out in
-// the kernel). A ring of maxRingBytes cost the recorder 4-8 ms to map
-// and as much to unmap, per CPU, for records that fill a few KiB a
-// second; what overflows is counted lost as for every ring.
-const sideRingBytes = 2 << 20
+// waits): 512 KiB, perf's default, half a second of 9,000 interrupts a
+// second per CPU (an entry and an exit, about 56 bytes each; idle CPUs'
+// are filtered out in the kernel), beyond the longest wait of a reader
+// for a P seen (277 ms, sideOnlyBytes). Two rings of 2 MiB took 1.0 ms
+// to map, of 512 KiB 0.3; what overflows is counted lost as for every
+// ring.
+const sideRingBytes = 512 << 10
 
 // sideRingPages is the number of data pages of a tracepoint ring: for
 // sideRingBytes, and never more than the sampling rings'.

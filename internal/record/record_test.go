@@ -515,7 +515,7 @@ func TestRingPages(t *testing.T) {
 		{"low rate, dwarf 64 KiB", Config{Event: clock, Freq: 100, CallGraph: "dwarf", StackBytes: perf.MaxUserStack}, 2, true, 16 << 20},
 		{"limited, auto", Config{Event: clock, Freq: 999, StackBytes: 8192}, 2, false, 512 << 10},
 		// Nothing samples: side records alone, whatever the rate.
-		{"no sampling", Config{Event: clock, Freq: 999, NoSampling: true}, 2, true, 8 << 20},
+		{"no sampling", Config{Event: clock, Freq: 999, NoSampling: true}, 2, true, 4 << 20},
 		{"no sampling, many CPUs", Config{Event: clock, Freq: 999, NoSampling: true}, 64, true, 1 << 20},
 		{"no sampling, limited", Config{Event: clock, Freq: 999, NoSampling: true}, 2, false, 512 << 10},
 	} {

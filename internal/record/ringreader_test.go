@@ -1,7 +1,12 @@
 package record
 
 import (
+	"encoding/binary"
+	"errors"
+	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"trueprof/internal/perf"
 )
@@ -81,5 +86,92 @@ func TestKeepRest(t *testing.T) {
 	buf = make([]int, 100, 120)
 	if got := keepRest(buf, 50, 16); len(got) != 50 || cap(got) != 120 {
 		t.Errorf("no burst: len %d cap %d, want 50 records in the same buffer", len(got), cap(got))
+	}
+}
+
+// switchRecord is a PERF_RECORD_SWITCH as the kernel writes it with
+// sample_id_all and PERF_SAMPLE_TID|TIME|CPU: header, pid and tid,
+// time, cpu and reserved (32 bytes).
+func switchRecord(tid uint32, time uint64) []byte {
+	rec := make([]byte, 32)
+	binary.LittleEndian.PutUint32(rec, perf.RecordSwitch)
+	binary.LittleEndian.PutUint16(rec[6:], 32)
+	binary.LittleEndian.PutUint32(rec[8:], tid)
+	binary.LittleEndian.PutUint32(rec[12:], tid)
+	binary.LittleEndian.PutUint64(rec[16:], time)
+	binary.LittleEndian.PutUint32(rec[24:], 1)
+	return rec
+}
+
+// TestRingReaderCopiesRecordsUndecoded: without stack copies the reader
+// copies the records as they are, into buffers it reuses, and take
+// decodes them as perf.Decode does (the malformed one counted, not
+// kept); the reader's copying allocates nothing once it has buffers, so
+// that the collector charges it no assists while the rings fill.
+func TestRingReaderCopiesRecordsUndecoded(t *testing.T) {
+	const sampleType = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
+	rr := &ringReader{sampleType: sampleType}
+	// Enough records for several raw buffers, with a malformed one (a
+	// COMM record of its header alone) among them.
+	n := 3*rawBufferBytes/32 + 5
+	var recs [][]byte
+	for i := range n {
+		recs = append(recs, switchRecord(uint32(i%7+1), uint64(i+1)))
+	}
+	bad := make([]byte, 8)
+	binary.LittleEndian.PutUint32(bad, perf.RecordComm)
+	binary.LittleEndian.PutUint16(bad[6:], 8)
+	recs = append(recs[:n/2], append([][]byte{bad}, recs[n/2:]...)...)
+	for _, rec := range recs {
+		rr.addLocked(rec)
+	}
+	if len(rr.queue) != 0 || len(rr.raw) < 4 {
+		t.Fatalf("reader decoded %d chunks and copied %d buffers, want none and 4 or more", len(rr.queue), len(rr.raw))
+	}
+	buffers := len(rr.raw)
+	taken, unparsed, err := rr.take(nil, nil)
+	if unparsed != 1 || err == nil {
+		t.Errorf("take counted %d malformed records (%v), want the COMM one", unparsed, err)
+	}
+	var got []perf.Record
+	for _, c := range taken {
+		got = append(got, c...)
+	}
+	if len(got) != n {
+		t.Fatalf("took %d records, want %d", len(got), n)
+	}
+	k := 0
+	for _, rec := range recs {
+		var want perf.Record
+		if perf.Decode(rec, sampleType, &want) != nil {
+			continue
+		}
+		if !reflect.DeepEqual(got[k], want) {
+			t.Fatalf("record %d: %+v, want %+v", k, got[k], want)
+		}
+		k++
+	}
+	if len(rr.raw) != 0 || len(rr.rawFree) != buffers || rr.queued != 0 {
+		t.Errorf("after take: %d raw buffers, %d free (want %d), %d bytes queued", len(rr.raw), len(rr.rawFree), buffers, rr.queued)
+	}
+	rec := switchRecord(1, 1)
+	if a := testing.AllocsPerRun(1000, func() { rr.addLocked(rec) }); a != 0 {
+		t.Errorf("copying a switch record allocated %v times, want 0", a)
+	}
+}
+
+// TestDecodeRawCut: a copy whose last record is cut short (which the
+// reader never writes) keeps the records before it and counts the rest
+// as one malformed record, with perf.ErrMalformed.
+func TestDecodeRawCut(t *testing.T) {
+	const sampleType = unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_CPU
+	b := append(switchRecord(1, 10), switchRecord(2, 20)...)
+	b = append(b, switchRecord(3, 30)[:20]...)
+	q, _, unparsed, err := decodeRaw(nil, [][]byte{b}, nil, sampleType)
+	if len(q) != 1 || len(q[0]) != 2 || q[0][1].Time != 20 {
+		t.Fatalf("decoded %v, want the two whole records", q)
+	}
+	if unparsed != 1 || !errors.Is(err, perf.ErrMalformed) {
+		t.Errorf("unparsed %d, err %v: want 1 and perf.ErrMalformed", unparsed, err)
 	}
 }
