@@ -3,7 +3,6 @@ package record
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"trueprof/internal/calltree"
@@ -57,14 +56,14 @@ func checkAggregate(cfg *Config, mech Mech) error {
 // live, at a collection every ten seconds or so.
 const aggregateGCPercent = 25
 
-// aggregateGC sets the collector for an aggregated recording (nothing
-// otherwise) and returns what restores it.
-func aggregateGC(cfg *Config) (restore func()) {
-	if !cfg.Aggregate {
-		return func() {}
+// collectorPercent is the collector's setting for a recording with cfg
+// once its heap has grown past what holdCollector holds it back for:
+// aggregateGCPercent when aggregating, the process's own otherwise.
+func (cfg *Config) collectorPercent() int {
+	if cfg.Aggregate {
+		return aggregateGCPercent
 	}
-	old := debug.SetGCPercent(aggregateGCPercent)
-	return func() { debug.SetGCPercent(old) }
+	return -1
 }
 
 // aggregator folds the recording's records, as they are written, into
@@ -157,11 +156,13 @@ const tickCheck = 1 << 16
 // size: at most half as many nodes, some 40 KB, are created meanwhile.
 const pruneCheck = 256
 
-// tick writes a snapshot when one is due, and flushes it to the file so
-// that a recorder killed later loses at most the interval since. The
-// snapshots keep their cadence: one late by less than an interval does
-// not delay the next.
+// tick ends the collector's hold once it ran a cycle (checkCollector),
+// and writes a snapshot when one is due, flushed to the file so that a
+// recorder killed later loses at most the interval since. The snapshots
+// keep their cadence: one late by less than an interval does not delay
+// the next.
 func (s *session) tick() error {
+	checkCollector()
 	ag := s.agg
 	if ag == nil {
 		return nil

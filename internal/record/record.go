@@ -185,12 +185,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// is such an event: opened first, on a goroutine of its own, its wait
 	// overlaps the start instead of delaying the sampling events.
 	go perf.LostSupported()
+	defer holdCollector(cfg.collectorPercent())()
 	s, err := newSession(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	defer aggregateGC(&s.cfg)()
 	// What loads in the kernel on goroutines of its own (the sampling
 	// rings, the interrupt tracepoints, the BPF thread counters: 3-5 ms
 	// of CPU each) starts before the launch, the rings first.
