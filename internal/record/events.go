@@ -29,13 +29,17 @@ type eventSource interface {
 // batchSource is an eventSource that hands over its events in slabs,
 // into the session's buffer: the hooks' tens of millions of events a
 // second are not passed through a call per event. It hands over a slab
-// at a time, also once finished.
+// at a time, also once finished, and only one the session can process:
+// a slab whose events all come after the reorder horizon waits in the
+// source (hookSource), not copied into the session's buffer.
 type batchSource interface {
 	eventSource
-	// drainInto appends the events of a slab to dst and returns it,
-	// whether more are available, and whether the events it appended
-	// are in time order, after dst's last.
-	drainInto(dst []instrEvent) (out []instrEvent, more, ordered bool)
+	// drainInto appends the events of a slab to dst and returns it if
+	// the slab has events before the time before, whether more are
+	// available, whether the events it appended are in time order,
+	// after dst's last, and the earliest event of the next slab, or 0
+	// when none is ready.
+	drainInto(dst []instrEvent, before uint64) (out []instrEvent, more, ordered bool, next uint64)
 }
 
 // instrEvent is one event of an eventSource. It is small and holds no
@@ -53,10 +57,11 @@ type instrEvent struct {
 	kind    trace.EventKind
 }
 
-// drainEvents collects the sources' events into s.pendingEvents; final
+// drainEvents collects the sources' events into s.pendingEvents, the
+// batch sources' slabs with events before the time before; final
 // detaches the probes and collects the last ones. It reports whether a
 // source holds more than it handed over (collectEvents takes them).
-func (s *session) drainEvents(final bool) bool {
+func (s *session) drainEvents(final bool, before uint64) bool {
 	if final {
 		s.detached = s.detach()
 	}
@@ -66,22 +71,30 @@ func (s *session) drainEvents(final bool) bool {
 			src.drain(func(e instrEvent) { s.pendingEvents = append(s.pendingEvents, e) })
 		}
 	}
-	return s.collectEvents(len(s.pendingEvents) > n)
+	return s.collectEvents(len(s.pendingEvents) > n, before)
 }
 
-// collectEvents takes the batch sources' events into s.pendingEvents,
-// sorts them all by time and reports whether a source holds more. What
-// the last merge left is in order; check says that other events were
+// collectEvents takes the batch sources' events into s.pendingEvents, a
+// slab with events before the time before from each, sorts them all by
+// time and reports whether a source holds more; s.eventsDue becomes the
+// earliest event of the slabs left ready in the sources (0: none), for
+// the loop to come back for them once the horizon passes it. What the
+// last merge left is in order; check says that other events were
 // appended since, which are looked at. Each source delivers a thread's
 // events in order and, with one busy thread, usually everything in
 // order: the stable sort runs only when threads interleave.
-func (s *session) collectEvents(check bool) bool {
+func (s *session) collectEvents(check bool, before uint64) bool {
 	more, ordered := false, true
+	s.eventsDue = 0
 	for _, src := range s.sources {
 		if b, ok := src.(batchSource); ok {
 			var left, ord bool
-			s.pendingEvents, left, ord = b.drainInto(s.pendingEvents)
+			var next uint64
+			s.pendingEvents, left, ord, next = b.drainInto(s.pendingEvents, before)
 			more, ordered = more || left, ordered && ord
+			if next != 0 && (s.eventsDue == 0 || next < s.eventsDue) {
+				s.eventsDue = next
+			}
 		}
 	}
 	byTime := func(a, b instrEvent) int { return cmp.Compare(a.time, b.time) }

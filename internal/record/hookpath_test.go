@@ -2,6 +2,7 @@ package record
 
 import (
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -121,7 +122,7 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 	defer func() { <-h.decodeEnd }()
 	s := &session{w: w, log: io.Discard, res: resolve.New(w, io.Discard, resolve.Options{}), sources: []eventSource{h}}
 	for more := true; more; {
-		more = s.collectEvents(false)
+		more = s.collectEvents(false, math.MaxUint64)
 		if err := s.merge(0, 0, len(s.pendingEvents)); err != nil {
 			b.Fatal(err)
 		}
@@ -165,5 +166,43 @@ func TestHookSourceCloseUndrained(t *testing.T) {
 	case <-h.decodeEnd:
 	default:
 		t.Error("the decoder goroutine still runs after close")
+	}
+}
+
+// TestHookSourceHoldsLateSlabs: a slab whose events all come after the
+// session's horizon stays in the source, which says when its earliest
+// event is, and is handed over once the horizon passes it.
+func TestHookSourceHoldsLateSlabs(t *testing.T) {
+	h, err := newHookQueue(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.ready.Close()
+	defer h.spool.Close()
+	slab := &hookSlab{evs: []instrEvent{{time: 200}, {time: 150}, {time: 300}}, first: 150}
+	h.slabs = []*hookSlab{slab}
+	evs, _, _, next := h.drainInto(nil, 150)
+	if len(evs) != 0 || next != 150 || len(h.slabs) != 1 {
+		t.Fatalf("horizon 150: took %d events, next %d, %d slabs left: want 0, 150, 1", len(evs), next, len(h.slabs))
+	}
+	evs, _, ordered, next := h.drainInto(nil, 151)
+	if len(evs) != 3 || next != 0 || len(h.slabs) != 0 || ordered {
+		t.Fatalf("horizon 151: took %d events (ordered %v), next %d, %d slabs left: want 3, unordered, 0, 0", len(evs), ordered, next, len(h.slabs))
+	}
+}
+
+// TestHookPusherFirst: the decoder's pusher keeps the earliest time of
+// a slab whose threads interleave, which drainInto compares with the
+// horizon.
+func TestHookPusherFirst(t *testing.T) {
+	h := &hookSource{}
+	push := h.pusher()
+	h.dst = make([]instrEvent, 0, 4)
+	h.last, h.unordered, h.first = 0, false, math.MaxUint64
+	for _, tm := range []uint64{5, 7, 3, 4} {
+		push(&hook.Event{Time: tm, Kind: hook.KindEntry})
+	}
+	if h.first != 3 || !h.unordered {
+		t.Errorf("first %d, unordered %v: want 3, true", h.first, h.unordered)
 	}
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -84,14 +85,15 @@ type hookSource struct {
 	dst       []instrEvent
 	last      uint64
 	unordered bool
+	first     uint64 // the earliest time pushed
 }
 
 // hookSlab is the events decoded from one batch (each thread's in time
 // order).
 type hookSlab struct {
 	evs []instrEvent
-	// ordered: the events are in time order; first is the first one's
-	// time.
+	// ordered: the events are in time order; first is the earliest
+	// one's time.
 	ordered bool
 	first   uint64
 }
@@ -285,13 +287,10 @@ func (h *hookSource) decode() {
 		}
 		// Grown once: Decode delivers one event per record.
 		h.dst = slices.Grow(slab.evs[:0], b.Len())
-		h.last, h.unordered = 0, false
+		h.last, h.unordered, h.first = 0, false, math.MaxUint64
 		h.dec.Decode(b, push)
 		slab.evs, h.dst = h.dst, nil
-		slab.ordered = !h.unordered
-		if len(slab.evs) > 0 {
-			slab.first = slab.evs[0].time
-		}
+		slab.ordered, slab.first = !h.unordered, h.first
 		h.mu.Lock()
 		h.free = append(h.free, b)
 		h.slabs = append(h.slabs, slab)
@@ -380,6 +379,10 @@ func (h *hookSource) pusher() func(*hook.Event) {
 		}
 		if ev.time < h.last {
 			h.unordered = true
+			h.first = min(h.first, ev.time)
+		}
+		if n == 0 {
+			h.first = ev.time
 		}
 		h.last = ev.time
 	}
@@ -391,7 +394,7 @@ func (h *hookSource) fds() []int { return []int{h.ready.Fd()} }
 func (h *hookSource) drain(fn func(instrEvent)) {
 	for more := true; more; {
 		var evs []instrEvent
-		evs, more, _ = h.drainInto(nil)
+		evs, more, _, _ = h.drainInto(nil, math.MaxUint64)
 		for _, e := range evs {
 			fn(e)
 		}
@@ -399,17 +402,25 @@ func (h *hookSource) drain(fn func(instrEvent)) {
 }
 
 // drainInto appends the events of the oldest decoded slab to dst and
-// returns it: one slab at a time, since the session holds the events
-// until it has processed them (a few slabs at once grew its buffer past
-// what it keeps between passes, to be allocated anew at every pass). An
-// empty dst of at most hookSlabKeep events is swapped for the slab's
-// events rather than copied into, and the slab decodes into dst's
-// buffer next. Once the drainer has
-// stopped, drainInto waits for the decoder's next slab when none is
-// ready and reports whether events are left for the next call. It also
-// reports whether the events it appended are in time order, after
-// dst's last.
-func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
+// returns it, if the slab has events before the time before: a slab the
+// session cannot process yet stays here, 16 bytes an event in the
+// spool's batches behind it, rather than copied into the session's
+// buffer to wait there (a recording of bench/percall's default load
+// copied 370,000 events, 15 MB, into fresh memory while the target ran,
+// and the target's own loop took 6.3-7.1 ms instead of 6.3 with the
+// collector held back, which reuses no memory meanwhile). It takes one
+// slab at a time, since the session holds the events until it has
+// processed them (a few slabs at once grew its buffer past what it
+// keeps between passes, to be allocated anew at every pass). An empty
+// dst of at most hookSlabKeep events is swapped for the slab's events
+// rather than copied into, and the slab decodes into dst's buffer next.
+// Once the drainer has stopped, drainInto waits for the decoder's next
+// slab when none is ready and reports whether events are left for the
+// next call. It also reports whether the events it appended are in
+// time order, after dst's last, and the earliest event of the next slab
+// ready (0: none), which the session comes back for once its horizon
+// passes it.
+func (h *hookSource) drainInto(dst []instrEvent, before uint64) ([]instrEvent, bool, bool, uint64) {
 	// Reset the wake-up before taking a slab: a slab handed over after
 	// this signals again.
 	h.ready.Clear()
@@ -420,17 +431,21 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 		}
 	}
 	var sl *hookSlab
-	if len(h.slabs) > 0 {
+	if len(h.slabs) > 0 && h.slabs[0].first < before {
 		sl = h.slabs[0]
 		h.slabs = slices.Delete(h.slabs, 0, 1)
-		if len(h.slabs) > 0 && !h.closed {
+	}
+	var next uint64
+	if len(h.slabs) > 0 {
+		next = h.slabs[0].first
+		if next < before && !h.closed {
 			h.ready.Signal() // the rest on the next round
 		}
 	}
 	more := h.closed && h.pending()
 	h.mu.Unlock()
 	if sl == nil {
-		return dst, more, true
+		return dst, more, true, next
 	}
 	ordered := sl.ordered && (len(dst) == 0 || len(sl.evs) == 0 || sl.first >= dst[len(dst)-1].time)
 	// A buffer the session grew in a burst is not kept in a slab, where
@@ -439,10 +454,9 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 		dst, sl.evs = sl.evs, dst[:0]
 	} else {
 		if n := len(dst) + len(sl.evs); n > cap(dst) {
-			// Doubled, not by append's quarter: the events pile up here
-			// while the target runs (370,000 on bench/percall's default
-			// load), and growing by quarters copied them and touched
-			// fresh memory for five times their size.
+			// Doubled, not by append's quarter: growing by quarters
+			// copied the events and touched fresh memory for five times
+			// their size.
 			dst = append(make([]instrEvent, 0, 2*n), dst...)
 		}
 		dst = append(dst, sl.evs...)
@@ -451,7 +465,7 @@ func (h *hookSource) drainInto(dst []instrEvent) ([]instrEvent, bool, bool) {
 	h.spare = append(h.spare, sl)
 	h.mu.Unlock()
 	wakeOne(h.spared)
-	return dst, more, ordered
+	return dst, more, ordered, next
 }
 
 // pending reports whether events are still to be decoded or handed

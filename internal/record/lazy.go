@@ -102,7 +102,7 @@ func (s *session) releaseHolds() error {
 	// A thread that entered a function that holds before the stop
 	// reached it has its entry in the ring now: its function is expanded
 	// with the others, before SIGCONT drops its pending SIGSTOP.
-	s.drainEvents(false)
+	s.drainEvents(false, math.MaxUint64)
 	start := uint64(math.MaxUint64)
 	for _, h := range p.held {
 		start = min(start, h.time)

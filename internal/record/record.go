@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -76,6 +77,9 @@ type session struct {
 	// pendingEvents their events not yet processed.
 	sources       []eventSource
 	pendingEvents []instrEvent
+	// eventsDue is the earliest event of the slabs the batch sources
+	// hold ready for a later horizon (collectEvents), 0 when none.
+	eventsDue uint64
 	// labelSets holds the label changes of pending eventLabels events,
 	// by the event's addr.
 	labelSets map[uint64]uprobe.LabelChange
@@ -1083,7 +1087,14 @@ func (s *session) loop(ctx context.Context) (string, error) {
 	lastFlush := time.Now()
 	reason := ""
 	for reason == "" {
-		if err := poller.Wait(timeout); err != nil {
+		wait := timeout
+		if s.eventsDue != 0 {
+			// A slab held back for the horizon is processed once it
+			// passes: no wake-up comes for it.
+			due := time.Duration(int64(s.eventsDue) + int64(reorderSlack) - int64(perf.Now()))
+			wait = min(wait, max(0, int(due/time.Millisecond)+1))
+		}
+		if err := poller.Wait(wait); err != nil {
 			return "", err
 		}
 		if s.reader.wake != nil {
@@ -1171,7 +1182,11 @@ func (s *session) drain(final bool) error {
 	}
 	// Merge the kernel's records with the probes' events by time, so
 	// every event is resolved against the mappings of its moment.
-	more := s.drainEvents(final) && final
+	due := horizon // the slabs the drain can process
+	if final {
+		due = math.MaxUint64
+	}
+	more := s.drainEvents(final, due) && final
 	if err := s.releaseHolds(); err != nil {
 		return err
 	}
@@ -1206,7 +1221,7 @@ func (s *session) drain(final bool) error {
 		if !more {
 			break
 		}
-		more = s.collectEvents(false)
+		more = s.collectEvents(false, math.MaxUint64)
 	}
 	s.pending = keepRest(s.pending, done, pendingKeep)
 	if final {
