@@ -28,11 +28,13 @@ func RunMain(m *testing.M, prefix string, setup func(dir string) error) {
 	os.Exit(code)
 }
 
-// BuildTrueprof builds the trueprof command into dir as a user builds it
-// (go build) and returns the binary's path.
+// BuildTrueprof builds the trueprof command into dir as the README
+// installs it (CGO_ENABLED=0 go build) and returns the binary's path.
 func BuildTrueprof(dir string) (string, error) {
 	bin := filepath.Join(dir, "trueprof")
-	if out, err := exec.Command("go", "build", "-o", bin, "trueprof/cmd/trueprof").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-o", bin, "trueprof/cmd/trueprof")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build trueprof: %v\n%s", err, out)
 	}
 	return bin, nil

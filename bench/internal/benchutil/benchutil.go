@@ -44,10 +44,10 @@ func Source(dir, name, text string) string {
 func MS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BuildTrueprof builds ./cmd/trueprof (run from the repository root) into
-// dir and returns its path.
+// dir as the README installs it (CGO_ENABLED=0) and returns its path.
 func BuildTrueprof(dir string) string {
 	bin := filepath.Join(dir, "trueprof")
-	Run("go", "build", "-o", bin, "./cmd/trueprof")
+	Run("env", "CGO_ENABLED=0", "go", "build", "-o", bin, "./cmd/trueprof")
 	return bin
 }
 
