@@ -115,6 +115,7 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 		b.Fatal(err)
 	}
 	defer h.ready.Close()
+	defer h.halt.Close()
 	defer h.spool.Close()
 	// As finish leaves it: the drainer stopped, the batches to decode.
 	h.full, h.closed = append([]*hook.Batch(nil), batches...), true
@@ -178,6 +179,7 @@ func TestHookSourceHoldsLateSlabs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.ready.Close()
+	defer h.halt.Close()
 	defer h.spool.Close()
 	slab := &hookSlab{evs: []instrEvent{{time: 200}, {time: 150}, {time: 300}}, first: 150}
 	h.slabs = []*hookSlab{slab}

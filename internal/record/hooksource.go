@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
 	"trueprof/internal/trace"
@@ -57,8 +59,12 @@ type hookSource struct {
 	filled chan struct{}
 	// ready is signalled when the decoder hands a slab over, so the
 	// recording loop's poll wakes for it at once.
-	ready  *perf.Wakeup
-	stop   chan struct{}
+	ready *perf.Wakeup
+	stop  chan struct{}
+	// halt is signalled with stop: it ends the drainer's sleep, which
+	// finish waits for (up to its period, 1 ms, at the end of every
+	// recording before).
+	halt   *perf.Wakeup
 	done   chan struct{}
 	closed bool // the drainer has stopped: full and cur hold the rest
 
@@ -145,7 +151,13 @@ func newHookQueue(r *hook.Region) (*hookSource, error) {
 		spool.Close()
 		return nil, err
 	}
-	h := &hookSource{r: r, spool: spool, ready: ready, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
+	halt, err := perf.NewWakeup()
+	if err != nil {
+		ready.Close()
+		spool.Close()
+		return nil, err
+	}
+	h := &hookSource{r: r, spool: spool, ready: ready, halt: halt, freed: make(chan struct{}, 1), filled: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), spared: make(chan struct{}, 1),
 		quit: make(chan struct{}), decodeEnd: make(chan struct{}), dec: hook.NewDecoder()}
 	h.decoded = sync.NewCond(&h.mu)
@@ -181,10 +193,12 @@ func (h *hookSource) run() {
 	// by storing its ring's head, and a reader polling those heads
 	// continuously pulls their cache lines away from the writing threads
 	// on every event. A ring lasts several milliseconds at full speed.
-	// The thread sleeps in nanosleep rather than on a Go timer: a timer
+	// The thread sleeps in the kernel rather than on a Go timer: a timer
 	// fires only when its P reaches a scheduling point, which a P busy
 	// processing events may not for a whole preemption quantum (10 ms).
-	period := syscall.NsecToTimespec(int64(time.Millisecond))
+	// It sleeps in ppoll on halt, which finish signals.
+	period := unix.NsecToTimespec(int64(time.Millisecond))
+	wake := []unix.PollFd{{Fd: int32(h.halt.Fd()), Events: unix.POLLIN}}
 	for {
 		h.fill(false)
 		if h.cur != nil && h.cur.Len() > 0 && time.Since(h.since) >= hookHandOver {
@@ -197,7 +211,8 @@ func (h *hookSource) run() {
 			return
 		default:
 		}
-		syscall.Nanosleep(&period, nil)
+		ts := period // ppoll leaves in it what was left of the timeout
+		unix.Ppoll(wake, &ts, nil)
 	}
 }
 
@@ -488,6 +503,7 @@ func (h *hookSource) finish() {
 	default:
 	}
 	close(h.stop)
+	h.halt.Signal()
 	<-h.done
 	h.r.Freeze()
 	h.mu.Lock()
@@ -508,6 +524,7 @@ func (h *hookSource) close() error {
 	close(h.quit)
 	<-h.decodeEnd
 	h.ready.Close()
+	h.halt.Close()
 	// The drainer and the decoder have ended: no batch is read again.
 	return errors.Join(h.spool.Close(), h.r.Close())
 }
