@@ -195,6 +195,16 @@ func (d *decoder) sampleID(r *Record) {
 // an allocation; the kernel's own limit is 127 plus context markers.
 const maxCallchain = 4096
 
+// RecordHeader returns the type and the size of the record at the start
+// of b (struct perf_event_header), ok false when b is shorter than the
+// header.
+func RecordHeader(b []byte) (typ uint32, size int, ok bool) {
+	if len(b) < headerSize {
+		return 0, 0, false
+	}
+	return le.Uint32(b), int(le.Uint16(b[6:])), true
+}
+
 // Decode decodes rec, a record of an event opened with sample_id_all and
 // sampleType, into r. sampleType may hold IDENTIFIER, IP, TID, TIME, CPU,
 // PERIOD, CALLCHAIN, RAW, REGS_USER (UserRegsMask) and STACK_USER: the

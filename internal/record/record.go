@@ -799,19 +799,16 @@ func (p preopened) close() {
 }
 
 // openPerCPU opens attr on pid on each of cpus, each with a ring of its
-// own, at once, when there are no ring events (takeRings): mapping a
-// ring of 16 MiB takes 4 ms of the start, one CPU after the other
-// before.
+// own, when there are no ring events (takeRings). One CPU after the
+// other, as startRings maps the ring events: the kernel allocates a
+// ring's pages with the mmap_lock held for write, so mappings at once
+// take the same time and spin on it.
 func (s *session) openPerCPU(attr *unix.PerfEventAttr, pid int, cpus []int) []preopened {
 	pre := make([]preopened, len(cpus))
-	var wg sync.WaitGroup
 	for i, cpu := range cpus {
-		wg.Go(func() {
-			pre[i].e, pre[i].err = s.openShared(attr, pid, cpu, -1, s.cfg.RingPages)
-			pre[i].held = pre[i].err == nil
-		})
+		pre[i].e, pre[i].err = s.openShared(attr, pid, cpu, -1, s.cfg.RingPages)
+		pre[i].held = pre[i].err == nil
 	}
-	wg.Wait()
 	return pre
 }
 
@@ -969,9 +966,11 @@ const sideOnlyBytes = 4 << 20
 // waits): 512 KiB, perf's default, half a second of 9,000 interrupts a
 // second per CPU (an entry and an exit, about 56 bytes each; idle CPUs'
 // are filtered out in the kernel), beyond the longest wait of a reader
-// for a P seen (277 ms, sideOnlyBytes). Two rings of 2 MiB took 1.0 ms
-// to map, of 512 KiB 0.3; what overflows is counted lost as for every
-// ring.
+// for a P seen (277 ms, sideOnlyBytes). The lock-wait rings, read by the
+// loop itself around a probe's placing (pauses.go), take the whole
+// system's contentions: 3,240 of each kind in 1.7 s of TestAdjustsForProbePlacement
+// (perf stat -a), seconds of them. Two rings of 2 MiB took 1.0 ms to
+// map, of 512 KiB 0.3; what overflows is counted lost as for every ring.
 const sideRingBytes = 512 << 10
 
 // sideRingPages is the number of data pages of a tracepoint ring: for
