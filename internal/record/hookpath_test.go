@@ -100,6 +100,21 @@ func recordHookBatches(b *testing.B, mids int) ([]*hook.Batch, int) {
 	return batches, n
 }
 
+// newTestHookQueue returns a hook source without a region or goroutines,
+// released when the test ends.
+func newTestHookQueue(tb testing.TB) *hookSource {
+	h, err := newHookQueue(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		h.ready.Close()
+		h.halt.Close()
+		h.spool.Close()
+	})
+	return h
+}
+
 // replayHookBatches passes batches through a hook source and a session
 // writing to io.Discard, and checks that all their events, entries and
 // exits, were written.
@@ -110,13 +125,7 @@ func replayHookBatches(b *testing.B, batches []*hook.Batch, events uint64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := newHookQueue(nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.ready.Close()
-	defer h.halt.Close()
-	defer h.spool.Close()
+	h := newTestHookQueue(b)
 	// As finish leaves it: the drainer stopped, the batches to decode.
 	h.full, h.closed = append([]*hook.Batch(nil), batches...), true
 	go h.decode()
@@ -174,13 +183,7 @@ func TestHookSourceCloseUndrained(t *testing.T) {
 // session's horizon stays in the source, which says when its earliest
 // event is, and is handed over once the horizon passes it.
 func TestHookSourceHoldsLateSlabs(t *testing.T) {
-	h, err := newHookQueue(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.ready.Close()
-	defer h.halt.Close()
-	defer h.spool.Close()
+	h := newTestHookQueue(t)
 	slab := &hookSlab{evs: []instrEvent{{time: 200}, {time: 150}, {time: 300}}, first: 150}
 	h.slabs = []*hookSlab{slab}
 	evs, _, _, next := h.drainInto(nil, 150)

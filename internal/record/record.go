@@ -968,9 +968,10 @@ const sideOnlyBytes = 4 << 20
 // are filtered out in the kernel), beyond the longest wait of a reader
 // for a P seen (277 ms, sideOnlyBytes). The lock-wait rings, read by the
 // loop itself around a probe's placing (pauses.go), take the whole
-// system's contentions: 3,240 of each kind in 1.7 s of TestAdjustsForProbePlacement
-// (perf stat -a), seconds of them. Two rings of 2 MiB took 1.0 ms to
-// map, of 512 KiB 0.3; what overflows is counted lost as for every ring.
+// system's contentions: 3,240 of each kind in 1.7 s of
+// TestAdjustsForProbePlacement (perf stat -a), seconds of them. Two
+// rings of 2 MiB took 1.0 ms to map, of 512 KiB 0.3; what overflows is
+// counted lost as for every ring.
 const sideRingBytes = 512 << 10
 
 // sideRingPages is the number of data pages of a tracepoint ring: for
