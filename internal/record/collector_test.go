@@ -1,6 +1,7 @@
 package record
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -18,9 +19,17 @@ func gcPercent() int {
 // those recording at once), and the last to end restores the process's.
 func TestHoldCollector(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	// A cycle still running would count as the first cycle of the hold.
+	runtime.GC()
 	release := holdCollector(-1)
 	if p := gcPercent(); p != heldPercent {
 		t.Fatalf("GOGC %d while held: want %d", p, heldPercent)
+	}
+	// The limit caps the goal that GOGC would put at 17 times a large
+	// heap.
+	if l := debug.SetMemoryLimit(-1); l < heldHeap || l == math.MaxInt64 {
+		t.Errorf("memory limit %d while held: want at least %d, and a limit", l, heldHeap)
 	}
 	checkCollector()
 	if p := gcPercent(); p != heldPercent {
@@ -39,6 +48,9 @@ func TestHoldCollector(t *testing.T) {
 	release()
 	if p := gcPercent(); p != 100 {
 		t.Errorf("GOGC %d after the recordings: want the process's 100", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		t.Errorf("memory limit %d after the recordings: want the process's (none)", l)
 	}
 
 	// Held again by the next recording, ended by its own cycle.

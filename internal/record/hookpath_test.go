@@ -194,6 +194,25 @@ func TestHookSourceHoldsLateSlabs(t *testing.T) {
 	if len(evs) != 3 || next != 0 || len(h.slabs) != 0 || ordered {
 		t.Fatalf("horizon 151: took %d events (ordered %v), next %d, %d slabs left: want 3, unordered, 0, 0", len(evs), ordered, next, len(h.slabs))
 	}
+
+	// A due slab behind one that is not: the oldest goes, and the due
+	// one is next.
+	h.slabs = []*hookSlab{{evs: []instrEvent{{time: 200}}, first: 200, ordered: true}, {evs: []instrEvent{{time: 100}}, first: 100, ordered: true}}
+	evs, _, _, next = h.drainInto(nil, 150)
+	if len(evs) != 1 || evs[0].time != 200 || next != 100 {
+		t.Fatalf("a due slab behind a later one: took %v, next %d: want the 200 one, next 100", evs, next)
+	}
+	h.slabs = nil
+
+	// A time too far ahead to be real (a ring the target overwrote) is
+	// not waited for, nor is anything at the end.
+	now := uint64(10 * time.Second)
+	for _, c := range []struct{ first, before uint64 }{{now + uint64(2*time.Second), now}, {math.MaxUint64, now}, {math.MaxUint64, math.MaxUint64}} {
+		h.slabs = []*hookSlab{{evs: []instrEvent{{time: c.first}}, first: c.first, ordered: true}}
+		if evs, _, _, _ = h.drainInto(nil, c.before); len(evs) != 1 {
+			t.Errorf("slab at %d, horizon %d: held", c.first, c.before)
+		}
+	}
 }
 
 // TestHookPusherFirst: the decoder's pusher keeps the earliest time of

@@ -446,16 +446,21 @@ func (h *hookSource) drainInto(dst []instrEvent, before uint64) ([]instrEvent, b
 		}
 	}
 	var sl *hookSlab
-	if len(h.slabs) > 0 && h.slabs[0].first < before {
+	if slabsDue(h.slabs, before) {
+		// The oldest, though a later one may be what is due: a batch can
+		// hold a busy thread's recent events and the next one another
+		// thread's older ones (the session sorts what it takes).
 		sl = h.slabs[0]
 		h.slabs = slices.Delete(h.slabs, 0, 1)
 	}
 	var next uint64
-	if len(h.slabs) > 0 {
-		next = h.slabs[0].first
-		if next < before && !h.closed {
-			h.ready.Signal() // the rest on the next round
+	for _, o := range h.slabs {
+		if next == 0 || o.first < next {
+			next = o.first
 		}
+	}
+	if slabsDue(h.slabs, before) && !h.closed {
+		h.ready.Signal() // the rest on the next round
 	}
 	more := h.closed && h.pending()
 	h.mu.Unlock()
@@ -482,6 +487,24 @@ func (h *hookSource) drainInto(dst []instrEvent, before uint64) ([]instrEvent, b
 	wakeOne(h.spared)
 	return dst, more, ordered, next
 }
+
+// slabsDue reports whether one of slabs has events before the time
+// before (math.MaxUint64: every slab is), or events more than
+// hookAhead after it: a time that far ahead is a record the target
+// overwrote (its rings are its memory), and waiting for it would hold
+// the slab, and every later one, for good.
+func slabsDue(slabs []*hookSlab, before uint64) bool {
+	for _, sl := range slabs {
+		if sl.first < before || before == math.MaxUint64 || sl.first-before > uint64(hookAhead) {
+			return true
+		}
+	}
+	return false
+}
+
+// hookAhead is how far ahead of the horizon an event's time is taken
+// for garbage: the horizon is reorderSlack behind the present.
+const hookAhead = time.Second
 
 // pending reports whether events are still to be decoded or handed
 // over; h.mu is held.

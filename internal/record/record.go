@@ -1090,9 +1090,14 @@ func (s *session) loop(ctx context.Context) (string, error) {
 		wait := timeout
 		if s.eventsDue != 0 {
 			// A slab held back for the horizon is processed once it
-			// passes: no wake-up comes for it.
-			due := time.Duration(int64(s.eventsDue) + int64(reorderSlack) - int64(perf.Now()))
-			wait = min(wait, max(0, int(due/time.Millisecond)+1))
+			// passes: no wake-up comes for it. One with a time too far
+			// ahead to wait for is taken at once (slabsDue), woken.
+			switch now, due := perf.Now(), s.eventsDue; {
+			case due <= now-uint64(reorderSlack):
+				wait = 0 // due since the drain's horizon
+			case due-(now-uint64(reorderSlack)) < uint64(hookAhead):
+				wait = min(wait, int((due-(now-uint64(reorderSlack)))/uint64(time.Millisecond))+1)
+			}
 		}
 		if err := poller.Wait(wait); err != nil {
 			return "", err
