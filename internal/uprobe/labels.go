@@ -52,7 +52,7 @@ var ErrNoLabels = errors.New("no runtime/pprof.runtime_setProfLabel (the program
 // the last copy. Its methods are not safe for concurrent use.
 type Labels struct {
 	ring
-	last  *ebpf.Map // goroutine id → the label set last reported
+	last  *ebpf.Map // goroutine id → the label set last reported, and the one it replaced
 	links []link.Link
 }
 
@@ -99,7 +99,7 @@ func AttachLabels(pid int, path string, layout symbolize.GoLayout) (*Labels, err
 		return nil, fmt.Errorf("uprobe: %s: %w: unknown layout of runtime/pprof labels", path, ErrNotSupported)
 	}
 	l := &Labels{}
-	l.last, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_lg", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 8, MaxEntries: 1 << 16})
+	l.last, err = ebpf.NewMap(&ebpf.MapSpec{Name: "trueprof_lg", Type: ebpf.LRUHash, KeySize: 8, ValueSize: 16, MaxEntries: 1 << 16})
 	if err != nil {
 		return nil, fmt.Errorf("uprobe: creating the BPF map: %w", err)
 	}
@@ -140,13 +140,23 @@ func labelSites(path string) ([]Site, error) {
 // whose goroutine carries the set it carried at the last report (or
 // none, never having had one), remembers the set in the map last, and
 // copies the set's labels into a ring record.
+//
+// The probe on runtime_setProfLabel fires at its entry, before its
+// store: a goroutine preempted there (the prologue's stack check is
+// where the scheduler preempts it) runs again with the set it had, and
+// runtime.execute saw that set as a change, which it reported, and then
+// the new one again (TestLabels: a worker's "worker=3" and "" reported
+// twice, in 2 of some 20 runs). So the map also keeps the set a
+// runtime_setProfLabel replaces, which runtime.execute takes for
+// unchanged too: that store is still to come.
 func labelProgram(events, lost, last int, l symbolize.GoLayout) asm.Instructions {
 	ls := l.LabelSet
 	read := readUser
 	// Registers: R6 ctx, then the number of labels; R7 the cookie, then
 	// the record; R8 the label set, then a label; R9 the g, then the
-	// labels' array. Stack: fp-8 scratch, fp-16 goid, fp-24 the set,
-	// fp-32 flags, fp-48 a string header, fp-56 the loss counter's key.
+	// labels' array. Stack: fp-8 scratch, fp-16 goid, fp-32 flags, fp-48
+	// a string header, fp-56 the loss counter's key, fp-72 the map's
+	// value: the set (fp-72) and the one it replaces (fp-64).
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.FnGetAttachCookie.Call(),
@@ -154,16 +164,21 @@ func labelProgram(events, lost, last int, l symbolize.GoLayout) asm.Instructions
 		asm.JEq.Imm(asm.R7, labelFromExec, "exec"),
 		asm.LoadMem(asm.R9, asm.R6, ptRegsR14, asm.DWord),
 		asm.LoadMem(asm.R8, asm.R6, ptRegsRAX, asm.DWord),
+	}
+	insns = append(insns, read(asm.R2, asm.R9, int32(l.Labels), "lost")...)
+	insns = append(insns,
+		asm.StoreMem(asm.RFP, -64, asm.R2, asm.DWord), // the set replaced
 		asm.Ja.Label("goid"),
 		asm.LoadMem(asm.R9, asm.R6, ptRegsRAX, asm.DWord).WithSymbol("exec"),
-	}
+	)
 	insns = append(insns, read(asm.R8, asm.R9, int32(l.Labels), "lost")...)
+	insns = append(insns, asm.StoreMem(asm.RFP, -64, asm.R8, asm.DWord))
 	goid := read(asm.R9, asm.R9, int32(l.GoID), "lost")
 	goid[0] = goid[0].WithSymbol("goid")
 	insns = append(insns, goid...)
 	insns = append(insns,
 		asm.StoreMem(asm.RFP, -16, asm.R9, asm.DWord),
-		asm.StoreMem(asm.RFP, -24, asm.R8, asm.DWord),
+		asm.StoreMem(asm.RFP, -72, asm.R8, asm.DWord),
 		asm.JEq.Imm(asm.R7, labelFromSet, "remember"),
 		asm.LoadMapPtr(asm.R1, last),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -174,11 +189,13 @@ func labelProgram(events, lost, last int, l symbolize.GoLayout) asm.Instructions
 		asm.Ja.Label("remember"),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord).WithSymbol("known"),
 		asm.JEq.Reg(asm.R1, asm.R8, "exit"), // unchanged
+		asm.LoadMem(asm.R1, asm.R0, 8, asm.DWord),
+		asm.JEq.Reg(asm.R1, asm.R8, "exit"), // a store still to come
 		asm.LoadMapPtr(asm.R1, last).WithSymbol("remember"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -16),
 		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -24),
+		asm.Add.Imm(asm.R3, -72),
 		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
 		asm.FnMapUpdateElem.Call(),
 
