@@ -107,15 +107,7 @@ func TestTinyWrapper(t *testing.T) {
 	// Released at once, before it says it runs (a recorder that does
 	// not wait for it): its word comes before the exec's outcome.
 	os.Remove(out)
-	tgt, err = launch([]string{"sh", "-c", script, "x"}, launchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tgt.release(); err != nil {
-		t.Fatal(err)
-	}
-	<-tgt.done
-	if got := tgt.exitCode(); got != 3 {
+	if got := runLaunched(t, []string{"sh", "-c", script, "x"}, false).exitCode(); got != 3 {
 		t.Errorf("exit code %d when released at once, want the target's 3", got)
 	}
 	os.Remove(out)
@@ -147,6 +139,26 @@ func TestTinyWrapper(t *testing.T) {
 	}
 }
 
+// runLaunched launches argv, waits for the wrapper to say it runs when
+// wait is set, releases it and waits for the target's end.
+func runLaunched(t *testing.T, argv []string, wait bool) *target {
+	t.Helper()
+	tgt, err := launch(argv, launchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait {
+		if err := tgt.running(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tgt.release(); err != nil {
+		t.Fatal(err)
+	}
+	<-tgt.done
+	return tgt
+}
+
 // TestWrapperExecFails launches a file that cannot be executed (a script
 // without "#!"), through the tiny wrapper where there is one and through
 // trueprof re-executed, released after and before the wrapper says it
@@ -167,19 +179,7 @@ func TestWrapperExecFails(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/waited=%v", name, wait), func(t *testing.T) {
 				defer func(old func() string) { tinyWrapper = old }(tinyWrapper)
 				tinyWrapper = wrapper
-				tgt, err := launch([]string{bin}, launchOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if wait {
-					if err := tgt.running(); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := tgt.release(); err != nil {
-					t.Fatal(err)
-				}
-				<-tgt.done
+				tgt := runLaunched(t, []string{bin}, wait)
 				if got := tgt.exitCode(); got != 127 {
 					t.Errorf("exit code %d, want 127", got)
 				}
