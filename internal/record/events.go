@@ -34,11 +34,12 @@ type eventSource interface {
 // source (hookSource), not copied into the session's buffer.
 type batchSource interface {
 	eventSource
-	// drainInto appends the events of a slab to dst and returns it if
-	// the slab has events before the time before, whether more are
-	// available, whether the events it appended are in time order,
-	// after dst's last, and the earliest event of the next slab, or 0
-	// when none is ready.
+	// drainInto appends the events of its oldest ready slab to dst and
+	// returns it, if one of its ready slabs has events before the time
+	// before (or times too far past it to be real); then whether more
+	// are available, whether the events it appended are in time order,
+	// after dst's last, and the earliest event of the slabs still ready,
+	// or 0 when none is.
 	drainInto(dst []instrEvent, before uint64) (out []instrEvent, more, ordered bool, next uint64)
 }
 
