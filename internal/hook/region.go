@@ -120,6 +120,23 @@ type Event struct {
 	Dropped  uint64 // adjust: events dropped
 }
 
+// defaultEvents is the records per ring of Options' zero value: 2 MiB,
+// 131,072 records, which a thread making calls at the hooks' full speed
+// (15 ns an event) fills in 2 ms if nobody drains it, twice the
+// drainer's period. A larger ring costs its threads more than it saves
+// them: each page of a ring is first mapped by its thread's hook (an
+// adjust, as for a wait) at about 1.3 µs a page, so a thread writing its
+// first 8 MiB paid 2-9 ms for it (bench/percall's default load, 400,000
+// events: 25 populating adjusts, its calls 7.2 ms on its own clock
+// against 5.9 ms with 2 MiB, which its hooks wrap around after the
+// first 2 MiB; the whole command is no faster: 35.0 against 34.9 ms,
+// medians of 21 interleaved runs, as the recorder's processing, not the
+// target, ends it). The dense load of 10M calls lost nothing with either
+// size, and three threads of 2.4 million events each took 62 MB of
+// the recorder's memory instead of 87 (docs/recording.md, "Compiled-in
+// hooks").
+const defaultEvents = 1 << 17
+
 // Options sizes a region. The zero value selects the defaults.
 type Options struct {
 	// Threads is the number of thread rings (default 128): threads alive
@@ -127,11 +144,9 @@ type Options struct {
 	// the target. Further threads wait, then drop and count.
 	Threads int
 	// Events is the number of records per ring, rounded up to a power of
-	// two (default 1<<19, 8 MiB). A call is two records. A ring that has
+	// two (default defaultEvents). A call is two records. A ring that has
 	// been filled once stays resident (shared memory), so the region
 	// uses up to Threads × Events × 16 bytes of memory.
-	// At 25 ns per call a thread fills the default ring in about 6 ms
-	// when nobody drains it.
 	Events int
 	// MaxWait bounds how long a thread waits for ring space before it
 	// drops events (default 1s).
@@ -188,7 +203,7 @@ func NewRegion(opts Options) (*Region, error) {
 		threads = 128
 	}
 	if events <= 0 {
-		events = 1 << 19
+		events = defaultEvents
 	}
 	if maxWait <= 0 {
 		maxWait = time.Second
