@@ -28,7 +28,9 @@ TP.Flame = class Flame {
       if (+d.dataset.f >= 0) this.app.select(+d.dataset.f, "flame");
       this.invalidate();
     });
-    new ResizeObserver(() => this.invalidate()).observe(this.el);
+    // Only a new width changes the frames: showing the tab also reports a
+    // resize, and redrawing then would replace frames under the pointer.
+    new ResizeObserver(() => { if (this.el.clientWidth !== this.width) this.invalidate(); }).observe(this.el);
     app.bus.on("filter", (re) => { this.regex = re; this.invalidate(); });
   }
 
@@ -90,6 +92,7 @@ TP.Flame = class Flame {
     const rootTotal = this.app.agg().rootTotal[met];
     const maxDepth = out.reduce((d, fr) => Math.max(d, fr.depth), 0);
     const width = this.el.clientWidth || 800;
+    this.width = this.el.clientWidth;
     const sel = this.app.state.selected, re = this.regex;
     const nodes = out.map((fr) => {
       const f = fr.node < 0 ? -1 : m.func[fr.node];

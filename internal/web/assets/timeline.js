@@ -24,7 +24,8 @@ TP.Timeline = class Timeline {
       const r = e.target.closest("g.row");
       if (r) app.setScope("t:" + r.dataset.thread);
     });
-    new ResizeObserver(() => this.invalidate()).observe(this.el);
+    // As the flame graph: redraw for a new width, not for being shown.
+    new ResizeObserver(() => { if (this.el.clientWidth !== this.width) this.invalidate(); }).observe(this.el);
   }
 
   invalidate() {
@@ -36,7 +37,8 @@ TP.Timeline = class Timeline {
     if (!this.dirty) return;
     this.dirty = false;
     const m = this.app.model, d = m.data, tl = d.timeline;
-    const width = Math.max(500, this.el.clientWidth - 10);
+    this.width = this.el.clientWidth;
+    const width = Math.max(500, this.width - 10);
     const plot = width - LABEL - 10;
     const span = tl.last - tl.first || 1;
     const x = (t) => LABEL + Math.max(0, Math.min(1, (t - tl.first) / span)) * plot;
