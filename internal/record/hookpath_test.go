@@ -1,16 +1,19 @@
 package record
 
 import (
+	"bytes"
 	"io"
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"trueprof/internal/hook"
+	"trueprof/internal/perf"
 	"trueprof/internal/resolve"
 	"trueprof/internal/testutil"
 	"trueprof/internal/trace"
@@ -228,5 +231,81 @@ func TestHookPusherFirst(t *testing.T) {
 	}
 	if h.first != 3 || !h.unordered {
 		t.Errorf("first %d, unordered %v: want 3, true", h.first, h.unordered)
+	}
+}
+
+// TestMergeWritesEventsAsProcessEvent: merge, which writes the common
+// hook event itself, writes the same trace, byte for byte, and counts
+// the same, as processEvent for every event in the same order, over
+// two threads' interleaved calls of a few hundred functions with gaps,
+// adjustments, a mapping that empties the resolver's caches and a
+// pause.
+func TestMergeWritesEventsAsProcessEvent(t *testing.T) {
+	const base = 0x7f0000000000
+	records := []perf.Record{
+		{Type: perf.RecordComm, PID: 7, TID: 7, Time: 90, Comm: "prog"},
+		{Type: perf.RecordMmap2, PID: 7, TID: 7, Time: 100, Addr: base, Len: 0x100000, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Filename: "/nonexistent/prog"},
+		{Type: perf.RecordFork, PID: 7, PPID: 7, TID: 8, PTID: 7, Time: 120},
+		{Type: perf.RecordMmap2, PID: 7, TID: 7, Time: 50_000, Addr: base + 0x200000, Len: 0x10000, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Filename: "/nonexistent/lib"},
+	}
+	var events []instrEvent
+	tm := uint64(1000)
+	for i := range 20_000 {
+		tid := uint32(7 + i/40%2)
+		tm += uint64(3 + i%50)
+		if i%500 == 499 {
+			tm += 1000
+		}
+		e := instrEvent{time: tm, pid: 7, tid: tid, kind: trace.EventEntry + trace.EventKind(i%2), addr: base + 0x1000 + uint64(i%300)*0x40}
+		if i%1000 == 999 {
+			e = instrEvent{time: tm, pid: 7, tid: tid, addr: 50, dropped: uint64(i % 3)}
+		}
+		events = append(events, e)
+	}
+	pause := pauseSpan{start: 200_000, end: 210_000}
+
+	write := func(merged bool) ([]byte, Result, uint64) {
+		var buf bytes.Buffer
+		w, err := trace.NewWriter(&buf, &trace.Header{Event: "hooks", Clock: "CLOCK_MONOTONIC"}, trace.Options{ChunkSize: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &session{w: w, log: io.Discard, res: resolve.New(w, io.Discard, resolve.Options{})}
+		s.ctl.closed = []pauseSpan{pause}
+		s.pending = slices.Clone(records)
+		s.pendingEvents = slices.Clone(events)
+		if merged {
+			if err := s.merge(0, len(s.pending), len(s.pendingEvents)); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			i := 0
+			for j := range s.pendingEvents {
+				for ; i < len(s.pending) && s.pending[i].Time <= s.pendingEvents[j].time; i++ {
+					if err := s.process(&s.pending[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := s.processEvent(&s.pendingEvents[j]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), s.result, s.ctl.dropped
+	}
+	want, wantResult, wantDropped := write(false)
+	got, gotResult, gotDropped := write(true)
+	if !bytes.Equal(got, want) {
+		t.Errorf("merge wrote %d bytes, processEvent %d: they differ", len(got), len(want))
+	}
+	if gotResult.Events != wantResult.Events || gotResult.Lost != wantResult.Lost || gotDropped != wantDropped {
+		t.Errorf("merge: %d events, %d lost, %d dropped in the pause; processEvent: %d, %d, %d",
+			gotResult.Events, gotResult.Lost, gotDropped, wantResult.Events, wantResult.Lost, wantDropped)
+	}
+	if wantDropped == 0 || wantResult.Events < 15_000 {
+		t.Errorf("processEvent wrote %d events, dropped %d in the pause: the stream misses its cases", wantResult.Events, wantDropped)
 	}
 }

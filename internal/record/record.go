@@ -1264,6 +1264,7 @@ func beforeEvent(evs []instrEvent, t uint64) int {
 // drain; the caller moves the kernel records left.
 func (s *session) merge(from, to, m int) error {
 	i, j, n := from, 0, to
+	plain := s.plainEvents()
 	for i < n || j < m {
 		if (i+j)%tickCheck == tickCheck-1 {
 			if err := s.tick(); err != nil {
@@ -1280,12 +1281,26 @@ func (s *session) merge(from, to, m int) error {
 				return err
 			}
 			i++
+			plain = s.plainEvents()
 			continue
 		}
-		if err := s.processEvent(&s.pendingEvents[j]); err != nil {
+		e := &s.pendingEvents[j]
+		j++
+		// processEvent's commonest case, with its checks hoisted and
+		// its calls inlined: a hook's entry or exit of a function in
+		// the cache, of no calibration burst, that joins the writer's
+		// open run.
+		if plain && e.module == 0 && e.kind-trace.EventEntry <= trace.EventExit-trace.EventEntry {
+			if fn, ok := s.res.RecentFunction(e.pid, e.addr); ok && s.res.CalibrationFunction(fn) == nil &&
+				s.w.AppendRunEvent(e.time, e.pid, e.tid, e.kind, fn) {
+				s.result.Events++
+				continue
+			}
+		}
+		if err := s.processEvent(e); err != nil {
 			return err
 		}
-		j++
+		plain = s.plainEvents()
 	}
 	if m == len(s.pendingEvents) && cap(s.pendingEvents) > 2*eventsKeep {
 		// A burst's buffer, all processed (the final drain's backlog):
@@ -1300,6 +1315,14 @@ func (s *session) merge(from, to, m int) error {
 	// from growing.
 	s.pendingEvents = keepRest(s.pendingEvents, m, eventsKeep)
 	return nil
+}
+
+// plainEvents reports whether processEvent writes a hook's entry or
+// exit as it is, once resolved (but for calibration functions): no
+// pause of the recording, no --trace filter, not aggregating. merge
+// looks again after every record it does not write itself.
+func (s *session) plainEvents() bool {
+	return s.ctl.pausedAt == 0 && len(s.ctl.closed) == 0 && s.hooks.off == nil && s.agg == nil
 }
 
 // pendingKeep is the capacity, in records, that the loop's buffers keep

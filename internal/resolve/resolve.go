@@ -268,9 +268,8 @@ func (r *Resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 // the same few addresses millions of times, so they are cached per
 // process until its mappings change.
 func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, error) {
-	c := &r.recent[(addr>>4^addr>>12)%uint64(len(r.recent))]
-	if c.addr == addr && c.pid == pid && c.id != 0 {
-		return c.id, nil
+	if id, ok := r.RecentFunction(pid, addr); ok {
+		return id, nil
 	}
 	key := [2]uint64{uint64(pid), addr}
 	id, ok := r.funcs[key]
@@ -281,8 +280,22 @@ func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, erro
 		}
 		r.funcs[key] = id
 	}
-	*c = recentFunc{pid: pid, id: id, addr: addr}
+	*r.recentEntry(addr) = recentFunc{pid: pid, id: id, addr: addr}
 	return id, nil
+}
+
+// RecentFunction is FunctionLocation's answer if it is in its cache of
+// recent functions, which holds nearly every event of a call load: a
+// lookup small enough to be inlined into the recorder's per-event loop,
+// which calls FunctionLocation only when it reports false.
+func (r *Resolver) RecentFunction(pid uint32, addr uint64) (uint32, bool) {
+	c := r.recentEntry(addr)
+	return c.id, c.addr == addr && c.pid == pid && c.id != 0
+}
+
+// recentEntry is the entry of the recent cache that addr maps to.
+func (r *Resolver) recentEntry(addr uint64) *recentFunc {
+	return &r.recent[(addr>>4^addr>>12)%uint64(len(r.recent))]
 }
 
 // recentFunc is an entry of Resolver.recent: function address addr of

@@ -300,10 +300,7 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 			c.raw = append(c.raw, byte(majorEventRun), 0, 0)
 			c.records++
 		}
-		c.raw = append(c.raw, byte(d<<1)|byte(r.Kind-EventEntry), byte(r.Function))
-		c.raw[c.run+2] += 2
-		c.prevTime, c.lastTime = r.Time, r.Time
-		c.items++
+		c.appendRunEvent(r.Time, r.Kind, r.Function)
 		return nil
 	}
 	c.run = 0
@@ -323,6 +320,23 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	c.records++
 	c.items++
 	return nil
+}
+
+// joinsRun reports whether an event of thread pid/tid at time t, of
+// kind and function fn, joins the open run as it is (appendRunEvent):
+// there is one, of its thread, with room, and the event fits two bytes.
+func (c *chunkBuilder) joinsRun(t uint64, pid, tid uint32, kind EventKind, fn uint32) bool {
+	return c.run != 0 && t-c.prevTime < runEventMaxDelta && fn < 256 && kind-EventEntry <= EventExit-EventEntry &&
+		pid == c.prevEvent.PID && tid == c.prevEvent.TID && c.raw[c.run+2] != 2*maxRunEvents
+}
+
+// appendRunEvent appends an event to the open run: its kind, its time
+// delta and function fn, which fit two bytes.
+func (c *chunkBuilder) appendRunEvent(t uint64, kind EventKind, fn uint32) {
+	c.raw = append(c.raw, byte((t-c.prevTime)<<1)|byte(kind-EventEntry), byte(fn))
+	c.raw[c.run+2] += 2
+	c.prevTime, c.lastTime = t, t
+	c.items++
 }
 
 // appendThread appends pid and tid, unless there is a previous record

@@ -621,3 +621,65 @@ func TestTruncations(t *testing.T) {
 		break
 	}
 }
+
+// TestAppendRunEvent: a trace written with AppendRunEvent first and
+// WriteEvent for the events it declines is the same file, byte for
+// byte and in its Stats, as one written with Write alone, in every
+// mode (and every chunk boundary in between); and AppendRunEvent takes most of a call load's events where
+// the writer has no look due.
+func TestAppendRunEvent(t *testing.T) {
+	stream := append(runStream(20000), eventStream(5000)...)
+	for _, tc := range []struct {
+		name string
+		opt  Options
+		// most: AppendRunEvent writes most events.
+		most bool
+	}{
+		{"default", Options{}, true},
+		{"small chunks", Options{ChunkSize: 4 << 10}, true},
+		// Below the limit: where it is reached depends on how far the
+		// compression goroutine got, with Write alone too.
+		{"normal, limited", Options{Mode: ModeNormal, SizeLimit: 1 << 20, ChunkSize: 4 << 10}, true},
+		{"wrap", Options{Mode: ModeWrap, SizeLimit: 24 << 10}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantStats, _ := writeAppending(t, tc.opt, stream, false)
+			got, gotStats, appended := writeAppending(t, tc.opt, stream, true)
+			if !bytes.Equal(got, want) {
+				t.Errorf("AppendRunEvent's file differs from Write's (%d bytes, want %d)", len(got), len(want))
+			}
+			if gotStats != wantStats {
+				t.Errorf("stats %+v, want %+v", gotStats, wantStats)
+			}
+			if events := 30000; tc.most != (appended > events/2) {
+				t.Errorf("AppendRunEvent wrote %d of %d events", appended, events)
+			}
+		})
+	}
+}
+
+// writeAppending writes recs with Write or, if appending, each event
+// with AppendRunEvent first, and returns the file, the writer's Stats
+// and the events AppendRunEvent wrote.
+func writeAppending(t *testing.T, opt Options, recs []Record, appending bool) ([]byte, Stats, int) {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, testHeader(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appended := 0
+	for _, r := range recs {
+		if e, ok := r.(*Event); ok && appending && w.AppendRunEvent(e.Time, e.PID, e.TID, e.Kind, e.Function) {
+			appended++
+			continue
+		}
+		if err := w.Write(r); err != nil && !errors.Is(err, ErrSizeLimit) {
+			t.Fatalf("Write(%#v): %v", r, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), w.Stats(), appended
+}
