@@ -1264,42 +1264,58 @@ func beforeEvent(evs []instrEvent, t uint64) int {
 // drain; the caller moves the kernel records left.
 func (s *session) merge(from, to, m int) error {
 	i, j, n := from, 0, to
+	evs := s.pendingEvents[:m]
 	plain := s.plainEvents()
-	for i < n || j < m {
-		if (i+j)%tickCheck == tickCheck-1 {
+	untilTick := tickCheck // records and events until the next tick
+	for {
+		// The events before kernel record i (all that are left after
+		// the last), in one loop: a kernel record goes first at a tie.
+		next := uint64(math.MaxUint64)
+		if i < n {
+			next = s.pending[i].Time
+		}
+		for ; j < len(evs) && (evs[j].time < next || i == n); j++ {
+			if untilTick--; untilTick == 0 {
+				untilTick = tickCheck
+				if err := s.tick(); err != nil {
+					return err
+				}
+			}
+			e := &evs[j]
+			// processEvent's commonest case, with its checks hoisted
+			// and its calls inlined: a hook's entry or exit of a
+			// function in the cache, of no calibration burst, that
+			// joins the writer's open run.
+			if plain && e.module == 0 && e.kind-trace.EventEntry <= trace.EventExit-trace.EventEntry {
+				if fn, ok := s.res.RecentFunction(e.pid, e.addr); ok && s.res.CalibrationFunction(fn) == nil &&
+					s.w.AppendRunEvent(e.time, e.pid, e.tid, e.kind, fn) {
+					s.result.Events++
+					continue
+				}
+			}
+			if err := s.processEvent(e); err != nil {
+				return err
+			}
+			plain = s.plainEvents()
+		}
+		if i == n {
+			break
+		}
+		if untilTick--; untilTick == 0 {
+			untilTick = tickCheck
 			if err := s.tick(); err != nil {
 				return err
 			}
 		}
-		if j == m || (i < n && s.pending[i].Time <= s.pendingEvents[j].time) {
-			err := s.process(&s.pending[i])
-			if b := s.pending[i].UserStack; b != nil {
-				s.freed = append(s.freed, b)
-				s.pending[i].UserStack = nil
-			}
-			if err != nil {
-				return err
-			}
-			i++
-			plain = s.plainEvents()
-			continue
+		err := s.process(&s.pending[i])
+		if b := s.pending[i].UserStack; b != nil {
+			s.freed = append(s.freed, b)
+			s.pending[i].UserStack = nil
 		}
-		e := &s.pendingEvents[j]
-		j++
-		// processEvent's commonest case, with its checks hoisted and
-		// its calls inlined: a hook's entry or exit of a function in
-		// the cache, of no calibration burst, that joins the writer's
-		// open run.
-		if plain && e.module == 0 && e.kind-trace.EventEntry <= trace.EventExit-trace.EventEntry {
-			if fn, ok := s.res.RecentFunction(e.pid, e.addr); ok && s.res.CalibrationFunction(fn) == nil &&
-				s.w.AppendRunEvent(e.time, e.pid, e.tid, e.kind, fn) {
-				s.result.Events++
-				continue
-			}
-		}
-		if err := s.processEvent(e); err != nil {
+		if err != nil {
 			return err
 		}
+		i++
 		plain = s.plainEvents()
 	}
 	if m == len(s.pendingEvents) && cap(s.pendingEvents) > 2*eventsKeep {

@@ -27,7 +27,10 @@ type chunkBuilder struct {
 	// run is the offset in raw of the open run of events, which the
 	// next close event of prevEvent's thread joins; 0 when there is
 	// none (a run always follows an Event record).
-	run      int
+	run int
+	// runRoom is how many more events the open run takes (0: none
+	// open), which joinsRun looks at rather than the run's header.
+	runRoom  int
 	lastTime uint64 // time of the last sample or event, for Lost{LostWrap}
 }
 
@@ -37,7 +40,7 @@ func (c *chunkBuilder) reset() {
 	c.prevTime = 0
 	c.hasPrev = false
 	c.hasEvent = false
-	c.run = 0
+	c.run, c.runRoom = 0, 0
 }
 
 // appendTime appends t as a zig-zag varint delta from the previous timed
@@ -278,7 +281,7 @@ func (c *chunkBuilder) add(r Record) error {
 	c.raw = append(c.raw, b...)
 	c.records++
 	c.items++
-	c.run = 0
+	c.run, c.runRoom = 0, 0
 	return nil
 }
 
@@ -295,15 +298,15 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	// function under 256 (the dense load's events nearly all).
 	if d := r.Time - c.prevTime; d < runEventMaxDelta && r.Function < 256 && r.Kind <= EventExit &&
 		c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
-		if c.run == 0 || c.raw[c.run+2] == 2*maxRunEvents {
-			c.run = len(c.raw)
+		if c.runRoom == 0 {
+			c.run, c.runRoom = len(c.raw), maxRunEvents
 			c.raw = append(c.raw, byte(majorEventRun), 0, 0)
 			c.records++
 		}
 		c.appendRunEvent(r.Time, r.Kind, r.Function)
 		return nil
 	}
-	c.run = 0
+	c.run, c.runRoom = 0, 0
 	minor := uint8(r.Kind)
 	n := len(c.raw)
 	b := append(c.raw, byte(r.Major())|timedBit, 0, 0)
@@ -326,8 +329,8 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 // kind and function fn, joins the open run as it is (appendRunEvent):
 // there is one, of its thread, with room, and the event fits two bytes.
 func (c *chunkBuilder) joinsRun(t uint64, pid, tid uint32, kind EventKind, fn uint32) bool {
-	return c.run != 0 && t-c.prevTime < runEventMaxDelta && fn < 256 && kind-EventEntry <= EventExit-EventEntry &&
-		pid == c.prevEvent.PID && tid == c.prevEvent.TID && c.raw[c.run+2] != 2*maxRunEvents
+	return c.runRoom != 0 && t-c.prevTime < runEventMaxDelta && fn < 256 && kind-EventEntry <= EventExit-EventEntry &&
+		pid == c.prevEvent.PID && tid == c.prevEvent.TID
 }
 
 // appendRunEvent appends an event to the open run: its kind, its time
@@ -335,6 +338,7 @@ func (c *chunkBuilder) joinsRun(t uint64, pid, tid uint32, kind EventKind, fn ui
 func (c *chunkBuilder) appendRunEvent(t uint64, kind EventKind, fn uint32) {
 	c.raw = append(c.raw, byte((t-c.prevTime)<<1)|byte(kind-EventEntry), byte(fn))
 	c.raw[c.run+2] += 2
+	c.runRoom--
 	c.prevTime, c.lastTime = t, t
 	c.items++
 }
