@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"trueprof/internal/hook"
 	"trueprof/internal/perf"
@@ -258,7 +259,10 @@ func TestMergeWritesEventsAsProcessEvent(t *testing.T) {
 		}
 		e := instrEvent{time: tm, pid: 7, tid: tid, kind: trace.EventEntry + trace.EventKind(i%2), addr: base + 0x1000 + uint64(i%300)*0x40}
 		if i%1000 == 999 {
-			e = instrEvent{time: tm, pid: 7, tid: tid, addr: 50, dropped: uint64(i % 3)}
+			e = instrEvent{time: tm, pid: 7, tid: tid, addr: 50}
+			if i%3 != 0 {
+				e.kind, e.addr = eventDropped, uint64(i%3)
+			}
 		}
 		events = append(events, e)
 	}
@@ -355,4 +359,30 @@ func BenchmarkMergeEvents(b *testing.B) {
 		b.Fatalf("%d events written, want %d", s.result.Events, want)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
+}
+
+// TestInstrEventSize: an instrEvent stays half a cache line, which the
+// recording loop's speed depends on (instrEvent's doc comment).
+func TestInstrEventSize(t *testing.T) {
+	if n := unsafe.Sizeof(instrEvent{}); n != 32 {
+		t.Errorf("an instrEvent takes %d bytes, want 32", n)
+	}
+}
+
+// TestHookPusherAdjustments: the pusher turns a hook's wait into an
+// adjustment stamped at its end that carries its duration, and lost
+// events into an eventDropped that carries their number.
+func TestHookPusherAdjustments(t *testing.T) {
+	h := &hookSource{}
+	push := h.pusher()
+	h.dst = make([]instrEvent, 0, 2)
+	push(&hook.Event{Time: 100, PID: 1, TID: 2, Kind: hook.KindAdjust, Duration: 30})
+	push(&hook.Event{Time: 200, PID: 1, TID: 2, Kind: hook.KindAdjust, Dropped: 7})
+	want := []instrEvent{
+		{time: 130, pid: 1, tid: 2, addr: 30},
+		{time: 200, pid: 1, tid: 2, addr: 7, kind: eventDropped},
+	}
+	if !slices.Equal(h.dst, want) {
+		t.Errorf("pushed %+v, want %+v", h.dst, want)
+	}
 }

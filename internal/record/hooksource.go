@@ -378,7 +378,7 @@ func (h *hookSource) pusher() func(*hook.Event) {
 		n := len(h.dst)
 		h.dst = h.dst[:n+1]
 		ev := &h.dst[n]
-		ev.time, ev.pid, ev.tid, ev.addr, ev.dropped, ev.module = e.Time, e.PID, e.TID, e.Addr, 0, 0
+		ev.time, ev.pid, ev.tid, ev.addr, ev.module = e.Time, e.PID, e.TID, e.Addr, 0
 		switch e.Kind {
 		case hook.KindEntry:
 			ev.kind = trace.EventEntry
@@ -388,9 +388,12 @@ func (h *hookSource) pusher() func(*hook.Event) {
 			// The hook stamps a wait with its start (the event it
 			// delayed); an Adjust record is stamped with the end of the
 			// pause.
-			ev.kind = 0
+			ev.kind, ev.addr = 0, e.Duration
 			ev.time += e.Duration
-			ev.addr, ev.dropped = e.Duration, e.Dropped
+			if e.Dropped != 0 {
+				// Decode reports a wait or lost events, never both.
+				ev.kind, ev.addr = eventDropped, e.Dropped
+			}
 		}
 		if ev.time < h.last {
 			h.unordered = true

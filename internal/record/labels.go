@@ -10,7 +10,7 @@ import (
 )
 
 // eventLabels marks an instrEvent that is a change of a goroutine's
-// labels: its addr is the goroutine id and dropped the key of the change
+// labels: its addr is the goroutine id and module the key of the change
 // in session.labelSets (an instrEvent holds no pointers).
 const eventLabels trace.EventKind = 0xfe
 
@@ -49,11 +49,11 @@ func (src *labelSource) drain(fn func(instrEvent)) {
 	src.l.Read(func(c uprobe.LabelChange) {
 		s := src.s
 		if s.labelSets == nil {
-			s.labelSets = map[uint64]uprobe.LabelChange{}
+			s.labelSets = map[uint32]uprobe.LabelChange{}
 		}
 		s.nextLabel++
 		s.labelSets[s.nextLabel] = c
-		fn(instrEvent{time: c.Time, pid: c.PID, tid: c.TID, addr: c.GoID, dropped: s.nextLabel, kind: eventLabels})
+		fn(instrEvent{time: c.Time, pid: c.PID, tid: c.TID, addr: c.GoID, module: s.nextLabel, kind: eventLabels})
 	})
 }
 
@@ -68,8 +68,8 @@ func (src *labelSource) close() error { return src.l.Close() }
 
 // writeLabels writes the trace record of a label change.
 func (s *session) writeLabels(e *instrEvent) error {
-	c := s.labelSets[e.dropped]
-	delete(s.labelSets, e.dropped)
+	c := s.labelSets[e.module]
+	delete(s.labelSets, e.module)
 	r := &trace.Labels{Time: e.time, PID: e.pid, GoID: e.addr, Truncated: c.Truncated}
 	for _, p := range c.Pairs {
 		k, err := s.w.Intern(p.Key)

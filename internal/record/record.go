@@ -81,9 +81,10 @@ type session struct {
 	// hold ready for a later horizon (collectEvents), 0 when none.
 	eventsDue uint64
 	// labelSets holds the label changes of pending eventLabels events,
-	// by the event's addr.
-	labelSets map[uint64]uprobe.LabelChange
-	nextLabel uint64
+	// by the event's module, a key from nextLabel (which wraps after
+	// 2^32 changes, each processed within a drain or two).
+	labelSets map[uint32]uprobe.LabelChange
+	nextLabel uint32
 	// The target: launched (tgt, until released held in the exec
 	// wrapper) or attached, and its pid.
 	tgt      *target
