@@ -2,7 +2,6 @@ package hook
 
 import (
 	"crypto/sha256"
-	"debug/elf"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -12,7 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
 	"trueprof/internal/cachefile"
+	"trueprof/internal/symbolize"
 )
 
 // hookSource is the hooks' C source (lib/hook.c).
@@ -121,22 +122,12 @@ func build(cc, dir, path string) error {
 
 // checkLibrary verifies that path is a shared object exporting both hooks.
 func checkLibrary(path string) error {
-	f, err := elf.Open(path)
+	f, err := symbolize.OpenFileOptions(path, symbolize.Options{NoDebugFile: true})
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	syms, err := f.DynamicSymbols()
-	if err != nil {
-		return err
-	}
-	found := 0
-	for _, s := range syms {
-		if (s.Name == hookEnter || s.Name == hookExit) && s.Section != elf.SHN_UNDEF {
-			found++
-		}
-	}
-	if found != 2 {
+	if !f.Exports(hookEnter) || !f.Exports(hookExit) {
 		return fmt.Errorf("%s does not export %s and %s", path, hookEnter, hookExit)
 	}
 	return nil

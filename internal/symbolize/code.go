@@ -3,6 +3,7 @@ package symbolize
 import (
 	"debug/elf"
 	"debug/gosym"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,7 +46,10 @@ func (f *File) symbolTables() {
 		dyn, _ := f.elf.DynamicSymbols()
 		f.imports = map[string]bool{}
 		for _, d := range dyn {
-			if d.Section == elf.SHN_UNDEF && d.Name != "" {
+			switch {
+			case d.Section != elf.SHN_UNDEF:
+				f.exports = append(f.exports, d)
+			case d.Name != "":
 				f.imports[d.Name] = true
 			}
 		}
@@ -113,6 +117,66 @@ func (f *File) Sonames() []string {
 func (f *File) Imports(name string) bool {
 	f.symbolTables()
 	return f.imports[name]
+}
+
+// HasDynamicSymbol reports whether the file's dynamic symbol table
+// defines or imports a symbol whose name (as the table has it: mangled)
+// match accepts.
+func (f *File) HasDynamicSymbol(match func(name string) bool) bool {
+	f.symbolTables()
+	for name := range f.imports {
+		if match(name) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(f.exports, func(s elf.Symbol) bool { return match(s.Name) })
+}
+
+// Exports reports whether the file's dynamic symbol table defines name:
+// other modules can use it.
+func (f *File) Exports(name string) bool {
+	f.symbolTables()
+	return slices.ContainsFunc(f.exports, func(s elf.Symbol) bool { return s.Name == name })
+}
+
+// Needed returns the file's DT_NEEDED entries: the shared libraries the
+// dynamic loader loads for it.
+func (f *File) Needed() []string {
+	libs, _ := f.elf.ImportedLibraries()
+	return libs
+}
+
+// AddressWords calls yield with each value in which the file's data may
+// hold a function's address: every aligned 8-byte word of its allocated
+// sections that are neither code nor zero-filled, every relocation's
+// addend and the value of every symbol it exports. It reports false if
+// a section cannot be read, when the values are not all there.
+func (f *File) AddressWords(yield func(uint64)) bool {
+	for _, s := range f.elf.Sections {
+		switch {
+		case s.Type == elf.SHT_RELA:
+			b, err := s.Data()
+			if err != nil {
+				return false
+			}
+			for i := 0; i+24 <= len(b); i += 24 {
+				yield(binary.LittleEndian.Uint64(b[i+16:]))
+			}
+		case s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 && s.Type != elf.SHT_NOBITS:
+			b, err := s.Data()
+			if err != nil {
+				return false
+			}
+			for i := int((8 - s.Addr%8) % 8); i+8 <= len(b); i += 8 {
+				yield(binary.LittleEndian.Uint64(b[i:]))
+			}
+		}
+	}
+	f.symbolTables()
+	for _, d := range f.exports {
+		yield(d.Value)
+	}
+	return true
 }
 
 // execSegment returns the executable PT_LOAD segment holding vaddr.

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"trueprof/internal/testutil"
 )
 
 // TestFunctionsAgreeWithNM: the functions of a C program have the
@@ -180,4 +182,57 @@ func openTest(t *testing.T, path string) *File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestDynamicSymbolsAndAddressWords: of a shared library, the dynamic
+// symbols are what nm -D lists (defined: exported, undefined: imported),
+// its DT_NEEDED entries are objdump -p's, and the words AddressWords
+// yields hold the address of a hidden function stored in a table (a
+// relocation's addend) and the values of the exported functions.
+func TestDynamicSymbolsAndAddressWords(t *testing.T) {
+	requires(t, "objdump")
+	lib := testutil.BuildC(t, t.TempDir(), "libdyn.so", `
+#include <stdio.h>
+__attribute__((visibility("hidden"))) int hidden_fn(int x) { return x + 1; }
+int exported_fn(int x) { return hidden_fn(x) * 2; }
+int (*table[])(int) = { hidden_fn };
+void say(void) { puts("x"); }
+`, "-shared", "-fPIC")
+	f := openTest(t, lib)
+	for _, s := range nm(t, lib, true) {
+		if s.typ == 'T' && (!f.Exports(s.name) || !f.HasDynamicSymbol(func(n string) bool { return n == s.name })) {
+			t.Errorf("nm -D lists %s defined: Exports %v", s.name, f.Exports(s.name))
+		}
+	}
+	if f.Exports("hidden_fn") || f.Exports("puts") || !f.Exports("exported_fn") {
+		t.Errorf("Exports: hidden_fn %v, puts %v, exported_fn %v; want false, false, true",
+			f.Exports("hidden_fn"), f.Exports("puts"), f.Exports("exported_fn"))
+	}
+	if !f.HasDynamicSymbol(func(n string) bool { return n == "puts" }) || f.HasDynamicSymbol(func(n string) bool { return n == "hidden_fn" }) {
+		t.Error("HasDynamicSymbol: want puts (imported), not hidden_fn")
+	}
+	out, err := exec.Command("objdump", "-p", lib).Output()
+	if err != nil {
+		t.Fatalf("objdump -p: %v", err)
+	}
+	var needed []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if fs := strings.Fields(line); len(fs) == 2 && fs[0] == "NEEDED" {
+			needed = append(needed, fs[1])
+		}
+	}
+	if len(needed) == 0 || !slices.Equal(f.Needed(), needed) {
+		t.Errorf("Needed() = %q, objdump -p lists %q", f.Needed(), needed)
+	}
+	syms := nm(t, lib, false)
+	want := map[uint64]string{}
+	for _, name := range []string{"hidden_fn", "exported_fn", "say"} {
+		want[nmLookup(t, syms, name).addr] = name
+	}
+	if !f.AddressWords(func(v uint64) { delete(want, v) }) {
+		t.Fatal("AddressWords: a section could not be read")
+	}
+	if len(want) != 0 {
+		t.Errorf("AddressWords yields no word holding %v", want)
+	}
 }

@@ -48,14 +48,16 @@ type File struct {
 
 	gotab *gosym.Table // from .gopclntab when it is the best line source
 	// symFile is the file whose .symtab names functions (f.elf or the
-	// debug file); functions and imports are read from it and f.elf's
-	// .dynsym at the first need (symbolTables): resolving never does.
+	// debug file); functions are read from it (and f.elf's .dynsym),
+	// imports and exports from f.elf's .dynsym, at the first need
+	// (symbolTables): resolving never does.
 	symFile    *elf.File
 	tablesOnce sync.Once
 	functions  []Function
-	imports    map[string]bool
-	interp     bool // the file has a PT_INTERP
-	isGo       bool // the file has Go code (.gopclntab or .go.buildinfo)
+	imports    map[string]bool // undefined .dynsym names
+	exports    []elf.Symbol    // defined .dynsym symbols
+	interp     bool            // the file has a PT_INTERP
+	isGo       bool            // the file has Go code (.gopclntab or .go.buildinfo)
 
 	mu        sync.Mutex
 	dwarfDone bool

@@ -1,8 +1,6 @@
 package uprobe
 
 import (
-	"debug/elf"
-	"encoding/binary"
 	"maps"
 	"os"
 	"slices"
@@ -90,11 +88,11 @@ type fileKey struct {
 func cachedIndex(f *symbolize.File, path string) *callIndex {
 	st, err := os.Stat(path)
 	if err != nil {
-		return indexCalls(f, path)
+		return indexCalls(f)
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
-		return indexCalls(f, path)
+		return indexCalls(f)
 	}
 	key := fileKey{path, uint64(sys.Dev), sys.Ino, st.Size(), st.ModTime().UnixNano()}
 	c := &indexCache
@@ -103,7 +101,7 @@ func cachedIndex(f *symbolize.File, path string) *callIndex {
 	if i := slices.Index(c.keys, key); i >= 0 {
 		return c.idx[i]
 	}
-	idx := indexCalls(f, path)
+	idx := indexCalls(f)
 	c.keys, c.idx = append(c.keys, key), append(c.idx, idx)
 	if len(c.keys) > indexCacheSize {
 		c.keys, c.idx = c.keys[1:], c.idx[1:]
@@ -111,11 +109,11 @@ func cachedIndex(f *symbolize.File, path string) *callIndex {
 	return idx
 }
 
-// indexCalls decodes every function of f, the file at path, and the
-// words of its data sections and relocations. It keeps, of each function,
+// indexCalls decodes every function of f and reads the words that may
+// hold their addresses (File.AddressWords). It keeps, of each function,
 // its calls and what it names: decoded instructions of a large library
 // would take hundreds of megabytes.
-func indexCalls(f *symbolize.File, path string) *callIndex {
+func indexCalls(f *symbolize.File) *callIndex {
 	idx := &callIndex{calls: map[uint64][]callRef{}, named: map[uint64]bool{}, safe: map[uint64]bool{}, complete: true}
 	funcs := map[uint64]symbolize.Function{}
 	total := uint64(0)
@@ -187,7 +185,7 @@ func indexCalls(f *symbolize.File, path string) *callIndex {
 			idx.calls[target] = append(idx.calls[target], r)
 		}
 	}
-	if !nameData(path, name) {
+	if !f.AddressWords(name) {
 		idx.complete = false
 	}
 	idx.findSafe(funcs, callees, opaque)
@@ -244,45 +242,6 @@ func (idx *callIndex) findSafe(funcs map[uint64]symbolize.Function, callees map[
 // function at addr (findSafe), so that a return probe may replace its
 // return address.
 func (idx *callIndex) nothrow(addr uint64) bool { return idx.safe[addr] }
-
-// nameData calls name with every aligned 8-byte word of the allocated
-// data sections of the ELF file at path, every relocation's addend and
-// every symbol it exports, the ways data can hold a function's address;
-// false if the file cannot be read.
-func nameData(path string, name func(uint64)) bool {
-	ef, err := elf.Open(path)
-	if err != nil {
-		return false
-	}
-	defer ef.Close()
-	for _, s := range ef.Sections {
-		switch {
-		case s.Type == elf.SHT_RELA:
-			b, err := s.Data()
-			if err != nil {
-				return false
-			}
-			for i := 0; i+24 <= len(b); i += 24 {
-				name(binary.LittleEndian.Uint64(b[i+16:]))
-			}
-		case s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 && s.Type != elf.SHT_NOBITS:
-			b, err := s.Data()
-			if err != nil {
-				return false
-			}
-			for i := int((8 - s.Addr%8) % 8); i+8 <= len(b); i += 8 {
-				name(binary.LittleEndian.Uint64(b[i:]))
-			}
-		}
-	}
-	dyn, _ := ef.DynamicSymbols()
-	for _, d := range dyn {
-		if d.Section != elf.SHN_UNDEF {
-			name(d.Value)
-		}
-	}
-	return true
-}
 
 // callSites returns the call sites of the function at start, or false
 // when it cannot be probed at its callers: a call the index may not

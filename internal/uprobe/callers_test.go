@@ -417,7 +417,7 @@ func TestIndexHugeSymbols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if idx := indexCalls(f, bin); idx.complete || len(idx.calls) != 0 {
+	if idx := indexCalls(f); idx.complete || len(idx.calls) != 0 {
 		t.Errorf("index of a module of 2^64 bytes of code: complete %v, %d functions' calls", idx.complete, len(idx.calls))
 	}
 	sites, err := Plan(bin, []string{"stepped"})

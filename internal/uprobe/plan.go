@@ -141,7 +141,7 @@ func PlanOptions(path string, patterns []string, o Options) ([]Site, error) {
 		return idx
 	}
 	// Go code exits by RET probes whatever it imports.
-	throws := !f.IsGo() && throwsThrough(f, path)
+	throws := !f.IsGo() && throwsThrough(f)
 	for _, fn := range funcs {
 		if fn.Addr == lastAddr || !match(fn.Name) {
 			continue
@@ -248,15 +248,13 @@ var unwindSymbols = map[string]bool{
 // (DT_NEEDED names, without their versions).
 var unwindLibraries = []string{"libstdc++.so", "libc++.so", "libc++abi.so", "libgcc_s.so"}
 
-// throwsThrough reports whether the module f, the file at path, can host
-// C++ unwinding, so that an exception may pass through its functions:
-// it imports or defines a symbol of unwindSymbols or libstdc++'s
+// throwsThrough reports whether the module f can host C++ unwinding,
+// so that an exception may pass through its functions: it imports or defines a symbol of unwindSymbols or libstdc++'s
 // throwing helpers (std::__throw_out_of_range_fmt and its kind, which
 // std::vector::at calls: _ZSt*__throw_*), or it needs a C++ runtime or
 // the unwinder's library. Then only the functions nothrow finds get
-// return probes. A static C++ program defines them all; an unreadable
-// file is taken to throw.
-func throwsThrough(f *symbolize.File, path string) bool {
+// return probes. A static C++ program defines them all.
+func throwsThrough(f *symbolize.File) bool {
 	throwing := func(mangled string) bool {
 		return unwindSymbols[mangled] || strings.HasPrefix(mangled, "_ZSt") && strings.Contains(mangled, "__throw_")
 	}
@@ -265,19 +263,10 @@ func throwsThrough(f *symbolize.File, path string) bool {
 			return true
 		}
 	}
-	ef, err := elf.Open(path)
-	if err != nil {
+	if f.HasDynamicSymbol(throwing) {
 		return true
 	}
-	defer ef.Close()
-	dyn, _ := ef.DynamicSymbols()
-	for _, d := range dyn {
-		if throwing(d.Name) {
-			return true
-		}
-	}
-	needed, _ := ef.ImportedLibraries()
-	for _, lib := range needed {
+	for _, lib := range f.Needed() {
 		for _, l := range unwindLibraries {
 			if lib == l || strings.HasPrefix(lib, l+".") {
 				return true
