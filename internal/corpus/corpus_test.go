@@ -280,6 +280,16 @@ func TestCorpus(t *testing.T) {
 					logf(t, "%s: not compared: the two runs' warm-up differs", r.key)
 					continue
 				}
+				if p.jit && strings.HasPrefix(r.key, "clear_page") {
+					// The kernel zeroing the pages each JVM's heap first
+					// touches: how many, and whether as huge pages, is
+					// the two JVMs' collector timing and the memory
+					// free at the time (a CI run at load: trueprof's
+					// 4.53% against perf's 9.83%; at rest both under
+					// 0.5%), not naming.
+					logf(t, "%s: not compared: the two JVMs' page faults differ", r.key)
+					continue
+				}
 				if d, bar := math.Abs(r.ours-r.perf), selfBar(r.perf, rep.Total.Samples); d > bar {
 					t.Errorf("%s: trueprof %.2f%%, perf %.2f%%: %.2f points apart (limit %.1f)", r.key, r.ours, r.perf, d, bar)
 				}
