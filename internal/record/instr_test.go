@@ -3,6 +3,7 @@ package record
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,41 @@ func TestHookCountsMatchCallgrind(t *testing.T) {
 	}
 	want := testutil.Callgrind(t, nil, bin, "5000")
 	checkCounts(t, p, want, "leaf", "fib", "work", "indirect")
+}
+
+// TestHookExecLateEvents: a hooked program that calls a few functions
+// and execs another hooked one, which runs on past the recorder's
+// horizon: the first image's events reach the recorder after the exec
+// record (a batch this sparse is handed over late), and still count
+// as its functions, as the programs make them, rather than resolving in
+// the new image, at whatever its code holds at those addresses.
+func TestHookExecLateEvents(t *testing.T) {
+	dir := t.TempDir()
+	second := testutil.BuildC(t, dir, "second", `
+#include <unistd.h>
+__attribute__((noinline)) int pad0(int x) { return x + 1; }
+__attribute__((noinline)) int pad1(int x) { return x + 2; }
+__attribute__((noinline)) int pad2(int x) { return x + 3; }
+__attribute__((noinline)) int beta(int x) { return x * 5 + 2; }
+int main(void) { int s = 0; for (int i = 0; i < 7; i++) s += beta(i); usleep(300000); return s == 0; }
+`, "-finstrument-functions")
+	first := testutil.BuildC(t, dir, "first", `
+#include <unistd.h>
+__attribute__((noinline)) int alpha(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int alpha2(int x) { return alpha(x) + alpha(x + 1); }
+int main(int argc, char **argv) {
+	int s = 0;
+	for (int i = 0; i < 20; i++) s += alpha2(i);
+	execl(argv[1], argv[1], (char *)0);
+	return s;
+}
+`, "-finstrument-functions")
+	_, p := recordCmd(t, Config{Command: []string{first, second}, Mech: "hook", NoSampling: true})
+	got := entries(p)
+	want := map[string]int{"main": 2, "alpha2": 20, "alpha": 40, "beta": 7}
+	if !maps.Equal(got, want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
 }
 
 func TestUprobeCountsMatchCallgrind(t *testing.T) {

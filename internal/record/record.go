@@ -1288,7 +1288,7 @@ func (s *session) merge(from, to, m int) error {
 			// function in the cache, of no calibration burst, that
 			// joins the writer's open run.
 			if plain && e.module == 0 && e.kind-trace.EventEntry <= trace.EventExit-trace.EventEntry {
-				if fn, ok := s.res.RecentFunction(e.pid, e.addr); ok && s.res.CalibrationFunction(fn) == nil &&
+				if fn, ok := s.res.RecentFunction(e.pid, e.addr, e.time); ok && s.res.CalibrationFunction(fn) == nil &&
 					s.w.AppendRunEvent(e.time, e.pid, e.tid, e.kind, fn) {
 					s.result.Events++
 					continue
@@ -1425,7 +1425,7 @@ func (s *session) process(r *perf.Record) error {
 			Prot: r.Prot, Flags: r.Flags, Path: path, BuildID: r.BuildID})
 	case perf.RecordComm:
 		if r.Exec() {
-			if err := s.res.Exec(r.PID); err != nil {
+			if err := s.res.Exec(r.PID, r.Time); err != nil {
 				return err
 			}
 		}

@@ -74,6 +74,10 @@ type Resolver struct {
 	paths map[uint32]string
 	// funcs caches FunctionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
+	// lastExec is the time of the latest exec: an event stamped before
+	// it may be of an image replaced since, which the caches do not
+	// tell apart, and is looked up without them.
+	lastExec uint64
 	// recent is a direct-mapped cache in front of funcs, cleared with
 	// it: the few functions of a dense call load cost a hash lookup
 	// each per event otherwise (a tenth of the recorder's CPU).
@@ -167,11 +171,13 @@ func (r *Resolver) Mmap(pid uint32, m Mapping) {
 }
 
 // Exec names what it can of the process's old image from its JIT files
-// as they are now, then forgets the image.
-func (r *Resolver) Exec(pid uint32) error {
+// as they are now and starts its new image at time: addresses of events
+// stamped earlier still resolve in the old one.
+func (r *Resolver) Exec(pid uint32, time uint64) error {
 	clear(r.funcs)
 	clear(r.recent[:])
-	r.spaces[pid] = &addrSpace{}
+	r.spaces[pid] = r.space(pid).exec(time)
+	r.lastExec = max(r.lastExec, time)
 	err := r.nameLate(pid)
 	r.forgetJit(pid)
 	return err
@@ -234,7 +240,7 @@ func (r *Resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 	if kernel {
 		return r.kernelLocation(addr)
 	}
-	m := r.space(pid).find(addr)
+	m := r.space(pid).at(time).find(addr)
 	if m == nil || isAnon(m.Path) {
 		return r.jitLocation(pid, addr, time, m)
 	}
@@ -268,8 +274,13 @@ func (r *Resolver) location(pid uint32, addr uint64, kernel bool, time uint64) (
 // the same few addresses millions of times, so they are cached per
 // process until its mappings change.
 func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, error) {
-	if id, ok := r.RecentFunction(pid, addr); ok {
+	if id, ok := r.RecentFunction(pid, addr, time); ok {
 		return id, nil
+	}
+	if time < r.lastExec {
+		// Perhaps of an image an exec replaced since: the caches, by
+		// process and address, hold the current images' functions.
+		return r.location(pid, addr, false, time)
 	}
 	key := [2]uint64{uint64(pid), addr}
 	id, ok := r.funcs[key]
@@ -288,9 +299,9 @@ func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, erro
 // recent functions, which holds nearly every event of a call load: a
 // lookup small enough to be inlined into the recorder's per-event loop,
 // which calls FunctionLocation only when it reports false.
-func (r *Resolver) RecentFunction(pid uint32, addr uint64) (uint32, bool) {
+func (r *Resolver) RecentFunction(pid uint32, addr, time uint64) (uint32, bool) {
 	c := r.recentEntry(addr)
-	return c.id, c.addr == addr && c.pid == pid && c.id != 0
+	return c.id, c.addr == addr && c.pid == pid && c.id != 0 && time >= r.lastExec
 }
 
 // recentEntry is the entry of the recent cache that addr maps to.

@@ -46,6 +46,40 @@ func ParseMapsLine(line string) (Mapping, bool) {
 // the time-ordered record stream, sorted by start.
 type addrSpace struct {
 	maps []Mapping
+	// since is when this image began, at an exec (0: at a fork or the
+	// start of the recording), and prev the image the exec replaced:
+	// a hook event stamped before the exec can reach the resolver after
+	// its record (the hooks' batches are handed over late when their
+	// rate is low), and must resolve against the code that ran it.
+	since uint64
+	prev  *addrSpace
+}
+
+// maxImages bounds the images a process's addrSpace keeps: events late
+// by more than a few execs (each one mapping and starting a program)
+// do not occur.
+const maxImages = 4
+
+// at returns the image of the process at time t.
+func (as *addrSpace) at(t uint64) *addrSpace {
+	for as.prev != nil && t < as.since {
+		as = as.prev
+	}
+	return as
+}
+
+// exec returns the image that replaces as at time t, keeping as for
+// events stamped before t.
+func (as *addrSpace) exec(t uint64) *addrSpace {
+	p := as
+	for range maxImages - 2 {
+		if p.prev == nil {
+			break
+		}
+		p = p.prev
+	}
+	p.prev = nil
+	return &addrSpace{since: t, prev: as}
 }
 
 // insert adds m, trimming whatever it overlaps as mmap(2) does.
@@ -82,6 +116,7 @@ func (as *addrSpace) find(addr uint64) *Mapping {
 	return nil
 }
 
+// clone is a forked child's copy of the current image.
 func (as *addrSpace) clone() *addrSpace {
 	return &addrSpace{maps: append([]Mapping(nil), as.maps...)}
 }

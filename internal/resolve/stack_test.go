@@ -144,7 +144,9 @@ func TestStackNamesAndInterning(t *testing.T) {
 func funcPC(f func() uint32) uintptr { return reflect.ValueOf(f).Pointer() }
 
 // TestForkExec: a forked process resolves through its parent's mappings,
-// and after its exec its old image's addresses are unknown.
+// and after its exec its old image's addresses are unknown, but for
+// events stamped before the exec that come after it (a hook's late
+// batch), cached or not: those resolve in the old image.
 func TestForkExec(t *testing.T) {
 	var log strings.Builder
 	r, buf, w := newResolver(t, &log, Options{})
@@ -156,14 +158,23 @@ func TestForkExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Exec(child); err != nil {
+	if err := r.Exec(child, 10); err != nil {
 		t.Fatal(err)
 	}
-	afterExec, err := r.FunctionLocation(child, pc, 3)
+	afterExec, err := r.FunctionLocation(child, pc, 11)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent, err := r.FunctionLocation(selfPID(), pc, 3)
+	var late [2]uint32
+	for i := range late { // the second time, the first is in the caches
+		if late[i], err = r.FunctionLocation(child, pc, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := r.FunctionLocation(child, pc, 12); err != nil || again != afterExec {
+		t.Errorf("after exec, after the late events: location %d (%v), want %d", again, err, afterExec)
+	}
+	parent, err := r.FunctionLocation(selfPID(), pc, 11)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +188,33 @@ func TestForkExec(t *testing.T) {
 	}
 	if got := name(afterExec); got != moduleUnknown {
 		t.Errorf("after exec: %q, want %s", got, moduleUnknown)
+	}
+	for _, id := range late {
+		if id != inherited {
+			t.Errorf("stamped before the exec, processed after it: location %d (%s), want %d", id, name(id), inherited)
+		}
+	}
+}
+
+// TestExecImagesBounded: a process keeps its current image and at most
+// maxImages-1 it replaced, each found by time.
+func TestExecImagesBounded(t *testing.T) {
+	as := &addrSpace{}
+	for i := range 10 {
+		as = as.exec(uint64(10 * (i + 1)))
+		as.insert(Mapping{Start: uint64(i+1) << 12, End: uint64(i+2) << 12, Path: "/image"})
+	}
+	n := 0
+	for p := as; p != nil; p = p.prev {
+		n++
+	}
+	if n != maxImages {
+		t.Errorf("%d images kept, want %d", n, maxImages)
+	}
+	for _, tc := range []struct{ t, start uint64 }{{100, 10 << 12}, {99, 9 << 12}, {85, 8 << 12}, {70, 7 << 12}, {5, 7 << 12}} {
+		if m := as.at(tc.t).find(tc.start); m == nil {
+			t.Errorf("at %d: no mapping at %#x", tc.t, tc.start)
+		}
 	}
 }
 
