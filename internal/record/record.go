@@ -1436,7 +1436,7 @@ func (s *session) process(r *perf.Record) error {
 		return w.Write(&trace.Comm{Time: r.Time, PID: r.PID, TID: r.TID, Name: name, Exec: r.Exec()})
 	case perf.RecordFork:
 		if r.PID == r.TID && r.PID != r.PPID {
-			s.res.Fork(r.PID, r.PPID)
+			s.res.Fork(r.PID, r.PPID, r.Time)
 			s.noteFork()
 		}
 		return w.Write(&trace.Fork{Time: r.Time, PID: r.PID, PPID: r.PPID, TID: r.TID, PTID: r.PTID})

@@ -74,10 +74,11 @@ type Resolver struct {
 	paths map[uint32]string
 	// funcs caches FunctionLocation; cleared when any mapping changes.
 	funcs map[[2]uint64]uint32
-	// lastExec is the time of the latest exec: an event stamped before
-	// it may be of an image replaced since, which the caches do not
-	// tell apart, and is looked up without them.
-	lastExec uint64
+	// lastImage is the time of the latest image replaced (an exec, a
+	// reused pid): an event stamped before it may be of an image
+	// replaced since, which the caches do not tell apart, and is looked
+	// up without them.
+	lastImage uint64
 	// recent is a direct-mapped cache in front of funcs, cleared with
 	// it: the few functions of a dense call load cost a hash lookup
 	// each per event otherwise (a tenth of the recorder's CPU).
@@ -176,21 +177,31 @@ func (r *Resolver) Mmap(pid uint32, m Mapping) {
 func (r *Resolver) Exec(pid uint32, time uint64) error {
 	clear(r.funcs)
 	clear(r.recent[:])
-	r.spaces[pid] = r.space(pid).exec(time)
-	r.lastExec = max(r.lastExec, time)
+	r.spaces[pid] = r.space(pid).replace(&addrSpace{}, time)
+	r.lastImage = max(r.lastImage, time)
 	err := r.nameLate(pid)
 	r.forgetJit(pid)
 	return err
 }
 
-// Fork gives a new process a copy of its parent's address space.
-func (r *Resolver) Fork(pid, ppid uint32) {
+// Fork gives a new process, made at time, a copy of its parent's
+// address space. A pid in use before is another process's: its image
+// is kept for its events stamped earlier, as at an exec.
+func (r *Resolver) Fork(pid, ppid uint32, time uint64) {
 	// A reused pid: the JIT files of the process that had it are not
 	// this one's.
 	r.forgetJit(pid)
-	if as := r.spaces[ppid]; as != nil {
-		r.spaces[pid] = as.clone()
+	as := &addrSpace{}
+	if p := r.spaces[ppid]; p != nil {
+		as = p.clone()
 	}
+	if old := r.spaces[pid]; old != nil {
+		clear(r.funcs)
+		clear(r.recent[:])
+		as = old.replace(as, time)
+		r.lastImage = max(r.lastImage, time)
+	}
+	r.spaces[pid] = as
 }
 
 // Exit names the process's JIT code that is still unnamed from its JIT
@@ -277,9 +288,9 @@ func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, erro
 	if id, ok := r.RecentFunction(pid, addr, time); ok {
 		return id, nil
 	}
-	if time < r.lastExec {
-		// Perhaps of an image an exec replaced since: the caches, by
-		// process and address, hold the current images' functions.
+	if time < r.lastImage {
+		// Perhaps of an image replaced since: the caches, by process
+		// and address, hold the current images' functions.
 		return r.location(pid, addr, false, time)
 	}
 	key := [2]uint64{uint64(pid), addr}
@@ -301,7 +312,7 @@ func (r *Resolver) FunctionLocation(pid uint32, addr, time uint64) (uint32, erro
 // which calls FunctionLocation only when it reports false.
 func (r *Resolver) RecentFunction(pid uint32, addr, time uint64) (uint32, bool) {
 	c := r.recentEntry(addr)
-	return c.id, c.addr == addr && c.pid == pid && c.id != 0 && time >= r.lastExec
+	return c.id, c.addr == addr && c.pid == pid && c.id != 0 && time >= r.lastImage
 }
 
 // recentEntry is the entry of the recent cache that addr maps to.

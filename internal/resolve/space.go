@@ -46,11 +46,12 @@ func ParseMapsLine(line string) (Mapping, bool) {
 // the time-ordered record stream, sorted by start.
 type addrSpace struct {
 	maps []Mapping
-	// since is when this image began, at an exec (0: at a fork or the
-	// start of the recording), and prev the image the exec replaced:
-	// a hook event stamped before the exec can reach the resolver after
-	// its record (the hooks' batches are handed over late when their
-	// rate is low), and must resolve against the code that ran it.
+	// since is when this image began, at an exec or a fork that reused
+	// the pid (0: at a fork or the start of the recording), and prev the
+	// image it replaced: a hook event stamped before can reach the
+	// resolver after the record (the hooks' batches are handed over late
+	// when their rate is low), and must resolve against the code that
+	// ran it.
 	since uint64
 	prev  *addrSpace
 }
@@ -68,9 +69,10 @@ func (as *addrSpace) at(t uint64) *addrSpace {
 	return as
 }
 
-// exec returns the image that replaces as at time t, keeping as for
-// events stamped before t.
-func (as *addrSpace) exec(t uint64) *addrSpace {
+// replace makes next the image that follows as from time t on, keeping
+// as, and at most maxImages-2 images before it, for events stamped
+// earlier, and returns next.
+func (as *addrSpace) replace(next *addrSpace, t uint64) *addrSpace {
 	p := as
 	for range maxImages - 2 {
 		if p.prev == nil {
@@ -79,7 +81,8 @@ func (as *addrSpace) exec(t uint64) *addrSpace {
 		p = p.prev
 	}
 	p.prev = nil
-	return &addrSpace{since: t, prev: as}
+	next.since, next.prev = t, as
+	return next
 }
 
 // insert adds m, trimming whatever it overlaps as mmap(2) does.

@@ -146,14 +146,15 @@ func funcPC(f func() uint32) uintptr { return reflect.ValueOf(f).Pointer() }
 // TestForkExec: a forked process resolves through its parent's mappings,
 // and after its exec its old image's addresses are unknown, but for
 // events stamped before the exec that come after it (a hook's late
-// batch), cached or not: those resolve in the old image.
+// batch), cached or not: those resolve in the old image. So does a late
+// event of a process whose pid a new fork reused.
 func TestForkExec(t *testing.T) {
 	var log strings.Builder
 	r, buf, w := newResolver(t, &log, Options{})
 	mapSelf(t, r)
 	const child = 1 << 23 // above pid_max: no process of the machine
 	pc := uint64(funcPC(selfPID))
-	r.Fork(child, selfPID())
+	r.Fork(child, selfPID(), 1)
 	inherited, err := r.FunctionLocation(child, pc, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +179,18 @@ func TestForkExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pid reused at 20 by another child of the same parent: the new
+	// process resolves through the parent's mappings, and an event of
+	// the exec'd image stamped before, at 15, still in that image.
+	r.Fork(child, selfPID(), 20)
+	reused, err := r.FunctionLocation(child, pc, 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lateExeced, err := r.FunctionLocation(child, pc, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := load(t, buf, w)
 	name := func(id uint32) string { fr := p.Locations[id].Frames; return fr[len(fr)-1].Function }
 	if got := name(inherited); got != "trueprof/internal/resolve.selfPID" {
@@ -194,6 +207,10 @@ func TestForkExec(t *testing.T) {
 			t.Errorf("stamped before the exec, processed after it: location %d (%s), want %d", id, name(id), inherited)
 		}
 	}
+	if reused != inherited || name(lateExeced) != moduleUnknown {
+		t.Errorf("pid reused: location %d (%s), want %d; the exec'd image's late event %q, want %s",
+			reused, name(reused), inherited, name(lateExeced), moduleUnknown)
+	}
 }
 
 // TestExecImagesBounded: a process keeps its current image and at most
@@ -201,7 +218,7 @@ func TestForkExec(t *testing.T) {
 func TestExecImagesBounded(t *testing.T) {
 	as := &addrSpace{}
 	for i := range 10 {
-		as = as.exec(uint64(10 * (i + 1)))
+		as = as.replace(&addrSpace{}, uint64(10*(i+1)))
 		as.insert(Mapping{Start: uint64(i+1) << 12, End: uint64(i+2) << 12, Path: "/image"})
 	}
 	n := 0
