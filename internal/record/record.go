@@ -1283,10 +1283,10 @@ func (s *session) merge(from, to, m int) error {
 				}
 			}
 			e := &evs[j]
-			// processEvent's commonest case, with its checks hoisted
-			// and its calls inlined: a hook's entry or exit of a
-			// function in the cache, of no calibration burst, that
-			// joins the writer's open run.
+			// processEvent's commonest case, its checks hoisted, the
+			// cache lookup inlined and the writing one call: a hook's
+			// entry or exit of a function in the resolver's cache, of
+			// no calibration burst, that joins the writer's open run.
 			if plain && e.module == 0 && e.kind-trace.EventEntry <= trace.EventExit-trace.EventEntry {
 				if fn, ok := s.res.RecentFunction(e.pid, e.addr, e.time); ok && s.res.CalibrationFunction(fn) == nil &&
 					s.w.AppendRunEvent(e.time, e.pid, e.tid, e.kind, fn) {

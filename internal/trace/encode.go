@@ -29,7 +29,7 @@ type chunkBuilder struct {
 	// none (a run always follows an Event record).
 	run int
 	// runRoom is how many more events the open run takes (0: none
-	// open), which joinsRun looks at rather than the run's header.
+	// open), which the writer looks at rather than the run's header.
 	runRoom  int
 	lastTime uint64 // time of the last sample or event, for Lost{LostWrap}
 }
@@ -296,8 +296,7 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	// The common event joins a run, two bytes: of the previous event's
 	// thread, an entry or exit, its time delta under 128 ns and its
 	// function under 256 (the dense load's events nearly all).
-	if d := r.Time - c.prevTime; d < runEventMaxDelta && r.Function < 256 && r.Kind <= EventExit &&
-		c.hasEvent && r.PID == c.prevEvent.PID && r.TID == c.prevEvent.TID {
+	if c.hasEvent && c.fitsRun(r.Time, r.PID, r.TID, r.Kind, r.Function) {
 		if c.runRoom == 0 {
 			c.run, c.runRoom = len(c.raw), maxRunEvents
 			c.raw = append(c.raw, byte(majorEventRun), 0, 0)
@@ -325,11 +324,11 @@ func (c *chunkBuilder) addEvent(r *Event) error {
 	return nil
 }
 
-// joinsRun reports whether an event of thread pid/tid at time t, of
-// kind and function fn, joins the open run as it is (appendRunEvent):
-// there is one, of its thread, with room, and the event fits two bytes.
-func (c *chunkBuilder) joinsRun(t uint64, pid, tid uint32, kind EventKind, fn uint32) bool {
-	return c.runRoom != 0 && t-c.prevTime < runEventMaxDelta && fn < 256 && kind-EventEntry <= EventExit-EventEntry &&
+// fitsRun reports whether an event of thread pid/tid at time t, of kind
+// and function fn, can follow the previous event in a run: an entry or
+// exit of the same thread whose time delta and function fit two bytes.
+func (c *chunkBuilder) fitsRun(t uint64, pid, tid uint32, kind EventKind, fn uint32) bool {
+	return t-c.prevTime < runEventMaxDelta && fn < 256 && kind-EventEntry <= EventExit-EventEntry &&
 		pid == c.prevEvent.PID && tid == c.prevEvent.TID
 }
 
