@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +346,59 @@ int main() { for (int i = 0; i < 300; i++) guarded(i); std::printf("%ld\n", sink
 		if f.Name == "deepest(int)" && (len(f.Callers) != 1 || f.Callers[0].Name != "middle(int)") {
 			t.Errorf("deepest's callers %+v: the tree was corrupted", f.Callers)
 		}
+	}
+}
+
+// TestUprobeColdParts probes a function with a cold part (gcc -O2's
+// work.cold, testutil.ColdPartsC), by name and as --root main's lazily
+// probed subgraph: the jumps into the part and back are no calls and no
+// returns, so the counts are the program's own, with report (called from
+// the part only) a callee of work, and the tree needs no repair. Probed
+// as a function, the part counted each jump into it as a call of
+// work.cold and 10 of work's exits were missing; and --root never probed
+// report, since work's callees did not include its part's.
+func TestUprobeColdParts(t *testing.T) {
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "cold", testutil.ColdPartsC, "-O2")
+	for _, cfg := range []Config{
+		{Trace: []string{"work*", "leaf", "report", "main"}},
+		{Root: "main"},
+	} {
+		t.Run(fmt.Sprintf("trace %q root %q", cfg.Trace, cfg.Root), func(t *testing.T) {
+			var out strings.Builder
+			cfg.Command, cfg.NoSampling, cfg.Stdout = []string{bin, "1000"}, true, &out
+			_, p := recordCmd(t, cfg)
+			want := map[string]int{}
+			for _, kv := range strings.Fields(out.String()) {
+				name, n, ok := strings.Cut(kv, "=")
+				c, err := strconv.Atoi(n)
+				if !ok || err != nil {
+					t.Fatalf("program output %q", out.String())
+				}
+				want[name] = c
+			}
+			got := entries(p)
+			for _, fn := range []string{"work", "leaf", "report"} {
+				if got[fn] != want[fn] || want[fn] == 0 {
+					t.Errorf("%s: %d calls recorded, the program counted %d", fn, got[fn], want[fn])
+				}
+			}
+			if got["work.cold"] != 0 {
+				t.Errorf("work.cold: %d calls, want none: it is work's code", got["work.cold"])
+			}
+			res, err := calltree.Build(p, calltree.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.Repairs; r.Popped+r.Unmatched+r.Unclosed != 0 {
+				t.Errorf("repairs %+v, want none", r)
+			}
+			for _, f := range res.Functions {
+				if f.Name == "report" && (len(f.Callers) != 1 || f.Callers[0].Name != "work" || f.Callers[0].Calls != uint64(want["report"])) {
+					t.Errorf("report's callers %+v, want work, %d calls", f.Callers, want["report"])
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 
@@ -222,42 +223,57 @@ func (f *File) Code(vaddr, size uint64) ([]byte, error) {
 
 // Callees returns the functions of this file that the function starting
 // at vaddr calls directly (x86-64 CALL rel32, and JMPs to a function's
-// start: tail calls), each once, in the order of their first call. Calls
-// through the PLT or a register are not followed: their targets are in
-// other modules or unknown until run. It returns nil for an address where
-// no function starts, or for code other than x86-64.
+// start: tail calls), each once, in the order of their first call, its
+// cold parts' calls included (ColdParts): a part is the function's own
+// code, never a callee. Calls through the PLT or a register are not
+// followed: their targets are in other modules or unknown until run. It
+// returns nil for an address where no function starts, or for code
+// other than x86-64.
 func (f *File) Callees(vaddr uint64) []Function {
 	fn, ok := f.functionStarting(vaddr)
 	if !ok || f.Machine() != elf.EM_X86_64 {
 		return nil
 	}
-	code, err := f.Code(fn.Addr, fn.Size)
-	if err != nil {
-		return nil
-	}
 	var out []Function
-	for off := 0; off < len(code); {
-		inst, err := x86asm.Decode(code[off:], 64)
+	for _, part := range append([]Function{fn}, f.ColdParts(fn.Addr)...) {
+		code, err := f.Code(part.Addr, part.Size)
 		if err != nil {
-			off++
 			continue
 		}
-		off += inst.Len
-		if inst.Op != x86asm.CALL && inst.Op != x86asm.JMP {
-			continue
+		for op, target := range directBranches(code, part.Addr) {
+			if op != x86asm.CALL && op != x86asm.JMP {
+				continue
+			}
+			callee, ok := f.functionStarting(target)
+			if !ok || callee.Addr == fn.Addr || slices.ContainsFunc(out, func(c Function) bool { return c.Addr == callee.Addr }) {
+				continue
+			}
+			if _, cold := f.ColdParent(callee.Addr); cold {
+				continue // this function's part, or (rarely) another's
+			}
+			out = append(out, callee)
 		}
-		rel, ok := inst.Args[0].(x86asm.Rel)
-		if !ok {
-			continue
-		}
-		target := fn.Addr + uint64(off) + uint64(int64(rel))
-		callee, ok := f.functionStarting(target)
-		if !ok || callee.Addr == fn.Addr || slices.ContainsFunc(out, func(c Function) bool { return c.Addr == callee.Addr }) {
-			continue
-		}
-		out = append(out, callee)
 	}
 	return out
+}
+
+// directBranches yields the operation and target of each branch and call
+// with a relative target (rel8, rel32) of x86-64 code loaded at addr. A
+// byte that does not decode is skipped.
+func directBranches(code []byte, addr uint64) iter.Seq2[x86asm.Op, uint64] {
+	return func(yield func(x86asm.Op, uint64) bool) {
+		for off := 0; off < len(code); {
+			inst, err := x86asm.Decode(code[off:], 64)
+			if err != nil {
+				off++
+				continue
+			}
+			off += inst.Len
+			if rel, ok := inst.Args[0].(x86asm.Rel); ok && !yield(inst.Op, addr+uint64(off)+uint64(int64(rel))) {
+				return
+			}
+		}
+	}
 }
 
 // functionSymbols lists the STT_FUNC symbols of symtab or, if it has

@@ -236,3 +236,60 @@ void say(void) { puts("x"); }
 		t.Errorf("AddressWords yields no word holding %v", want)
 	}
 }
+
+// TestColdParentName: the names GCC and LLVM give a function's cold
+// part, in C and demangled C++, name the function; clones that are
+// functions of their own (.part, .constprop, .isra) do not.
+func TestColdParentName(t *testing.T) {
+	for _, tt := range []struct{ name, parent string }{
+		{"main.cold", "main"},
+		{"foo.cold.3", "foo"},
+		{"foo.constprop.0.cold", "foo.constprop.0"},
+		{Demangle("_Z4workl.cold"), "work(long)"},
+		{Demangle("_ZN1A3fooEv.cold.12"), "A::foo()"},
+		{Demangle("_Z4workl.constprop.0.cold"), "work(long) [clone .constprop.0]"},
+		{"foo.part.0", ""},
+		{"foo.isra.0", ""},
+		{Demangle("_Z4workl.part.0"), ""},
+		{"coldness", ""},
+		{".cold", ""},
+	} {
+		got, ok := coldParentName(tt.name)
+		if got != tt.parent || ok != (tt.parent != "") {
+			t.Errorf("coldParentName(%q) = %q, %v; want %q", tt.name, got, ok, tt.parent)
+		}
+	}
+}
+
+// TestColdParts: gcc -O2 moves work's unlikely block into work.cold,
+// which is work's, not a function of its own: its calls are work's
+// callees, and it is no callee.
+func TestColdParts(t *testing.T) {
+	path := testutil.BuildC(t, t.TempDir(), "cold", testutil.ColdPartsC, "-O2")
+	f := openTest(t, path)
+	byName := map[string]Function{}
+	for _, fn := range f.Functions() {
+		byName[fn.Name] = fn
+	}
+	work, cold := byName["work"], byName["work.cold"]
+	if work.Name == "" || cold.Name == "" {
+		t.Fatalf("no work and work.cold in the fixture (gcc -O2 did not split work)")
+	}
+	if p, ok := f.ColdParent(cold.Addr); !ok || p != work {
+		t.Errorf("ColdParent(work.cold) = %+v, %v; want work", p, ok)
+	}
+	if _, ok := f.ColdParent(work.Addr); ok {
+		t.Error("work is a cold part")
+	}
+	if got := f.ColdParts(work.Addr); len(got) != 1 || got[0] != cold {
+		t.Errorf("ColdParts(work) = %+v, want work.cold", got)
+	}
+	var callees []string
+	for _, fn := range f.Callees(work.Addr) {
+		callees = append(callees, fn.Name)
+	}
+	slices.Sort(callees)
+	if !slices.Equal(callees, []string{"leaf", "report"}) {
+		t.Errorf("Callees(work) = %q, want leaf and report (report is called from work.cold only)", callees)
+	}
+}

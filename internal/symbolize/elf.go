@@ -67,6 +67,8 @@ type File struct {
 
 	cfaOnce sync.Once
 	cfa     *cfaTable // nil if the file has no usable .eh_frame
+
+	cold coldParts // the functions' cold parts (ColdParent)
 }
 
 // IsGo reports whether the file holds Go code. Go keeps frame pointers

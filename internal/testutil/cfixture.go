@@ -40,3 +40,42 @@ int main(int argc, char **argv) {
 	return 0;
 }
 `
+
+// ColdPartsC has a function with a cold part when built with gcc -O2
+// (work.cold, GCC's hot/cold splitting): every hundredth call of work
+// runs an unlikely block there, which calls report and leaf and jumps
+// back into work, either before work's own call of leaf or to the point
+// where that call returns. It prints its own call counts, "work=N
+// leaf=N report=N": for 1000 calls of work (argv[1]), 1000, 1005 and 10.
+const ColdPartsC = `#include <stdio.h>
+#include <stdlib.h>
+volatile long sink;
+long works, leaves, reports;
+__attribute__((noinline, cold)) void report(long i) { reports++; sink += i; }
+__attribute__((noinline)) void leaf(long i) { leaves++; sink += i; }
+__attribute__((noinline)) long work(long i) {
+	long s = 0;
+	char buf[64];
+	works++;
+	for (long k = 0; k < 10; k++)
+		s += k * i;
+	if (i % 100 == 0) {
+		snprintf(buf, sizeof buf, "%ld", i);
+		report((long)buf[0]);
+		leaf(i);
+		s += sink * 3;
+		if (s & 1)
+			return s + 7;
+	}
+	leaf(s);
+	return s;
+}
+int main(int argc, char **argv) {
+	long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;
+	for (long i = 0; i < n; i++)
+		s += work(i);
+	sink = s;
+	printf("work=%ld leaf=%ld report=%ld\n", works, leaves, reports);
+	return 0;
+}
+`

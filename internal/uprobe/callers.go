@@ -135,6 +135,10 @@ func indexCalls(f *symbolize.File) *callIndex {
 	}
 	callees := map[uint64][]uint64{} // the functions each one branches to
 	opaque := map[uint64]bool{}      // functions with an indirect call or jump
+	// into holds the addresses that jumps from other functions land on
+	// inside a function: a cold part's jumps back into its function. A
+	// return point one lands on is reached without the call returning.
+	into := map[uint64]bool{}
 	for addr, fn := range funcs {
 		code, err := f.Code(addr, fn.Size)
 		if err != nil {
@@ -157,6 +161,7 @@ func indexCalls(f *symbolize.File) *callIndex {
 				callees[addr] = append(callees[addr], addr+uint64(in.target))
 				if in.op != x86asm.CALL {
 					name(addr + uint64(in.target)) // a jump into another function: a tail call
+					into[addr+uint64(in.target)] = true
 				}
 			case in.op == x86asm.JMP:
 				indirect, opaque[addr] = true, true
@@ -170,11 +175,17 @@ func indexCalls(f *symbolize.File) *callIndex {
 				name(uint64(in.immRef))
 			}
 		}
+		// A cold part's calls are its function's: that function's exit
+		// probes see them return (callSites' epilogue).
+		caller := addr
+		if parent, cold := f.ColdParent(addr); cold && parent.Name != "" {
+			caller = parent.Addr
+		}
 		for k, in := range ins {
 			if in.op != x86asm.CALL || !in.direct {
 				continue
 			}
-			r := callRef{caller: addr, call: addr + uint64(in.off), ret: addr + uint64(in.off+in.len),
+			r := callRef{caller: caller, call: addr + uint64(in.off), ret: addr + uint64(in.off+in.len),
 				callEmulated: emulated(in.raw), last: k+1 == len(ins)}
 			if !r.last {
 				next := ins[k+1]
@@ -183,6 +194,13 @@ func indexCalls(f *symbolize.File) *callIndex {
 			}
 			target := addr + uint64(in.target)
 			idx.calls[target] = append(idx.calls[target], r)
+		}
+	}
+	for _, refs := range idx.calls {
+		for i := range refs {
+			if into[refs[i].ret] {
+				refs[i].retEmulated = false
+			}
 		}
 	}
 	if !f.AddressWords(name) {

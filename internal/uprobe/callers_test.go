@@ -444,3 +444,64 @@ func symbolTable(t *testing.T, path string) ([]elf.Symbol, *elf.Section) {
 	}
 	return syms, ef.Section(".symtab")
 }
+
+// landingFixture has a function, hot, whose call of leaf returns to a
+// nop (an instruction the kernel emulates), and a cold part, hot.cold,
+// that jumps to that nop without calling leaf, in assembly so that the
+// layout does not depend on the compiler.
+const landingFixture = `
+volatile long sink;
+__attribute__((noinline)) void leaf(void) { sink++; }
+__asm__(
+	".text\n"
+	".globl hot\n"
+	".type hot, @function\n"
+	"hot:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	test %rdi, %rdi\n"
+	"	jnz hot.cold\n"
+	"	call leaf\n"
+	".Lhot_ret:\n"
+	"	nop\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size hot, .-hot\n"
+	".type hot.cold, @function\n"
+	"hot.cold:\n"
+	"	jmp .Lhot_ret\n"
+	".size hot.cold, .-hot.cold\n");
+void hot(long);
+int main(int argc, char **argv) { hot(argc > 1); hot(0); return 0; }
+`
+
+// TestIndexCallsLandings: a return point that a jump from another
+// function lands on (a cold part's jump back) is reached without the
+// call returning, so a callee's exit probe cannot go there, emulated or
+// not; without that jump, the same nop takes it.
+func TestIndexCallsLandings(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "landing", landingFixture)
+	f, err := symbolize.OpenFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr := map[string]uint64{}
+	for _, fn := range f.Functions() {
+		addr[fn.Name] = fn.Addr
+	}
+	if p, ok := f.ColdParent(addr["hot.cold"]); !ok || p.Name != "hot" {
+		t.Fatalf("hot.cold's function: %+v, %v", p, ok)
+	}
+	refs := indexCalls(f).calls[addr["leaf"]]
+	i := slices.IndexFunc(refs, func(r callRef) bool { return r.caller == addr["hot"] })
+	if i < 0 {
+		t.Fatalf("no call of leaf in hot: %+v", refs)
+	}
+	if r := refs[i]; r.retEmulated {
+		t.Errorf("leaf's return point %#x, where hot.cold jumps, may take its exit probe: %+v", r.ret, r)
+	}
+	if _, ok := indexCalls(f).callSites(f, addr["leaf"], func(uint64) bool { return false }, nil); ok {
+		t.Error("leaf is probed at its callers, an exit probe where hot.cold jumps")
+	}
+}

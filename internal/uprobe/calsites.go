@@ -57,7 +57,7 @@ func ClassSite(path, name string, c SiteClass) (Site, error) {
 		}
 		s := Site{Function: name, Start: fn.Addr, StartOffset: off, Entry: off, Emulated: !c.Stepped, Return: !c.RetInsn}
 		if c.RetInsn {
-			for _, x := range exitInsns(ins, len(code)) {
+			for _, x := range exitInsns(ins, within(len(code))) {
 				s.Exits = append(s.Exits, off+uint64(x))
 			}
 			if len(s.Exits) == 0 {

@@ -373,17 +373,23 @@ func restarts(ins []insn, byOff map[int]int, target int) bool {
 }
 
 // exitInsns returns the offsets, from the function's start, of the
-// instructions a function leaves by: every RET, and every direct JMP out
-// of the function (a tail call).
-func exitInsns(ins []insn, size int) []int {
+// instructions a function leaves by: every RET, and every direct JMP
+// whose target (from the function's start) is not inside its code (a
+// tail call). within gives a function's own bytes as inside.
+func exitInsns(ins []insn, inside func(target int) bool) []int {
 	var exits []int
 	for _, in := range ins {
 		switch {
 		case in.op == x86asm.RET:
 			exits = append(exits, in.off)
-		case in.op == x86asm.JMP && in.direct && (in.target < 0 || in.target >= size):
+		case in.op == x86asm.JMP && in.direct && !inside(in.target):
 			exits = append(exits, in.off)
 		}
 	}
 	return exits
+}
+
+// within returns exitInsns' inside for a function of size bytes.
+func within(size int) func(target int) bool {
+	return func(target int) bool { return target >= 0 && target < size }
 }

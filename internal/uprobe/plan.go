@@ -147,6 +147,15 @@ func PlanOptions(path string, patterns []string, o Options) ([]Site, error) {
 			continue
 		}
 		lastAddr = fn.Addr
+		if parent, cold := f.ColdParent(fn.Addr); cold {
+			// Code of its function, which the function's probes cover
+			// (planFunction): an entry probe here would count every
+			// jump into it as a call.
+			if parent.Name == "" || !match(parent.Name) {
+				skip.Skipped = append(skip.Skipped, Skipped{fn.Name, coldPartError(parent)})
+			}
+			continue
+		}
 		retprobe := !f.IsGo() && (!throws || index().nothrow(fn.Addr))
 		s, err := planFunction(f, fn, retprobe)
 		if err != nil {
@@ -222,8 +231,12 @@ func planFunction(f *symbolize.File, fn symbolize.Function, retprobe bool) (Site
 	if retprobe {
 		s.Return = true
 	} else {
-		for _, off := range exitInsns(ins, len(code)) {
-			s.Exits = append(s.Exits, fileOff(fn.Addr+uint64(off)))
+		exits, err := exitAddrs(f, fn, ins, len(code))
+		if err != nil {
+			return Site{}, err
+		}
+		for _, addr := range exits {
+			s.Exits = append(s.Exits, fileOff(addr))
 		}
 	}
 	if len(ins) > 0 {
@@ -232,6 +245,54 @@ func planFunction(f *symbolize.File, fn symbolize.Function, retprobe bool) (Site
 		s.Emulated = emulated(ins[k].raw)
 	}
 	return s, nil
+}
+
+// exitAddrs returns the addresses of the instructions by which the
+// function fn, decoded as ins from size bytes of code, leaves: every RET
+// and every direct JMP out of its code (a tail call), where its code
+// includes its cold parts (symbolize.File.ColdParts). The function jumps
+// into a part, which jumps back or returns for it: those jumps stay
+// inside, and a part's RETs are the function's exits. A part that does
+// not decode is an error, as the function's own code would be: a missed
+// RET would leave calls open.
+func exitAddrs(f *symbolize.File, fn symbolize.Function, ins []insn, size int) ([]uint64, error) {
+	type part struct {
+		addr uint64
+		ins  []insn
+		size int
+	}
+	parts := []part{{fn.Addr, ins, size}}
+	for _, c := range f.ColdParts(fn.Addr) {
+		code, err := f.Code(c.Addr, c.Size)
+		if err != nil {
+			return nil, err
+		}
+		cins, err := decodeFunc(code)
+		if err != nil {
+			return nil, fmt.Errorf("its cold part %s: %w", c.Name, err)
+		}
+		parts = append(parts, part{c.Addr, cins, len(code)})
+	}
+	var exits []uint64
+	for _, p := range parts {
+		inside := func(target int) bool {
+			addr := p.addr + uint64(int64(target))
+			return slices.ContainsFunc(parts, func(q part) bool { return addr-q.addr < uint64(q.size) })
+		}
+		for _, off := range exitInsns(p.ins, inside) {
+			exits = append(exits, p.addr+uint64(off))
+		}
+	}
+	return exits, nil
+}
+
+// coldPartError is why Plan leaves out a cold part whose function it
+// does not probe.
+func coldPartError(parent symbolize.Function) error {
+	if parent.Name == "" {
+		return errors.New("a cold part of a function without a symbol, entered by jumps and never called")
+	}
+	return fmt.Errorf("a cold part of %s, entered by jumps and never called: trace %s", parent.Name, parent.Name)
 }
 
 // unwindSymbols are the symbols of C++ unwinding: throwing, rethrowing,

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/arch/x86/x86asm"
+
+	"trueprof/internal/symbolize"
 	"trueprof/internal/testutil"
 )
 
@@ -306,7 +309,7 @@ func TestChooseEntry(t *testing.T) {
 			if ins[k].off != tt.entry || emulated(ins[k].raw) != tt.emulated {
 				t.Errorf("entry at +%d (emulated %v), want +%d (%v)", ins[k].off, emulated(ins[k].raw), tt.entry, tt.emulated)
 			}
-			if got := exitInsns(ins, len(tt.code)); !slices.Equal(got, tt.exits) {
+			if got := exitInsns(ins, within(len(tt.code))); !slices.Equal(got, tt.exits) {
 				t.Errorf("exits %v, want %v", got, tt.exits)
 			}
 		})
@@ -476,5 +479,103 @@ func TestPlanNotELF(t *testing.T) {
 	_, err := Plan(path, []string{"main"})
 	if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
 		t.Errorf("err %v, want one naming %s", err, path)
+	}
+}
+
+// TestPlanColdParts: a cold part (work.cold, testutil.ColdPartsC) is
+// not probed as a function, however a pattern names it: its function's
+// probes cover it. When the function exits by RET probes, the part's
+// jumps back into it are no exits, and a return point that such a jump
+// lands on is no place for a callee's exit probe.
+func TestPlanColdParts(t *testing.T) {
+	bin := testutil.BuildC(t, t.TempDir(), "cold", testutil.ColdPartsC, "-O2")
+	f, err := symbolize.OpenFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var work, cold, leaf symbolize.Function
+	for _, fn := range f.Functions() {
+		switch fn.Name {
+		case "work":
+			work = fn
+		case "work.cold":
+			cold = fn
+		case "leaf":
+			leaf = fn
+		}
+	}
+	if work.Name == "" || cold.Name == "" {
+		t.Fatal("no work and work.cold in the fixture (gcc -O2 did not split work)")
+	}
+
+	sites, err := Plan(bin, []string{"work*", "leaf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(sites); !slices.Equal(got, []string{"leaf", "work"}) {
+		t.Errorf("work* and leaf planned %q, want leaf and work", got)
+	}
+	sites, err = Plan(bin, []string{"work.cold"})
+	var skip *SkipError
+	if len(sites) != 0 || !errors.As(err, &skip) || !strings.Contains(err.Error(), "a cold part of work") {
+		t.Errorf("work.cold alone: sites %q, err %v; want none, and why", names(sites), err)
+	}
+
+	// work's exits, were it probed by RET: its own RETs and the part's,
+	// never a jump between them.
+	decode := func(fn symbolize.Function) ([]insn, int) {
+		code, err := f.Code(fn.Addr, fn.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ins, err := decodeFunc(code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ins, len(code)
+	}
+	ins, size := decode(work)
+	exits, err := exitAddrs(f, work, ins, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coldIns, _ := decode(cold)
+	back := map[uint64]bool{} // where the part's jumps land in work
+	for _, in := range coldIns {
+		target := cold.Addr + uint64(int64(in.target))
+		if in.direct && in.op != x86asm.CALL && target-work.Addr < work.Size {
+			back[target] = true
+			if in.op == x86asm.JMP && slices.Contains(exits, cold.Addr+uint64(in.off)) {
+				t.Errorf("work.cold's jump back to %#x is an exit of work", target)
+			}
+		}
+	}
+	if len(back) == 0 {
+		t.Fatal("work.cold never jumps back into work: the fixture does not test what it should")
+	}
+	for _, in := range ins {
+		if in.op == x86asm.RET && !slices.Contains(exits, work.Addr+uint64(in.off)) {
+			t.Errorf("work's RET at %#x is not an exit (exits %#x)", work.Addr+uint64(in.off), exits)
+		}
+	}
+
+	// The calls of leaf: the one in work.cold is work's, and the one in
+	// work whose return point the part jumps to cannot take a probe there.
+	idx := indexCalls(f)
+	landed := false
+	for _, r := range idx.calls[leaf.Addr] {
+		if r.caller != work.Addr {
+			t.Errorf("leaf called at %#x by %#x, want work (%#x)", r.call, r.caller, work.Addr)
+		}
+		if back[r.ret] {
+			landed = true
+			if r.retEmulated {
+				t.Errorf("the return point %#x of leaf's call, where work.cold jumps, would take leaf's exit probe", r.ret)
+			}
+		}
+	}
+	if !landed {
+		t.Error("work.cold jumps to no return point of a call of leaf: the fixture does not test what it should")
 	}
 }
