@@ -55,60 +55,58 @@ func buildArcflow(d *data, o Options) (ArcflowReport, error) {
 		return ArcflowReport{}, err
 	}
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
+	w := d.weight()
 	for i := range res.Functions {
 		f := &res.Functions[i]
-		if hidden(f.Total.Samples, d.Total.Samples, o) {
+		if hidden(w(count(f.Total)), w(d.Total), o) {
 			continue
 		}
 		fn := calltree.Func{Name: f.Name, Module: f.Module}
-		r.add(fn, count(f.Self), count(f.Total), d.Total.Samples, arcRows(f.Callers), arcRows(f.Callees))
+		r.add(fn, count(f.Self), count(f.Total), w(d.Total), arcRows(f.Callers, w), arcRows(f.Callees, w), w)
 	}
-	r.sort()
+	r.sort(w)
 	return r, nil
 }
 
-// add adds the stanza of function f with its base and cum of all samples.
-func (r *ArcflowReport) add(f calltree.Func, base, cum calltree.Count, all uint64, parents, children []ArcRow) {
+// add adds the stanza of function f with its base and cum, cum's share
+// being of all (weights: w).
+func (r *ArcflowReport) add(f calltree.Func, base, cum calltree.Count, all uint64, parents, children []ArcRow, w weight) {
 	r.Functions = append(r.Functions, ArcStanza{Name: f.Name, Module: f.Module, Base: base, Cum: cum,
-		CumPercent: percent(cum.Samples, all), Parents: parents, Children: children})
+		CumPercent: percent(w(cum), all), Parents: parents, Children: children})
 }
 
-// sort orders the stanzas by cum, largest first, then base, name and
-// module.
-func (r *ArcflowReport) sort() {
+// sort orders the stanzas by the weight w of cum, largest first, then of
+// base, then name and module.
+func (r *ArcflowReport) sort(w weight) {
 	slices.SortFunc(r.Functions, func(a, b ArcStanza) int {
-		return cmp.Or(
-			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
-			cmp.Compare(b.Base.Samples, a.Base.Samples),
-			cmp.Compare(a.Name, b.Name),
-			cmp.Compare(a.Module, b.Module))
+		return cmpArcs(w, a.Base, a.Cum, b.Base, b.Cum, a.Name, b.Name, a.Module, b.Module)
 	})
 }
 
-// arcRows are the caller rows of arcs with samples, sorted. An arc
-// without samples is a recursive activation's, which arcflow does not
-// count.
-func arcRows(arcs []calltree.Arc) []ArcRow {
+// cmpArcs orders arcflow's rows by the weight w of cum, largest first,
+// then of base, then name and module.
+func cmpArcs(w weight, aBase, aCum, bBase, bCum calltree.Count, aName, bName, aMod, bMod string) int {
+	return cmp.Or(
+		cmp.Compare(w(bCum), w(aCum)),
+		cmp.Compare(w(bBase), w(aBase)),
+		cmp.Compare(aName, bName),
+		cmp.Compare(aMod, bMod))
+}
+
+// arcRows are the caller rows of arcs with samples, sorted (cmpArcs).
+// An arc without samples is a recursive activation's, which arcflow
+// does not count.
+func arcRows(arcs []calltree.Arc, w weight) []ArcRow {
 	rows := make([]ArcRow, 0, len(arcs))
 	for _, a := range arcs {
 		if a.Cum.Samples > 0 || a.Base.Samples > 0 {
 			rows = append(rows, ArcRow{Name: a.Name, Module: a.Module, Base: count(a.Base), Cum: count(a.Cum)})
 		}
 	}
-	sortArcRows(rows)
-	return rows
-}
-
-// sortArcRows sorts rows by cum, largest first, then base, name and
-// module.
-func sortArcRows(rows []ArcRow) {
 	slices.SortFunc(rows, func(a, b ArcRow) int {
-		return cmp.Or(
-			cmp.Compare(b.Cum.Samples, a.Cum.Samples),
-			cmp.Compare(b.Base.Samples, a.Base.Samples),
-			cmp.Compare(a.Name, b.Name),
-			cmp.Compare(a.Module, b.Module))
+		return cmpArcs(w, a.Base, a.Cum, b.Base, b.Cum, a.Name, b.Name, a.Module, b.Module)
 	})
+	return rows
 }
 
 func arcflowText(w io.Writer, d *data, o Options) error {

@@ -16,7 +16,8 @@ type FlatFunction struct {
 	Calls  *uint64 `json:"calls"` // always null: sampling does not count calls
 	// Self counts the samples where the function is the leaf frame, Total
 	// those where it is anywhere on the stack (once per sample, however
-	// deep it recursed).
+	// deep it recursed). The percentages are of their weight (data.weight:
+	// samples, or periods when the event's period adapts).
 	Self         calltree.Count `json:"self"`
 	Total        calltree.Count `json:"total"`
 	SelfPercent  float64        `json:"self_percent"`
@@ -30,44 +31,46 @@ type FlatReport struct {
 }
 
 // buildFlat lists calltree's functions (data.result) with their self
-// and total samples, sorted by self, then total (both largest first),
-// then name and module.
+// and total samples, sorted by the weight of self, then of total (both
+// largest first), then name and module.
 func buildFlat(d *data, o Options) (FlatReport, error) {
 	res, err := d.result()
 	if err != nil {
 		return FlatReport{}, err
 	}
 	r := FlatReport{Header: d.header("flat"), Functions: []FlatFunction{}}
+	w := d.weight()
 	for i := range res.Functions {
 		f := &res.Functions[i]
-		if hidden(f.Self.Samples, d.Total.Samples, o) {
+		if hidden(w(count(f.Self)), w(d.Total), o) {
 			continue
 		}
-		r.add(calltree.Func{Name: f.Name, Module: f.Module}, count(f.Self), count(f.Total), d.Total.Samples)
+		r.add(calltree.Func{Name: f.Name, Module: f.Module}, count(f.Self), count(f.Total), d.Total, w)
 	}
-	r.sort()
+	r.sort(w)
 	return r, nil
 }
 
-// add adds the row of function f with self and total of all samples.
-func (r *FlatReport) add(f calltree.Func, self, total calltree.Count, all uint64) {
+// add adds the row of function f with self and total, weighed by w, of
+// all samples.
+func (r *FlatReport) add(f calltree.Func, self, total, all calltree.Count, w weight) {
 	r.Functions = append(r.Functions, FlatFunction{
 		Name:         f.Name,
 		Module:       f.Module,
 		Self:         self,
 		Total:        total,
-		SelfPercent:  percent(self.Samples, all),
-		TotalPercent: percent(total.Samples, all),
+		SelfPercent:  percent(w(self), w(all)),
+		TotalPercent: percent(w(total), w(all)),
 	})
 }
 
-// sort orders the rows by self, then total (both largest first), then
-// name and module.
-func (r *FlatReport) sort() {
+// sort orders the rows by the weight w of self, then of total (both
+// largest first), then name and module.
+func (r *FlatReport) sort(w weight) {
 	slices.SortFunc(r.Functions, func(a, b FlatFunction) int {
 		return cmp.Or(
-			cmp.Compare(b.Self.Samples, a.Self.Samples),
-			cmp.Compare(b.Total.Samples, a.Total.Samples),
+			cmp.Compare(w(b.Self), w(a.Self)),
+			cmp.Compare(w(b.Total), w(a.Total)),
 			cmp.Compare(a.Name, b.Name),
 			cmp.Compare(a.Module, b.Module))
 	})
@@ -80,10 +83,11 @@ func flatText(w io.Writer, d *data, o Options) error {
 	}
 	fmt.Fprintf(w, "%10s %7s %7s %10s %7s  %s\n", "SELF", "SELF%", "SUM%", "TOTAL", "TOTAL%", "FUNCTION (MODULE)")
 	var sum uint64
+	weigh := d.weight()
 	for _, f := range r.Functions {
-		sum += f.Self.Samples
+		sum += weigh(f.Self)
 		fmt.Fprintf(w, "%10d %6.2f%% %6.2f%% %10d %6.2f%%  %s\n",
-			f.Self.Samples, f.SelfPercent, percent(sum, d.Total.Samples),
+			f.Self.Samples, f.SelfPercent, percent(sum, weigh(d.Total)),
 			f.Total.Samples, f.TotalPercent, funcLabel(calltree.Func{Name: f.Name, Module: f.Module}))
 	}
 	return nil

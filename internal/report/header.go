@@ -35,12 +35,16 @@ type Header struct {
 	Granularity string `json:"granularity,omitempty"`
 	NoInlines   bool   `json:"no_inlines,omitempty"`
 
-	Total     calltree.Count `json:"total"`     // of the filtered samples
-	FirstNS   uint64         `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
-	LastNS    uint64         `json:"last_ns"`   // time of the last sample
-	SpanNS    uint64         `json:"span_ns"`   // LastNS - FirstNS
-	Processes int            `json:"processes"` // processes seen in the trace (that pass the filter)
-	Threads   int            `json:"threads"`   // threads seen in the trace (that pass the filter)
+	Total calltree.Count `json:"total"` // of the filtered samples
+	// ShareBy is what the views' percentages, order and --min weigh a
+	// sample by: "samples", or "period" when the event's period adapts
+	// (a non-clock event sampled at a frequency: data.byPeriod).
+	ShareBy   string `json:"share_by"`
+	FirstNS   uint64 `json:"first_ns"`  // time of the first sample (trace clock), 0 if none
+	LastNS    uint64 `json:"last_ns"`   // time of the last sample
+	SpanNS    uint64 `json:"span_ns"`   // LastNS - FirstNS
+	Processes int    `json:"processes"` // processes seen in the trace (that pass the filter)
+	Threads   int    `json:"threads"`   // threads seen in the trace (that pass the filter)
 
 	// Lost and Throttled are for the whole trace even when filtered:
 	// lost records and throttling do not say which thread they hit.
@@ -167,6 +171,7 @@ func (d *data) baseHeader(view string) Header {
 		PeriodUnit: model.PeriodUnit(p.Header.Event),
 		StartTime:  p.Header.StartTime,
 		Total:      d.Total,
+		ShareBy:    "samples",
 		FirstNS:    d.First,
 		LastNS:     d.Last,
 		SpanNS:     d.Last - d.First,
@@ -191,6 +196,9 @@ func (d *data) baseHeader(view string) Header {
 	}
 	if d.ByGoroutine {
 		h.By = "goroutine"
+	}
+	if d.byPeriod() {
+		h.ShareBy = "period"
 	}
 	h.Granularity, h.NoInlines = granularityJSON(p.Aggregation)
 	// A process counts when it passes the filter, and one of its threads
@@ -236,6 +244,9 @@ func writeHeaderText(w io.Writer, h Header) {
 	writeAggregationText(w, h.Granularity, h.NoInlines)
 	fmt.Fprintf(w, "Samples:    %d over %v (period sum %d %s)\n",
 		h.Total.Samples, time.Duration(h.SpanNS), h.Total.Period, h.PeriodUnit)
+	if h.ShareBy == "period" {
+		fmt.Fprintf(w, "Shares:     of the period sum: %s's period adapts to its rate, so a sample stands for its period's events (as perf report's Overhead)\n", h.Event)
+	}
 	fmt.Fprintf(w, "Processes:  %d, threads %d\n", h.Processes, h.Threads)
 	if h.Callchain != "" {
 		fmt.Fprintf(w, "Callchain:  %s", h.Callchain)

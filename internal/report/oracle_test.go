@@ -24,7 +24,8 @@ import (
 // goroutine's) stacks are contiguous.
 func stackTree(d *data, o Options) TreeReport {
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
-	total := d.Total.Samples
+	w := d.weight()
+	total := w(d.Total)
 	depth := map[calltree.Func]int{} // occurrences of each function on the current path
 	for i := 0; i < len(d.Stacks); {
 		first := &d.Stacks[i]
@@ -52,14 +53,14 @@ func stackTree(d *data, o Options) TreeReport {
 		}
 		th.Root = root.node()
 		pr.Total.Add(th.Root.Cum)
-		if th.Root.prune(total, o) {
+		if th.Root.prune(total, o, w) {
 			pr.Threads = append(pr.Threads, th)
 		}
 	}
 	r.Processes = slices.DeleteFunc(r.Processes, func(p TreeProcess) bool {
-		return hidden(p.Total.Samples, total, o)
+		return hidden(w(p.Total), total, o)
 	})
-	r.finish(total)
+	r.finish(total, w)
 	return r
 }
 
@@ -104,6 +105,7 @@ func (n *oracleNode) node() TreeNode {
 // stackFlat is the flat view as it was computed from stacks before calltree: it computes self and total per function, sorted by self, then
 // total (both largest first), then name and module.
 func stackFlat(d *data, o Options) FlatReport {
+	w := d.weight()
 	type acc struct{ self, total calltree.Count }
 	funcs := map[calltree.Func]*acc{}
 	get := func(f calltree.Func) *acc {
@@ -131,12 +133,12 @@ func stackFlat(d *data, o Options) FlatReport {
 
 	r := FlatReport{Header: d.header("flat"), Functions: []FlatFunction{}}
 	for f, a := range funcs {
-		if hidden(a.self.Samples, d.Total.Samples, o) {
+		if hidden(w(a.self), w(d.Total), o) {
 			continue
 		}
-		r.add(f, a.self, a.total, d.Total.Samples)
+		r.add(f, a.self, a.total, d.Total, w)
 	}
-	r.sort()
+	r.sort(w)
 	return r
 }
 
@@ -157,6 +159,7 @@ func arcRow(m map[calltree.Func]*ArcRow, f calltree.Func) *ArcRow {
 }
 
 func stackArcflow(d *data, o Options) ArcflowReport {
+	w := d.weight()
 	accs := map[calltree.Func]*arcAcc{}
 	get := func(f calltree.Func) *arcAcc {
 		a := accs[f]
@@ -199,12 +202,12 @@ func stackArcflow(d *data, o Options) ArcflowReport {
 
 	r := ArcflowReport{Header: d.header("arcflow"), Functions: []ArcStanza{}}
 	for f, a := range accs {
-		if hidden(a.cum.Samples, d.Total.Samples, o) {
+		if hidden(w(a.cum), w(d.Total), o) {
 			continue
 		}
-		r.add(f, a.base, a.cum, d.Total.Samples, sortedArcRows(a.parents), sortedArcRows(a.children))
+		r.add(f, a.base, a.cum, w(d.Total), sortedArcRows(a.parents, w), sortedArcRows(a.children, w), w)
 	}
-	r.sort()
+	r.sort(w)
 	return r
 }
 
@@ -259,12 +262,14 @@ func TestSamplingViewsFromTree(t *testing.T) {
 	}
 }
 
-// sortedArcRows returns the rows of m, sorted.
-func sortedArcRows(m map[calltree.Func]*ArcRow) []ArcRow {
+// sortedArcRows returns the rows of m, sorted by weight (w).
+func sortedArcRows(m map[calltree.Func]*ArcRow, w weight) []ArcRow {
 	rows := make([]ArcRow, 0, len(m))
 	for _, r := range m {
 		rows = append(rows, *r)
 	}
-	sortArcRows(rows)
+	slices.SortFunc(rows, func(a, b ArcRow) int {
+		return cmpArcs(w, a.Base, a.Cum, b.Base, b.Cum, a.Name, b.Name, a.Module, b.Module)
+	})
 	return rows
 }

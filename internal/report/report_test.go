@@ -489,3 +489,89 @@ func TestSamplingGoroutines(t *testing.T) {
 		t.Errorf("trees %v, want %s", got, want)
 	}
 }
+
+// TestSharesByPeriod: an event whose period the kernel adapts (a
+// non-clock event sampled at a frequency) weighs each sample by its
+// period in every view's shares, order and --min, as perf report's
+// Overhead does; a clock event's samples, of a fixed period, count as
+// samples. Eight samples of 1 fault at the start and two of 1,000 later
+// are 0.40% and 99.60% of the faults, not 80% and 20%.
+func TestSharesByPeriod(t *testing.T) {
+	profile := func(event string, freq, period uint64) *model.Profile {
+		p := modeltest.New().Thread(1, 1, "app").
+			Add(1, 1, "main;startup", 8).
+			Add(1, 1, "main;fill;memset", 2).
+			Profile()
+		p.Header.Event, p.Header.Freq, p.Header.Period = event, freq, period
+		for i := range p.Samples {
+			p.Samples[i].Period = 1
+			if i >= 8 {
+				p.Samples[i].Period = 1000
+			}
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		name                string
+		p                   *model.Profile
+		shareBy             string
+		startup, memset     float64
+		firstFlat, firstKid string // flat's first row, main's first child
+	}{
+		{"page-faults -F", profile("page-faults", 999, 0), "period", 0.40, 99.60, "memset", "fill"},
+		// -c fixes the period (the samples' periods here only test the rule).
+		{"page-faults -c", profile("page-faults", 0, 1), "samples", 80, 20, "startup", "startup"},
+		{"cpu-clock -F", profile("cpu-clock", 999, 0), "samples", 80, 20, "startup", "startup"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var flat report.FlatReport
+			writeJSON(t, tt.p, report.Options{View: "flat"}, &flat)
+			if flat.ShareBy != tt.shareBy {
+				t.Errorf("share_by %q, want %q", flat.ShareBy, tt.shareBy)
+			}
+			pct := map[string]float64{}
+			for _, f := range flat.Functions {
+				pct[f.Name] = f.SelfPercent
+			}
+			if pct["startup"] != tt.startup || pct["memset"] != tt.memset || flat.Functions[0].Name != tt.firstFlat {
+				t.Errorf("flat: startup %.2f%%, memset %.2f%%, first %s; want %.2f%%, %.2f%%, %s",
+					pct["startup"], pct["memset"], flat.Functions[0].Name, tt.startup, tt.memset, tt.firstFlat)
+			}
+			var tree report.TreeReport
+			writeJSON(t, tt.p, report.Options{View: "tree"}, &tree)
+			main := tree.Processes[0].Threads[0].Root.Children[0]
+			if first := main.Children[0]; first.Name != tt.firstKid {
+				t.Errorf("tree: main's first child %s, want %s", first.Name, tt.firstKid)
+			}
+			for _, c := range main.Children {
+				if want := map[string]float64{"startup": tt.startup, "fill": tt.memset}[c.Name]; c.CumPercent != want {
+					t.Errorf("tree: %s %.2f%%, want %.2f%%", c.Name, c.CumPercent, want)
+				}
+			}
+			var tprof report.TprofReport
+			writeJSON(t, tt.p, report.Options{View: "tprof"}, &tprof)
+			for _, sym := range tprof.Processes[0].Children[0].Children[0].Children {
+				if want := map[string]float64{"startup": tt.startup, "memset": tt.memset}[sym.Name]; sym.Percent != want {
+					t.Errorf("tprof: %s %.2f%%, want %.2f%%", sym.Name, sym.Percent, want)
+				}
+			}
+			var arc report.ArcflowReport
+			writeJSON(t, tt.p, report.Options{View: "arcflow", Min: 50}, &arc)
+			if len(arc.Functions) == 0 || arc.Functions[0].Name != "main" {
+				t.Errorf("arcflow --min 50: %+v", arc.Functions)
+			}
+			for _, f := range arc.Functions {
+				if f.Name == "startup" && tt.shareBy == "period" {
+					t.Errorf("arcflow --min 50 kept startup (%.2f%% of the faults)", f.CumPercent)
+				}
+			}
+			var text bytes.Buffer
+			if err := report.Write(&text, tt.p, report.Options{View: "flat", Format: "text"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(text.String(), "Shares:     of the period sum"); got != (tt.shareBy == "period") {
+				t.Errorf("text header says shares by period: %v, want %v\n%s", got, tt.shareBy == "period", text.String())
+			}
+		})
+	}
+}

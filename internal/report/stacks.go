@@ -54,6 +54,30 @@ type data struct {
 	res *calltree.Result // the trees of the samples; see result
 }
 
+// weight is what a set of samples weighs in a sampling view's shares,
+// order and --min: its number of samples or its period sum (byPeriod).
+type weight func(calltree.Count) uint64
+
+// byPeriod reports whether the shares weigh each sample by its period,
+// as perf report's Overhead does: when the event is sampled at a
+// frequency whose period the kernel adapts (every event but the clocks;
+// -F page-faults took samples of 1 and of 700 faults in one recording).
+// A clock event's period is fixed at 1e9/F ns, and -c fixes any event's:
+// the shares of samples are then those of the period, and are counted
+// in samples, exactly as before.
+func (d *data) byPeriod() bool {
+	h := d.p.Header
+	return h.Period == 0 && model.PeriodUnit(h.Event) == "events" && d.Total.Period > 0
+}
+
+// weight returns the weight of the sampling views of d.
+func (d *data) weight() weight {
+	if d.byPeriod() {
+		return func(c calltree.Count) uint64 { return c.Period }
+	}
+	return func(c calltree.Count) uint64 { return c.Samples }
+}
+
 // prepare groups the samples of src that pass its filter by thread
 // incarnation or, byGoroutine, by goroutine (calltree.GroupMatched).
 func prepare(src source, byGoroutine bool) *data {

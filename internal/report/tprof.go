@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"trueprof/internal/calltree"
 )
 
 // TprofRow is one row of the tprof report: a process, thread, module or
-// symbol with its ticks (samples). Children are one level down.
+// symbol with its ticks (samples) and their share (of their weight:
+// data.weight). Children are one level down.
 type TprofRow struct {
 	Label    string     `json:"label"`        // "PID", "TID", "MOD" or "SYM"
 	ID       *uint32    `json:"id,omitempty"` // pid or tid for PID and TID rows
@@ -29,7 +32,7 @@ type tprofNode struct {
 	name     string
 	id       *uint32
 	start    uint64 // a thread incarnation's creation, which tells two apart
-	ticks    uint64
+	count    calltree.Count
 	children map[string]*tprofNode
 }
 
@@ -63,29 +66,31 @@ func buildTprof(d *data, o Options) TprofReport {
 		mod := th.child(moduleName(s.Symbol.Module), moduleName(s.Symbol.Module))
 		sym := mod.child(s.Symbol.Name, s.Symbol.Name)
 		for _, n := range []*tprofNode{pr, th, mod, sym} {
-			n.ticks += s.Samples
+			n.count.Add(s.Count)
 		}
 	}
+	w := d.weight()
 	return TprofReport{
 		Header:    d.header("tprof"),
-		Processes: tprofRows(root, []string{"PID", "TID", "MOD", "SYM"}, d.Total.Samples, o),
+		Processes: tprofRows(root, []string{"PID", "TID", "MOD", "SYM"}, w(d.Total), o, w),
 	}
 }
 
 // tprofRows returns n's children as rows labelled labels[0], sorted by
-// ticks, largest first, then by name (and creation).
-func tprofRows(n *tprofNode, labels []string, total uint64, o Options) []TprofRow {
+// weight (w), largest first, then by name (and creation), with their
+// percentages of total.
+func tprofRows(n *tprofNode, labels []string, total uint64, o Options, w weight) []TprofRow {
 	if len(labels) == 0 {
 		return nil
 	}
 	kids := make([]*tprofNode, 0, len(n.children))
 	for _, c := range n.children {
-		if !hidden(c.ticks, total, o) {
+		if !hidden(w(c.count), total, o) {
 			kids = append(kids, c)
 		}
 	}
 	slices.SortFunc(kids, func(a, b *tprofNode) int {
-		return cmp.Or(cmp.Compare(b.ticks, a.ticks), cmp.Compare(a.name, b.name), cmp.Compare(a.start, b.start))
+		return cmp.Or(cmp.Compare(w(b.count), w(a.count)), cmp.Compare(a.name, b.name), cmp.Compare(a.start, b.start))
 	})
 	rows := []TprofRow{}
 	for _, c := range kids {
@@ -93,9 +98,9 @@ func tprofRows(n *tprofNode, labels []string, total uint64, o Options) []TprofRo
 			Label:    labels[0],
 			ID:       c.id,
 			Name:     c.name,
-			Ticks:    c.ticks,
-			Percent:  percent(c.ticks, total),
-			Children: tprofRows(c, labels[1:], total, o),
+			Ticks:    c.count.Samples,
+			Percent:  percent(w(c.count), total),
+			Children: tprofRows(c, labels[1:], total, o, w),
 		})
 	}
 	return rows

@@ -64,7 +64,8 @@ func buildTree(d *data, o Options) (TreeReport, error) {
 		return TreeReport{}, err
 	}
 	r := TreeReport{Header: d.header("tree"), Processes: []TreeProcess{}}
-	total := d.Total.Samples
+	w := d.weight()
+	total := w(d.Total)
 	for _, p := range res.Processes {
 		pr := TreeProcess{PID: p.PID, Name: d.processName(p.PID), Threads: []TreeThread{}}
 		sampled := false
@@ -76,32 +77,32 @@ func buildTree(d *data, o Options) (TreeReport, error) {
 			sampled = true
 			th := TreeThread{TID: t.TID, Start: t.Start, Goroutine: t.Goroutine, Name: t.Root.Name, Root: treeNode(&t.Root)}
 			pr.Total.Add(th.Root.Cum)
-			if th.Root.prune(total, o) {
+			if th.Root.prune(total, o, w) {
 				pr.Threads = append(pr.Threads, th)
 			}
 		}
-		if sampled && !hidden(pr.Total.Samples, total, o) {
+		if sampled && !hidden(w(pr.Total), total, o) {
 			r.Processes = append(r.Processes, pr)
 		}
 	}
-	r.finish(total)
+	r.finish(total, w)
 	return r, nil
 }
 
 // finish fills in the processes' percentages of total and sorts them
-// by samples, largest first, then pid, and their threads by samples,
+// by weight (w), largest first, then pid, and their threads by weight,
 // then goroutine, tid and start.
-func (r *TreeReport) finish(total uint64) {
+func (r *TreeReport) finish(total uint64, w weight) {
 	for i := range r.Processes {
 		pr := &r.Processes[i]
-		pr.Percent = percent(pr.Total.Samples, total)
+		pr.Percent = percent(w(pr.Total), total)
 		slices.SortFunc(pr.Threads, func(a, b TreeThread) int {
-			return cmp.Or(cmp.Compare(b.Root.Cum.Samples, a.Root.Cum.Samples), cmp.Compare(goid(a.Goroutine), goid(b.Goroutine)),
+			return cmp.Or(cmp.Compare(w(b.Root.Cum), w(a.Root.Cum)), cmp.Compare(goid(a.Goroutine), goid(b.Goroutine)),
 				cmp.Compare(a.TID, b.TID), cmp.Compare(a.Start, b.Start))
 		})
 	}
 	slices.SortFunc(r.Processes, func(a, b TreeProcess) int {
-		return cmp.Or(cmp.Compare(b.Total.Samples, a.Total.Samples), cmp.Compare(a.PID, b.PID))
+		return cmp.Or(cmp.Compare(w(b.Total), w(a.Total)), cmp.Compare(a.PID, b.PID))
 	})
 }
 
@@ -131,23 +132,24 @@ func goid(g *uint64) uint64 {
 	return *g
 }
 
-// prune drops the descendants of n below o.Min, sorts the rest, fills in
-// the percentages and reports whether n itself is kept.
-func (n *TreeNode) prune(total uint64, o Options) bool {
-	if hidden(n.Cum.Samples, total, o) {
+// prune drops the descendants of n below o.Min, sorts the rest by
+// weight (w), fills in the percentages of total and reports whether n
+// itself is kept.
+func (n *TreeNode) prune(total uint64, o Options, w weight) bool {
+	if hidden(w(n.Cum), total, o) {
 		return false
 	}
-	n.CumPercent = percent(n.Cum.Samples, total)
+	n.CumPercent = percent(w(n.Cum), total)
 	kept := n.Children[:0]
 	for i := range n.Children {
 		// Prune in place before copying: the copy must carry the result.
-		if n.Children[i].prune(total, o) {
+		if n.Children[i].prune(total, o, w) {
 			kept = append(kept, n.Children[i])
 		}
 	}
 	n.Children = kept
 	slices.SortFunc(n.Children, func(a, b TreeNode) int {
-		return cmp.Or(cmp.Compare(b.Cum.Samples, a.Cum.Samples), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Module, b.Module))
+		return cmp.Or(cmp.Compare(w(b.Cum), w(a.Cum)), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Module, b.Module))
 	})
 	return true
 }

@@ -285,7 +285,8 @@ func newData(p *model.Profile, title string, res *calltree.Result, header any, r
 	if p.HasCalls() {
 		b.instrumented(res, rp)
 	} else {
-		b.sampling(res, rp)
+		h, _ := header.(report.Header)
+		b.sampling(res, rp, h.ShareBy == "period")
 	}
 	b.functionTables()
 	var err error
@@ -366,15 +367,25 @@ func (b *builder) location(id uint32) []int {
 
 // sampling shows the sample stack trees of res, calltree's analysis of a
 // sampling recording: a node's base is the samples (and period) whose
-// stack ends there. Threads without samples are left out.
-func (b *builder) sampling(res *calltree.Result, rp *recordPass) {
+// stack ends there, the period first when byPeriod. Threads without
+// samples are left out.
+func (b *builder) sampling(res *calltree.Result, rp *recordPass, byPeriod bool) {
 	d := b.d
 	d.Kind = "sampling"
 	unit := "count"
 	if model.PeriodUnit(b.p.Header.Event) == "nanoseconds" {
 		unit = "ns"
 	}
-	d.Metrics = []MetricInfo{{Key: "samples", Label: "samples", Unit: "count"}, {Key: "period", Label: "period", Unit: unit}}
+	// The metric the page shows first is the one the reports' shares
+	// weigh by (report.Header.ShareBy): the period when the event's
+	// period adapts.
+	samples, period := MetricInfo{Key: "samples", Label: "samples", Unit: "count"}, MetricInfo{Key: "period", Label: "period", Unit: unit}
+	columns := func(m *calltree.Metrics) []float64 { return []float64{float64(m.Samples), float64(m.Period)} }
+	d.Metrics = []MetricInfo{samples, period}
+	if byPeriod {
+		d.Metrics = []MetricInfo{period, samples}
+		columns = func(m *calltree.Metrics) []float64 { return []float64{float64(m.Period), float64(m.Samples)} }
+	}
 	// The sampled stacks' locations give the functions their files and
 	// lines, which the tree nodes do not carry.
 	var locs []uint32
@@ -385,9 +396,7 @@ func (b *builder) sampling(res *calltree.Result, rp *recordPass) {
 			}
 		}
 	}
-	b.trees(res, func(th *calltree.Thread) bool { return th.Root.Cum.Samples > 0 }, func(m *calltree.Metrics) []float64 {
-		return []float64{float64(m.Samples), float64(m.Period)}
-	})
+	b.trees(res, func(th *calltree.Thread) bool { return th.Root.Cum.Samples > 0 }, columns)
 }
 
 // instrumented shows the trees of res, calltree's analysis of an

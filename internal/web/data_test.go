@@ -208,3 +208,36 @@ func TestBuildAggregateRecording(t *testing.T) {
 		t.Error("the streamed page's data differ from the loaded one's")
 	}
 }
+
+// TestBuildSharesByPeriod: the page of an event whose period adapts
+// shows the period first, the metric the reports' shares weigh by
+// (report.Header.ShareBy), with the nodes' columns in the same order; a
+// clock event's page shows samples first.
+func TestBuildSharesByPeriod(t *testing.T) {
+	for _, event := range []string{"page-faults", "cpu-clock"} {
+		p := modeltest.New().Thread(1, 1, "app").Add(1, 1, "main;startup", 8).Add(1, 1, "main;memset", 2).Profile()
+		p.Header.Event, p.Header.Freq, p.Header.Period = event, 999, 0
+		for i := range p.Samples {
+			p.Samples[i].Period = uint64(1 + 999*(i/8)) // 8 of 1, 2 of 1000
+		}
+		d, err := Build(p, event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := "samples"
+		if event == "page-faults" {
+			first = "period"
+		}
+		if d.Metrics[0].Key != first {
+			t.Errorf("%s: metrics %+v, want %s first", event, d.Metrics, first)
+		}
+		for i, f := range d.Nodes.Func {
+			if f >= 0 && d.Funcs.Name[f] == "memset" {
+				want := map[string]float64{"samples": 2, "period": 2000}
+				if got := []float64{d.Nodes.Base[0][i], d.Nodes.Base[1][i]}; got[0] != want[d.Metrics[0].Key] || got[1] != want[d.Metrics[1].Key] {
+					t.Errorf("%s: memset's columns %v for metrics %+v", event, got, d.Metrics)
+				}
+			}
+		}
+	}
+}
