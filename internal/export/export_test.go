@@ -164,14 +164,7 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 	for i := range 8 {
 		p := modeltest.RandomSamples(r)
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "profile.pb.gz")
-			var buf bytes.Buffer
-			if err := PPROF(&buf, p, model.Filter{}); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			file := pprofFile(t, p)
 			want, _ := trueprofFlat(t, p, model.Filter{})
 			got := pprofTop(t, file)
 			if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -179,6 +172,21 @@ func TestPPROFMatchesFlatRandom(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pprofFile exports p to a pprof file in a temporary directory and
+// returns its path.
+func pprofFile(t *testing.T, p *model.Profile) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "profile.pb.gz")
+	var buf bytes.Buffer
+	if err := PPROF(&buf, p, model.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // roundTrip exports p to pprof and parses the export back.
@@ -372,5 +380,38 @@ func TestGoroutineLabels(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("samples:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestExportsWeighAdaptedPeriods: for an event whose period adapts
+// (page-faults sampled at a frequency), pprof's default sample type and
+// the folded export's default value are the faults, the sum of the
+// periods, which the reports' shares weigh by: go tool pprof -top shows
+// the flat report's period sums.
+func TestExportsWeighAdaptedPeriods(t *testing.T) {
+	p := modeltest.New().Thread(1, 1, "app").Add(1, 1, "main;startup", 8).Add(1, 1, "main;fill;memset", 2).Profile()
+	p.Header.Event, p.Header.Freq, p.Header.Period = "page-faults", 999, 0
+	for i := range p.Samples {
+		p.Samples[i].Period = uint64(1 + 999*(i/8)) // 8 of 1 fault, 2 of 1000
+	}
+	if prof := roundTrip(t, p); prof.DefaultSampleType != "page-faults" {
+		t.Errorf("default sample type %q, want page-faults", prof.DefaultSampleType)
+	}
+	file := pprofFile(t, p)
+	var r report.FlatReport
+	reportJSON(t, p, report.Options{View: "flat", Format: "json"}, &r)
+	want := map[string]flatRow{}
+	for _, fn := range r.Functions {
+		want[fn.Name] = flatRow{fn.Self.Period, fn.Total.Period}
+	}
+	if got := pprofTop(t, file); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pprof -top %v\ntrueprof flat's periods %v", got, want)
+	}
+	var buf bytes.Buffer
+	if err := Folded(&buf, p, model.Filter{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "app;main;fill;memset 2000\n") || !strings.Contains(buf.String(), "app;main;startup 8\n") {
+		t.Errorf("folded, default value:\n%s", buf.String())
 	}
 }

@@ -28,9 +28,10 @@ var ErrUnknownValue = errors.New("unknown value")
 // ':', and line breaks become spaces.
 //
 // value names what N is, one of the sample types of the pprof export of
-// the same recording. Of a sampling recording: "samples" (the default
-// for "") or the sum of the periods ("cpu" for the clock events, else
-// the event's name). Of an instrumented recording, whose call paths are
+// the same recording. Of a sampling recording: "samples" or the sum of
+// the periods ("cpu" for the clock events, else the event's name), the
+// default for "" being the periods when they adapt (model.PeriodAdapts),
+// else the samples. Of an instrumented recording, whose call paths are
 // calltree's (see PPROF): "wall" (the default: self wall time,
 // calibrated, in ns), "wall_raw", "calls", "cpu" when measured, and
 // "samples" and the event's name when sampled alongside; the time
@@ -91,6 +92,9 @@ func foldedValue(p *model.Profile, rec recording, value string) (foldedVal, erro
 		valid = treeTypes(values)
 	} else {
 		period := periodType(p).Type
+		if value == "" && model.PeriodAdapts(p.Header) {
+			value = period // as the reports weigh the samples
+		}
 		switch value {
 		case "", "samples":
 			return foldedVal{}, nil

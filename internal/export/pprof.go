@@ -14,9 +14,10 @@ import (
 // profile.proto.
 //
 // Of a sampling recording, the samples, with two sample types: "samples"
-// (count, the default) and the sum of the samples' Period
-// ("cpu"/nanoseconds for the clock events, the event's name/count for
-// others).
+// (count) and the sum of the samples' Period ("cpu"/nanoseconds for the
+// clock events, the event's name/count for others); the default is the
+// periods where they adapt (model.PeriodAdapts), as the reports weigh
+// the samples, else the samples.
 //
 // Of an instrumented recording (function entry and exit events), the
 // call-path trees of calltree's analysis, which the reports show, with
@@ -126,6 +127,11 @@ func pprofOf(p *model.Profile, samples *calltree.Samples) (*profile.Profile, err
 	}
 	if prof.Period == 0 && p.Header.Freq != 0 && valueType.Unit == "nanoseconds" {
 		prof.Period = int64(1e9 / p.Header.Freq)
+	}
+	if model.PeriodAdapts(p.Header) {
+		// A sample stands for its period's events: pprof shows them
+		// first, as the reports weigh by them.
+		prof.DefaultSampleType = valueType.Type
 	}
 	if !p.Header.StartTime.IsZero() {
 		prof.TimeNanos = p.Header.StartTime.UnixNano()

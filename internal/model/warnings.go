@@ -47,3 +47,14 @@ func PeriodUnit(event string) string {
 	}
 	return "events"
 }
+
+// PeriodAdapts reports whether the samples of a recording with header h
+// have periods the kernel adapts to the event's rate, so that a sample
+// stands for its period's events and not for a fixed amount: a non-clock
+// event sampled at a frequency (-e page-faults -F 999 took samples of 1
+// and of 700 faults in one run). A clock event's period is fixed at
+// 1e9/F ns, and -c fixes any event's. Views weigh samples by period
+// where it adapts, as perf report's Overhead does.
+func PeriodAdapts(h trace.Header) bool {
+	return h.Period == 0 && h.Freq != 0 && PeriodUnit(h.Event) == "events"
+}

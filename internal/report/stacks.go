@@ -58,16 +58,11 @@ type data struct {
 // order and --min: its number of samples or its period sum (byPeriod).
 type weight func(calltree.Count) uint64
 
-// byPeriod reports whether the shares weigh each sample by its period,
-// as perf report's Overhead does: when the event is sampled at a
-// frequency whose period the kernel adapts (every event but the clocks;
-// -F page-faults took samples of 1 and of 700 faults in one recording).
-// A clock event's period is fixed at 1e9/F ns, and -c fixes any event's:
-// the shares of samples are then those of the period, and are counted
-// in samples, exactly as before.
+// byPeriod reports whether the shares weigh each sample by its period
+// (model.PeriodAdapts). Where the period is fixed, the shares of samples
+// are those of the period, and are counted in samples.
 func (d *data) byPeriod() bool {
-	h := d.p.Header
-	return h.Period == 0 && model.PeriodUnit(h.Event) == "events" && d.Total.Period > 0
+	return model.PeriodAdapts(d.p.Header) && d.Total.Period > 0
 }
 
 // weight returns the weight of the sampling views of d.
