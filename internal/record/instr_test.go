@@ -402,6 +402,38 @@ func TestUprobeColdParts(t *testing.T) {
 	}
 }
 
+// TestUprobeIndirectTailCalls probes functions that end with a tail
+// call through a function pointer or a register, in a module that exits
+// by RET probes (testutil.TailCallsCXX): the jumps are their exits, so
+// target, where they jump, runs at main's level, the counts are the
+// program's own, and the one exit the analysis repairs is helper's
+// throw. Before, the 2,000 jumps' exits were missing, and target nested
+// under via_slot and via_reg until main's next call.
+func TestUprobeIndirectTailCalls(t *testing.T) {
+	bin := testutil.BuildCXX(t, t.TempDir(), "tails", testutil.TailCallsCXX, "-O2", "-g")
+	var out strings.Builder
+	_, p := recordCmd(t, Config{Command: []string{bin, "1000"}, Trace: []string{"target", "helper", "via_*", "table", "main"}, NoSampling: true, Stdout: &out})
+	got := entries(p)
+	for _, kv := range strings.Fields(out.String()) {
+		name, n, _ := strings.Cut(kv, "=")
+		if c, err := strconv.Atoi(n); err != nil || got[name] != c {
+			t.Errorf("%s: %d calls recorded, the program counted %s", name, got[name], n)
+		}
+	}
+	res, err := calltree.Build(p, calltree.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Repairs; r.Popped != 1 || r.Unmatched != 0 {
+		t.Errorf("repairs %+v, want helper's throw alone", r)
+	}
+	for _, f := range res.Functions {
+		if f.Name == "target" && (len(f.Callers) != 1 || f.Callers[0].Name != "main" || f.Callers[0].Calls != 2000) {
+			t.Errorf("target's callers %+v, want main, 2000 calls", f.Callers)
+		}
+	}
+}
+
 // TestUprobeAttachRunning attaches uprobes to a running process that keeps
 // creating threads, records for a second and detaches: calls from threads
 // created after the attach are counted, every call that began under the

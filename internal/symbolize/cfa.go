@@ -228,6 +228,17 @@ func (t *cfaTable) lookup(pc uint64) (CFARule, bool) {
 
 // row returns the CFI row at vaddr pc.
 func (t *cfaTable) row(pc uint64) (UnwindRow, error) {
+	fde := t.fde(pc)
+	if fde == nil {
+		// Not formatted with pc: in auto mode every frame of code
+		// without CFI (Go, frame-pointer code) comes here, per sample.
+		return UnwindRow{}, ErrNoCFI
+	}
+	return t.eval(fde, pc)
+}
+
+// fde returns the FDE covering vaddr pc, here or in t.next; nil if none.
+func (t *cfaTable) fde(pc uint64) *fdeInfo {
 	// The last FDE starting at or before pc.
 	lo, hi := 0, len(t.fdes)
 	for lo < hi {
@@ -240,13 +251,29 @@ func (t *cfaTable) row(pc uint64) (UnwindRow, error) {
 	}
 	if lo == 0 || pc >= t.fdes[lo-1].hi {
 		if t.next != nil {
-			return t.next.row(pc)
+			return t.next.fde(pc)
 		}
-		// Not formatted with pc: in auto mode every frame of code
-		// without CFI (Go, frame-pointer code) comes here, per sample.
-		return UnwindRow{}, ErrNoCFI
+		return nil
 	}
-	return t.eval(&t.fdes[lo-1], pc)
+	return &t.fdes[lo-1]
+}
+
+// FDERange returns the ELF virtual addresses [lo, hi) that the CFI entry
+// (FDE) covering vaddr describes: a function, or a part of one (its cold
+// part has its own), as the compiler emitted it. ok is false where no
+// FDE covers vaddr. Where a symbol's extent is a guess (a symbol without
+// a size runs to the next one, across .plt), the FDE tells whether two
+// addresses are one function's code.
+func (f *File) FDERange(vaddr uint64) (lo, hi uint64, ok bool) {
+	f.cfaOnce.Do(f.loadCFA)
+	if f.cfa == nil {
+		return 0, 0, false
+	}
+	fde := f.cfa.fde(vaddr)
+	if fde == nil {
+		return 0, 0, false
+	}
+	return fde.lo, fde.hi, true
 }
 
 // cfiState is the part of a CFI row that UnwindRow returns.

@@ -79,3 +79,46 @@ int main(int argc, char **argv) {
 	return 0;
 }
 `
+
+// TailCallsCXX ends functions with indirect tail calls, in a module that
+// can host C++ unwinding (so that uprobe exits are RET probes): via_slot
+// jumps through a function pointer variable (jmp *slot(%rip) with g++
+// -O2), via_reg calls helper, tears its frame down and jumps through a
+// register; table dispatches through a jump table inside itself, which
+// leaves nothing. Each of argv[1] rounds calls via_slot, via_reg and
+// table once; helper throws once at the end. It prints its own call
+// counts: for 1000 rounds "target=2000 helper=1001 via_slot=1000
+// via_reg=1000 table=1000".
+const TailCallsCXX = `#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+static volatile long sink;
+long targets, helpers, tables, slots, regs;
+typedef long (*fn_t)(long);
+extern "C" __attribute__((noinline)) long target(long x) { targets++; return x + 1; }
+extern "C" __attribute__((noinline)) long helper(long x) { helpers++; if (x < 0) throw std::runtime_error("neg"); return x * 3; }
+fn_t slot = target;
+extern "C" __attribute__((noinline)) long via_slot(long x) { slots++; return slot(x * 2); }
+struct ops { fn_t f; long k; };
+extern "C" __attribute__((noinline)) long via_reg(ops *o, long x) { regs++; long y = helper(x + o->k); return o->f(y); }
+extern "C" __attribute__((noinline)) long table(long x) {
+	tables++;
+	switch (x & 7) {
+	case 0: return x + 11; case 1: return x * 13; case 2: return x - 17; case 3: return x ^ 19;
+	case 4: return x + 23; case 5: return x * 29; case 6: return x - 31; default: return x ^ 37;
+	}
+}
+int main(int argc, char **argv) {
+	long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;
+	ops o{target, 5};
+	for (long i = 0; i < n; i++) {
+		s += via_slot(i);
+		s += via_reg(&o, i);
+		s += table(i);
+	}
+	try { helper(-1); } catch (const std::exception &) { s++; }
+	sink = s;
+	std::printf("target=%ld helper=%ld via_slot=%ld via_reg=%ld table=%ld\n", targets, helpers, slots, regs, tables);
+	return 0;
+}
+`

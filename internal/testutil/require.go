@@ -72,6 +72,22 @@ func RequireFile(t testing.TB, path, pkg string) string {
 	return path
 }
 
+// BuildCXX compiles C++ source with g++ and flags (nothing else: the
+// flags say how) into dir and returns the binary path.
+func BuildCXX(t testing.TB, dir, name, src string, flags ...string) string {
+	t.Helper()
+	gxx := RequireCommand(t, "g++")
+	path := filepath.Join(dir, name+".cc")
+	bin := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gxx, append(flags, "-o", bin, path)...).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // BuildC compiles C source with gcc into dir and returns the binary path.
 // Fixtures keep frame pointers so frame-pointer call chains are complete.
 func BuildC(t testing.TB, dir, name, src string, flags ...string) string {

@@ -210,7 +210,7 @@ func TestCallSitesLongjmp(t *testing.T) {
 // instead of sharing that offset, and the set attaches and records.
 func TestCallSiteOnExit(t *testing.T) {
 	dir := t.TempDir()
-	bin := buildCXX(t, dir, "tailjump", `#include <cstdio>
+	bin := testutil.BuildCXX(t, dir, "tailjump", `#include <cstdio>
 #include <stdexcept>
 #include <unistd.h>
 volatile long sink;

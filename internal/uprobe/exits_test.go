@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -67,28 +65,13 @@ func runPlanned(t *testing.T, bin string, sites []Site) (string, counts, error) 
 	return out, c.finish(), err
 }
 
-// buildCXX compiles the C++ source src as dir/name with g++ and flags.
-func buildCXX(t *testing.T, dir, name, src string, flags ...string) string {
-	t.Helper()
-	gxx := testutil.RequireCommand(t, "g++")
-	path := filepath.Join(dir, name+".cc")
-	bin := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gxx, append(flags, "-o", bin, path)...).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestExitsPerFunction: in a module that throws C++ exceptions, the
 // functions an exception can pass through exit by RET probes and the
 // others by return probes; with a return probe on middle instead, the
 // exception's unwinder meets the trampoline's address and the program is
 // terminated, which the per-function choice avoids.
 func TestExitsPerFunction(t *testing.T) {
-	bin := buildCXX(t, t.TempDir(), "throw", throwFixture, "-O1", "-fno-omit-frame-pointer")
+	bin := testutil.BuildCXX(t, t.TempDir(), "throw", throwFixture, "-O1", "-fno-omit-frame-pointer")
 	sites, err := Plan(bin, []string{"pure*", "callsPure*", "deepest*", "middle*", "guarded*"})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +192,7 @@ int main() {
 // decode is not taken as one no exception passes (it would get a return
 // probe): it is left unprobed with the reason.
 func TestExitsVEX(t *testing.T) {
-	bin := buildCXX(t, t.TempDir(), "vex", vexFixture, "-O2")
+	bin := testutil.BuildCXX(t, t.TempDir(), "vex", vexFixture, "-O2")
 	sites, err := Plan(bin, []string{"g*", "opaque*"})
 	var skip *SkipError
 	if !errors.As(err, &skip) || len(skip.Skipped) != 1 || withoutParams(skip.Skipped[0].Function) != "opaque" {
@@ -263,7 +246,7 @@ func TestExitsHostedUnwinding(t *testing.T) {
 		{"static", staticFixture, "mid(int)", []string{"-O2", "-static"}, "caught 2", [2]int{3, 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			bin := buildCXX(t, dir, strings.ReplaceAll(tt.name, ":", ""), tt.src, tt.flags...)
+			bin := testutil.BuildCXX(t, dir, strings.ReplaceAll(tt.name, ":", ""), tt.src, tt.flags...)
 			sites, err := Plan(bin, []string{withoutParams(tt.fn)})
 			if err != nil {
 				t.Fatal(err)

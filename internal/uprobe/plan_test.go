@@ -154,7 +154,7 @@ int main() {
 `
 
 func TestPlanCXX(t *testing.T) {
-	bin := buildCXX(t, t.TempDir(), "cxx", cxxFixture, "-O1", "-fno-inline")
+	bin := testutil.BuildCXX(t, t.TempDir(), "cxx", cxxFixture, "-O1", "-fno-inline")
 	for _, tt := range []struct {
 		pattern string
 		want    []string
@@ -578,4 +578,60 @@ func TestPlanColdParts(t *testing.T) {
 	if !landed {
 		t.Error("work.cold jumps to no return point of a call of leaf: the fixture does not test what it should")
 	}
+}
+
+// TestIndirectTailCalls: in a module that exits by RET probes, a jump
+// through a function pointer variable and a jump through a register
+// after the epilogue leave their functions, and are exits; a jump table
+// inside a function is not, nor are the .plt's jmp *GOT stubs that
+// _init's guessed extent (a symbol without a size) runs into.
+func TestIndirectTailCalls(t *testing.T) {
+	bin := testutil.BuildCXX(t, t.TempDir(), "tails", testutil.TailCallsCXX, "-O2", "-g")
+	f, err := symbolize.OpenFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[string][]string{}
+	for _, fn := range f.Functions() {
+		code, err := f.Code(fn.Addr, fn.Size)
+		if err != nil {
+			continue
+		}
+		ins, err := decodeFunc(code)
+		if err != nil {
+			continue
+		}
+		for _, off := range indirectTailCalls(f, fn.Addr, ins) {
+			i := slices.IndexFunc(ins, func(in insn) bool { return in.off == off })
+			got[fn.Name] = append(got[fn.Name], x86asm.GNUSyntax(mustDecode(t, ins[i].raw), 0, nil))
+		}
+	}
+	if len(got["via_slot"]) != 1 || !strings.Contains(got["via_slot"][0], "(%rip)") ||
+		len(got["via_reg"]) != 1 || len(got) != 2 {
+		t.Errorf("indirect tail calls %q, want via_slot's jmp through slot(%%rip) and via_reg's", got)
+	}
+	sites, err := Plan(bin, []string{"via_*", "table"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sites {
+		if s.Return || len(s.Calls) > 0 {
+			t.Fatalf("%s: %+v, want RET probes: the module can host C++ unwinding", s.Function, s)
+		}
+		// table: its RETs; via_*: the tail call, at the end.
+		if n := map[string]int{"via_slot": 1, "via_reg": 1}[s.Function]; n > 0 && len(s.Exits) != n {
+			t.Errorf("%s: exits %#x, want the tail call alone", s.Function, s.Exits)
+		}
+	}
+}
+
+// mustDecode decodes the one instruction b.
+func mustDecode(t *testing.T, b []byte) x86asm.Inst {
+	t.Helper()
+	in, err := x86asm.Decode(b, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
