@@ -342,7 +342,7 @@ func reportCmd() *cobra.Command {
 	f.IntVar(&pid, "pid", 0, "only this process")
 	f.IntVar(&tid, "tid", 0, "only this thread")
 	f.StringVar(&thread, "thread", "", "only the threads one of whose names matches this glob (or with this tid, when a number)")
-	f.StringVar(&by, "by", "thread", "thread | goroutine: one tree (threads: row, callflow: flow) per goroutine of a Go program")
+	f.StringVar(&by, "by", "", "thread | goroutine: one tree (threads: row, callflow: flow) per goroutine of a Go program (default: goroutine for the calls of an instrumented Go program, which return on whatever thread runs their goroutine; else thread)")
 	labelFlag(c, &labels)
 	f.Float64Var(&min, "min", 0, "hide entries below this percentage (tree: prune nodes whose cumulative share is lower)")
 	f.BoolVar(&raw, "raw", false, "instrumented recordings: times as recorded, probe cost included (default: calibrated)")

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"trueprof/internal/calltree"
 	"trueprof/internal/model"
+	"trueprof/internal/report"
 	"trueprof/internal/testutil"
 )
 
@@ -85,6 +87,38 @@ func TestGoroutinesUprobes(t *testing.T) {
 	}
 	if len(calls) != len(workers) {
 		t.Errorf("calls per goroutine %v, want only the workers %v", calls, workers)
+	}
+}
+
+// TestGoroutinesUprobeTree probes every main.* function of the fixture,
+// whose worker goroutines block, sleep and yield inside their probed
+// function and come back on another thread: by goroutine, which the call
+// views default to, every call has its exit; by thread, calls are left
+// open on one thread and exits match nothing on another.
+func TestGoroutinesUprobeTree(t *testing.T) {
+	bin := goFixture(t)
+	p, _, _ := recordGoFixture(t, Config{Command: []string{bin}, Trace: []string{"main.*"}, NoSampling: true})
+	by := func(goroutine bool) calltree.Repairs {
+		res, err := calltree.Build(p, calltree.Options{ByGoroutine: goroutine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Repairs
+	}
+	thread, goroutine := by(false), by(true)
+	t.Logf("repairs by thread %+v, by goroutine %+v", thread, goroutine)
+	if goroutine.Popped+goroutine.Unmatched != 0 {
+		t.Errorf("by goroutine: repairs %+v, want none", goroutine)
+	}
+	if thread.Unmatched == 0 {
+		t.Errorf("by thread: no exit on another thread than its call's (%+v): the goroutines did not move", thread)
+	}
+	var out bytes.Buffer
+	if err := report.Write(&out, p, report.Options{View: "flat", Format: "text"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "By:         goroutine") || !strings.Contains(out.String(), "Repairs:    0") {
+		t.Errorf("the flat view is not by goroutine by default, or repaired:\n%s", out.String())
 	}
 }
 

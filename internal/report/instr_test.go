@@ -61,10 +61,37 @@ func TestGoGolden(t *testing.T) {
 	runGolden(t, "go-", modeltest.GoFixture(), append(opts,
 		report.Options{View: "callflow", Format: "text", By: "goroutine"},
 		report.Options{View: "flat", Format: "text", By: "goroutine"},
-		report.Options{View: "tree", Format: "text"}))
+		report.Options{View: "tree", Format: "text", By: "thread"}))
 	p := modeltest.GoFixture()
 	p.Events = nil
 	runGolden(t, "go-sampling-", p, opts)
+}
+
+// TestDefaultBy: the call views of an instrumented Go recording are by
+// goroutine unless told otherwise (its calls return on whatever thread
+// the goroutine runs on then); its threads view, one with a thread
+// filter, and its samples alone are by thread.
+func TestDefaultBy(t *testing.T) {
+	samples := modeltest.GoFixture()
+	samples.Events = nil
+	for _, tt := range []struct {
+		p    *model.Profile
+		o    report.Options
+		want string
+	}{
+		{modeltest.GoFixture(), report.Options{View: "tree"}, "goroutine"},
+		{modeltest.GoFixture(), report.Options{View: "flat"}, "goroutine"},
+		{modeltest.GoFixture(), report.Options{View: "callflow"}, "goroutine"},
+		{modeltest.GoFixture(), report.Options{View: "threads"}, "thread"},
+		{modeltest.GoFixture(), report.Options{View: "tree", Filter: model.Filter{Thread: "*"}}, "thread"},
+		{samples, report.Options{View: "tree"}, "thread"},
+	} {
+		by := tt.o
+		by.By = tt.want
+		if got, want := writeText(t, tt.p, tt.o), writeText(t, tt.p, by); got != want {
+			t.Errorf("%s %+v with events %v: not the report by %s:\n%s", tt.o.View, tt.o.Filter, len(tt.p.Events) > 0, tt.want, got)
+		}
+	}
 }
 
 // instrJSON runs a JSON report of an instrumented recording into a

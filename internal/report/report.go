@@ -46,14 +46,16 @@ type Options struct {
 	// total.
 	model.Filter
 
-	// By is "thread" (the default when empty) or "goroutine"; see
-	// Groupings. A Go program's goroutines move between threads, so
-	// "goroutine" gives tree, threads and callflow one tree, row or flow
-	// per goroutine, and makes an instrumented recording's calls match
-	// across threads (changing flat and arcflow too). A thread's records
-	// belong to the goroutine it last switched to. tprof, which counts
-	// threads, refuses it, and so does a recording without goroutine
-	// switches (an error wrapping calltree.ErrNoGoroutines).
+	// By is "thread" or "goroutine"; see Groupings. A Go program's
+	// goroutines move between threads, so "goroutine" gives tree,
+	// threads and callflow one tree, row or flow per goroutine, and
+	// makes an instrumented recording's calls match across threads
+	// (changing flat and arcflow too). A thread's records belong to the
+	// goroutine it last switched to. tprof, which counts threads,
+	// refuses it, and so does a recording without goroutine switches
+	// (an error wrapping calltree.ErrNoGoroutines). Empty is the default
+	// (defaultBy): "goroutine" for the call views of an instrumented
+	// recording with goroutine switches, else "thread".
 	By string
 
 	// ExcludeInterrupts removes the time of the interrupts handled while
@@ -126,9 +128,23 @@ func Views() []string {
 // Formats returns the names of the output formats, sorted.
 func Formats() []string { return []string{"json", "text"} }
 
-// Groupings returns the values of Options.By, the default ("thread")
-// first.
+// Groupings returns the values of Options.By.
 func Groupings() []string { return []string{"thread", "goroutine"} }
+
+// defaultBy is Options.By when it is empty: "goroutine" for the call
+// views (flat, tree, arcflow, callflow) of an instrumented recording of
+// a Go program, whose calls return on whatever thread their goroutine
+// runs on then (by thread, trueprof's own report command under uprobes
+// had 4,842 calls without an exit and 4,873 exits without a call), and
+// "thread" otherwise: for samples, which need no matching, for the
+// threads view, which is about threads, and with a thread filter.
+func defaultBy(src source, o Options) string {
+	calls := o.View == "flat" || o.View == "tree" || o.View == "arcflow" || o.View == "callflow"
+	if calls && src.p.HasCalls() && src.goIDs() > 0 && !o.HasTID && o.Thread == "" {
+		return "goroutine"
+	}
+	return "thread"
+}
 
 // Write writes the report o.View of p to w in o.Format; WriteStream
 // does without holding the records. An unknown view,
@@ -177,6 +193,9 @@ func write(w io.Writer, src source, o Options) error {
 	}
 	if o.By != "" && !slices.Contains(Groupings(), o.By) {
 		return fmt.Errorf("%w %q (valid: %s)", ErrUnknownGrouping, o.By, strings.Join(Groupings(), ", "))
+	}
+	if o.By == "" {
+		o.By = defaultBy(src, o)
 	}
 	m, err := o.Filter.Compile()
 	if err != nil {

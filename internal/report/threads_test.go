@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -78,6 +79,9 @@ func TestThreadsProperty(t *testing.T) {
 			if len(p.Events) > 0 {
 				var tree report.InstrTreeReport
 				o.View = "tree"
+				// The threads view's grouping: by itself the tree of a
+				// recording with goroutine switches is by goroutine.
+				o.By = cmp.Or(o.By, "thread")
 				writeJSON(t, p, o, &tree)
 				var roots calltree.Metrics
 				var events uint64
