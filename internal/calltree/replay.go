@@ -450,7 +450,7 @@ func siteTails(c *trace.SiteCosts, probes []model.Probe) map[uint32][4]float64 {
 			t[2] = min(max(c.EntrySteppedCaller, 0), extra)
 			t[0] = extra - t[2]
 		}
-		if pr.Mech == trace.ProbeRetInsn {
+		if pr.Mech == trace.ProbeRetInsn || pr.RetInsn {
 			extra := max(c.ExitRetInsn-c.ExitReturn, 0)
 			t[3] = min(max(c.ExitRetInsnBefore, 0), extra)
 			t[1] = extra - t[3]

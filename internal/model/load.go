@@ -349,7 +349,7 @@ func (l *loader) add(rec trace.Record) error {
 		if r.Function == 0 || int(r.Function) >= len(p.Locations) {
 			return fmt.Errorf("%w: probe for undefined location %d", errCorrupt, r.Function)
 		}
-		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech, Stepped: r.Stepped, CallSite: r.CallSite})
+		p.Probes = append(p.Probes, Probe{Time: r.Time, PID: r.PID, Function: r.Function, Address: r.Address, Mech: r.Mech, Stepped: r.Stepped, CallSite: r.CallSite, RetInsn: r.RetInsn})
 	case *trace.Labels:
 		lb := Labels{Time: r.Time, PID: r.PID, GoID: r.GoID, Truncated: r.Truncated}
 		for _, pair := range r.Pairs {

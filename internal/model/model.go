@@ -179,6 +179,7 @@ type Probe struct {
 	Mech     trace.ProbeMech
 	Stepped  bool // the entry probe's instruction is single-stepped (trace.Probe)
 	CallSite bool // probed at its callers (trace.Probe)
+	RetInsn  bool // exits by RET-instruction probes (trace.Probe)
 }
 
 // Adjust is time a thread spent in the profiler rather than its own code,

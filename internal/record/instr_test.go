@@ -432,6 +432,22 @@ func TestUprobeIndirectTailCalls(t *testing.T) {
 			t.Errorf("target's callers %+v, want main, 2000 calls", f.Callers)
 		}
 	}
+
+	// Placed lazily under --root, the probes say that they exit by RET
+	// probes, which calibration charges as such.
+	_, p = recordCmd(t, Config{Command: []string{bin, "1000"}, Root: "main", NoSampling: true, Stdout: io.Discard})
+	lazy := 0
+	for _, pr := range p.Probes {
+		if pr.Mech == trace.ProbeDynamic {
+			lazy++
+			if !pr.RetInsn {
+				t.Errorf("lazy probe of %s: %+v, want RetInsn", p.Locations[pr.Function].Frames[0].Function, pr)
+			}
+		}
+	}
+	if lazy == 0 {
+		t.Error("--root main placed no probe lazily")
+	}
 }
 
 // TestUprobeAttachRunning attaches uprobes to a running process that keeps

@@ -444,7 +444,7 @@ func (p *uprobePlanner) placeModule(pid int, m plannedModule, lazy bool) (*uprob
 			mech = trace.ProbeReturn
 		}
 		u.probes = append(u.probes, trace.Probe{PID: uint32(pid), Function: fn, Address: site.Start, Mech: mech, Stepped: !site.Emulated,
-			CallSite: len(site.Calls) > 0})
+			CallSite: len(site.Calls) > 0, RetInsn: len(site.Exits) > 0})
 		root := p.inSubgraph(m, site)
 		p.live[liveKey{module, starts[i]}] = liveProbe{src: u, site: i, probe: u.probes[i], path: m.path, name: site.Function, root: root}
 		if root {

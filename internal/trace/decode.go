@@ -528,6 +528,9 @@ func (d *chunkDecoder) decode(major Major, minor uint8, timed bool, t uint64, p 
 		if p.i < len(p.b) {
 			pr.CallSite = p.uvarint() != 0
 		}
+		if p.i < len(p.b) {
+			pr.RetInsn = p.uvarint() != 0
+		}
 		return pr
 	case MajorAdjust:
 		a := fresh(d, &d.scratch.adjust)

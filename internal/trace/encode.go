@@ -209,15 +209,18 @@ func (c *chunkBuilder) add(r Record) error {
 		b = binary.AppendUvarint(b, u(r.PID))
 		b = binary.AppendUvarint(b, u(r.Function))
 		b = binary.AppendUvarint(b, r.Address)
-		// Appended fields, which older readers ignore: Stepped, then
-		// CallSite, each 0 or 1, written up to the last one set.
-		switch {
-		case r.CallSite && r.Stepped:
-			b = append(b, 1, 1)
-		case r.CallSite:
-			b = append(b, 0, 1)
-		case r.Stepped:
-			b = append(b, 1)
+		// Appended fields, which older readers ignore: Stepped, CallSite
+		// and RetInsn, each 0 or 1, written up to the last one set.
+		flags := []bool{r.Stepped, r.CallSite, r.RetInsn}
+		for len(flags) > 0 && !flags[len(flags)-1] {
+			flags = flags[:len(flags)-1]
+		}
+		for _, f := range flags {
+			if f {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
 		}
 	case *Adjust:
 		b = c.appendTime(b, r.Time)

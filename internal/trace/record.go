@@ -569,6 +569,12 @@ type Probe struct {
 	// exit ends are no repair. Appended after Stepped; older traces read
 	// false.
 	CallSite bool
+	// RetInsn: the function's exits are uprobes on its RET instructions
+	// and tail jumps (ProbeRetInsn; a lazy probe, ProbeDynamic, may be
+	// too), each single-stepped: they cost Calibration.Sites' RET-probe
+	// exit. Appended after CallSite; older traces read false (their
+	// lazy probes' exits were taken as return probes).
+	RetInsn bool
 }
 
 // Adjust records time thread TID spent in the profiler rather than in its

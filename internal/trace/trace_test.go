@@ -520,6 +520,9 @@ func TestRoundTripInstrumentation(t *testing.T) {
 		&Probe{Time: 9, PID: 1, Function: 3, Address: math.MaxUint64, Mech: ProbeRetInsn},
 		&Probe{Time: 9, PID: 1, Function: 4, Address: 5, Mech: ProbeEntry, Stepped: true},
 		&Probe{Time: 9, PID: 1, Function: 5, Address: 6, Mech: ProbeDynamic, CallSite: true},
+		// RetInsn alone, and with the two flags before it.
+		&Probe{Time: 9, PID: 1, Function: 6, Address: 7, Mech: ProbeDynamic, RetInsn: true},
+		&Probe{Time: 9, PID: 1, Function: 7, Address: 8, Mech: ProbeDynamic, Stepped: true, CallSite: true, RetInsn: true},
 		&Adjust{Time: 10, PID: 1, TID: 2, Duration: 1234, Dropped: math.MaxUint64},
 		&IRQ{Time: 11, PID: 1, TID: 2, CPU: 1, Kind: IRQSoft, Vector: 7, Duration: 2500},
 		&GoID{Time: 12, PID: 1, TID: 2, GoID: math.MaxUint64},
