@@ -20,6 +20,11 @@ type CFARule struct {
 	Offset   int64 // CFA = Register + Offset
 }
 
+// ReturnOnTop reports whether the CFA is %rsp+8: the return address is
+// on top of the stack, as at the function's entry, its frame not set up
+// yet or torn down already.
+func (r CFARule) ReturnOnTop() bool { return r.Register == dwarfRSP && r.Offset == 8 }
+
 // DWARF register numbers of x86-64 (System V psABI, figure 3.36).
 const (
 	dwarfRBP = 6

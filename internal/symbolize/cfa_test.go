@@ -677,3 +677,20 @@ func ExampleFile_CFA() {
 		fmt.Printf("return address at %#x\n", retAddrSlot)
 	}
 }
+
+// TestReturnOnTop: only a CFA of %rsp+8 has the return address on top.
+func TestReturnOnTop(t *testing.T) {
+	for _, tt := range []struct {
+		r    CFARule
+		want bool
+	}{
+		{CFARule{Register: dwarfRSP, Offset: 8}, true},
+		{CFARule{Register: dwarfRSP, Offset: 16}, false},
+		{CFARule{Register: dwarfRBP, Offset: 8}, false},
+		{CFARule{}, false},
+	} {
+		if got := tt.r.ReturnOnTop(); got != tt.want {
+			t.Errorf("%+v.ReturnOnTop() = %v", tt.r, got)
+		}
+	}
+}

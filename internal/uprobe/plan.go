@@ -333,7 +333,7 @@ func indirectTailCalls(f *symbolize.File, addr uint64, ins []insn) []int {
 		if !ok {
 			continue
 		}
-		if rule, ok := f.CFA(off); ok && rule == (symbolize.CFARule{Register: 7, Offset: 8}) {
+		if rule, ok := f.CFA(off); ok && rule.ReturnOnTop() {
 			out = append(out, in.off)
 		}
 	}
