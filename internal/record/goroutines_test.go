@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -119,6 +120,33 @@ func TestGoroutinesUprobeTree(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "By:         goroutine") || !strings.Contains(out.String(), "Repairs:    0") {
 		t.Errorf("the flat view is not by goroutine by default, or repaired:\n%s", out.String())
+	}
+}
+
+// TestGoroutinesRootSleepers expands --root main.worker through
+// time.Sleep into the runtime (testutil.SleepersGo): the functions that
+// switch goroutines (runtime.mcall) stay unprobed, so every call has its
+// exit, and the counts are the program's design. Probed, mcall's 693
+// calls had no exit, and the goroutines' later calls nested under them.
+func TestGoroutinesRootSleepers(t *testing.T) {
+	bin := testutil.BuildGo(t, t.TempDir(), "sleepers", testutil.SleepersGo)
+	_, p := recordCmd(t, Config{Command: []string{bin}, Root: "main.worker", NoSampling: true, Stdout: io.Discard})
+	res, err := calltree.Build(p, calltree.Options{ByGoroutine: true, Root: "main.worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Repairs; r.Popped+r.Unmatched+r.Unclosed != 0 {
+		t.Errorf("repairs %+v, want none", r)
+	}
+	calls := map[string]uint64{}
+	for _, f := range res.Functions {
+		calls[f.Name] = f.Calls
+	}
+	if calls["main.worker"] != 8 || calls["main.mid"] != 16000 || calls["main.leaf"] != 160000 || calls["time.Sleep"] != 320 {
+		t.Errorf("calls %v, want worker 8, mid 16000, leaf 160000, time.Sleep 320", calls)
+	}
+	if calls["runtime.mcall"] != 0 {
+		t.Errorf("runtime.mcall probed: %d calls", calls["runtime.mcall"])
 	}
 }
 

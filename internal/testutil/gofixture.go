@@ -282,3 +282,56 @@ func CheckGoroutineFixture(t testing.TB, out []byte, switches []GoSwitch) []uint
 	t.Logf("%d switches; %d workers, %d of them on several threads; %d observations agree", len(switches), len(workers), migrated, seen-wrong)
 	return workers
 }
+
+// SleepersGo runs 8 goroutines, each calling worker, which calls mid
+// 2000 times, which calls leaf 10 times and sleeps every 50th call: the
+// goroutines park inside mid (time.Sleep, runtime.gopark, runtime.mcall)
+// and resume, often on another thread. It prints the sum of the results.
+const SleepersGo = `package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+//go:noinline
+func leaf(i int) int { return i*3 + 1 }
+
+//go:noinline
+func mid(i int) int {
+	s := 0
+	for k := 0; k < 10; k++ {
+		s += leaf(i + k)
+	}
+	if i%50 == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	return s
+}
+
+//go:noinline
+func worker(n int, out chan<- int) {
+	s := 0
+	for i := 0; i < n; i++ {
+		s += mid(i)
+	}
+	out <- s
+}
+
+func main() {
+	out := make(chan int, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); worker(2000, out) }()
+	}
+	wg.Wait()
+	close(out)
+	t := 0
+	for v := range out {
+		t += v
+	}
+	fmt.Println(t)
+}
+`

@@ -149,6 +149,10 @@ func PlanOptions(path string, patterns []string, o Options) ([]Site, error) {
 			continue
 		}
 		lastAddr = fn.Addr
+		if f.IsGo() && goSwitches[strings.TrimSuffix(fn.Name, ".abi0")] {
+			skip.Skipped = append(skip.Skipped, Skipped{fn.Name, errGoSwitch})
+			continue
+		}
 		if parent, cold := f.ColdParent(fn.Addr); cold {
 			// Code of its function, which the function's probes cover
 			// (planFunction): an entry probe here would count every
@@ -339,6 +343,29 @@ func indirectTailCalls(f *symbolize.File, addr uint64, ins []insn) []int {
 	}
 	return out
 }
+
+// goSwitches are the Go runtime's functions that switch stacks or
+// goroutines and never return to their caller by their own RET: mcall
+// saves the goroutine and runs its argument on g0, and the goroutine
+// resumes in mcall's caller (gogo); morestack and newstack restart the
+// function on a new stack; the scheduler's functions on g0 end in
+// gogo; goexit and mstart never return. Probed, each of their calls is
+// left open until a caller's exit: --root main.worker on a Go program
+// whose goroutines sleep probed runtime.mcall through time.Sleep and
+// gopark, and 693 calls had no exit, every later call of their
+// goroutine nested under them.
+var goSwitches = map[string]bool{
+	"runtime.mcall": true, "runtime.gogo": true, "runtime.morestack": true, "runtime.morestack_noctxt": true, "runtime.morestackc": true,
+	"runtime.newstack": true, "runtime.schedule": true, "runtime.execute": true, "runtime.park_m": true,
+	"runtime.gosched_m": true, "runtime.goschedguarded_m": true, "runtime.gopreempt_m": true,
+	"runtime.preemptPark": true, "runtime.goyield_m": true, "runtime.exitsyscall0": true,
+	"runtime.goexit": true, "runtime.goexit0": true, "runtime.goexit1": true, "runtime.Goexit": true,
+	"runtime.mstart": true, "runtime.mstart0": true, "runtime.mstart1": true, "runtime.rt0_go": true,
+	"runtime.coroswitch_m": true,
+}
+
+// errGoSwitch is why Plan leaves out a function of goSwitches.
+var errGoSwitch = errors.New("switches stacks or goroutines and never returns to its caller")
 
 // coldPartError is why Plan leaves out a cold part whose function it
 // does not probe.

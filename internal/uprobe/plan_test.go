@@ -635,3 +635,30 @@ func mustDecode(t *testing.T, b []byte) x86asm.Inst {
 	}
 	return in
 }
+
+// TestPlanGoSwitches: the Go runtime's functions that switch stacks or
+// goroutines (runtime.mcall, morestack, the scheduler's) are never
+// probed: none returns to its caller by its own RET. Those that return,
+// however long they park (runtime.gopark), are.
+func TestPlanGoSwitches(t *testing.T) {
+	bin := testutil.BuildGo(t, t.TempDir(), "sleepers", testutil.SleepersGo)
+	sites, err := Plan(bin, []string{"runtime.mcall", "runtime.morestack*", "runtime.schedule", "runtime.gopark"})
+	var skip *SkipError
+	if !errors.As(err, &skip) {
+		t.Fatalf("err %v, want the switches skipped", err)
+	}
+	if got := names(sites); !slices.Equal(got, []string{"runtime.gopark"}) {
+		t.Errorf("planned %q, want runtime.gopark alone", got)
+	}
+	var skipped []string
+	for _, s := range skip.Skipped {
+		if errors.Is(s.Reason, errGoSwitch) {
+			skipped = append(skipped, strings.TrimSuffix(s.Function, ".abi0"))
+		}
+	}
+	for _, fn := range []string{"runtime.mcall", "runtime.morestack", "runtime.morestack_noctxt", "runtime.schedule"} {
+		if !slices.Contains(skipped, fn) {
+			t.Errorf("%s not skipped as a switch (skipped: %q)", fn, skipped)
+		}
+	}
+}
