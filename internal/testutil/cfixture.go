@@ -84,16 +84,17 @@ int main(int argc, char **argv) {
 // can host C++ unwinding (so that uprobe exits are RET probes): via_slot
 // jumps through a function pointer variable (jmp *slot(%rip) with g++
 // -O2), via_reg calls helper, tears its frame down and jumps through a
-// register; table dispatches through a jump table inside itself, which
-// leaves nothing. Each of argv[1] rounds calls via_slot, via_reg and
-// table once; helper throws once at the end. It prints its own call
-// counts: for 1000 rounds "target=2000 helper=1001 via_slot=1000
-// via_reg=1000 table=1000".
+// register, via_obj (no frame) loads an object's function pointer and
+// jumps through it; table dispatches through a jump table inside
+// itself, which leaves nothing. Each of argv[1] rounds calls via_slot,
+// via_reg, via_obj and table once; helper throws once at the end. It
+// prints its own call counts: for 1000 rounds "target=3000 helper=1001
+// via_slot=1000 via_reg=1000 via_obj=1000 table=1000".
 const TailCallsCXX = `#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 static volatile long sink;
-long targets, helpers, tables, slots, regs;
+long targets, helpers, tables, slots, regs, objs;
 typedef long (*fn_t)(long);
 extern "C" __attribute__((noinline)) long target(long x) { targets++; return x + 1; }
 extern "C" __attribute__((noinline)) long helper(long x) { helpers++; if (x < 0) throw std::runtime_error("neg"); return x * 3; }
@@ -101,6 +102,7 @@ fn_t slot = target;
 extern "C" __attribute__((noinline)) long via_slot(long x) { slots++; return slot(x * 2); }
 struct ops { fn_t f; long k; };
 extern "C" __attribute__((noinline)) long via_reg(ops *o, long x) { regs++; long y = helper(x + o->k); return o->f(y); }
+extern "C" __attribute__((noinline)) long via_obj(ops *o, long x) { objs++; return o->f(x); }
 extern "C" __attribute__((noinline)) long table(long x) {
 	tables++;
 	switch (x & 7) {
@@ -114,11 +116,12 @@ int main(int argc, char **argv) {
 	for (long i = 0; i < n; i++) {
 		s += via_slot(i);
 		s += via_reg(&o, i);
+		s += via_obj(&o, i);
 		s += table(i);
 	}
 	try { helper(-1); } catch (const std::exception &) { s++; }
 	sink = s;
-	std::printf("target=%ld helper=%ld via_slot=%ld via_reg=%ld table=%ld\n", targets, helpers, slots, regs, tables);
+	std::printf("target=%ld helper=%ld via_slot=%ld via_reg=%ld via_obj=%ld table=%ld\n", targets, helpers, slots, regs, objs, tables);
 	return 0;
 }
 `

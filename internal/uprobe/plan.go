@@ -306,32 +306,49 @@ func exitAddrs(f *symbolize.File, fn symbolize.Function, ins []insn, size int) (
 //     table inside the function is indexed, which RIP-relative operands
 //     cannot be), or
 //   - it comes right after the epilogue (a pop, leave or stack
-//     adjustment),
+//     adjustment), or
+//   - it goes through a pointer loaded without an index (pointerJump:
+//     a vtable's slot, jmp *0x20(%rax), or mov 0x20(%rax),%rax before
+//     jmp *%rax, in a function without a frame),
 //
 // and the CFI says the frame is gone there (the CFA is %rsp+8, the
 // return address on top as at the entry) in the same CFI entry as addr
 // (symbolize.File.FDERange): the code is the function's as its compiler
 // described it, not code a symbol without a size runs into (_init's
-// guessed extent holds the .plt's jmp *GOT stubs). A table jump is
-// neither (a frameless function's CFA is %rsp+8 throughout, hence the
-// first condition). Code without CFI keeps its indirect jumps unprobed,
-// and so does a frameless function's tail call through a register: the
-// analysis repairs the exits they skip.
+// guessed extent holds the .plt's jmp *GOT stubs). A table jump is none
+// of these: its target comes from an indexed load (a frameless
+// function's CFA is %rsp+8 throughout). Code without CFI keeps its
+// indirect jumps unprobed, and so does a jump whose target the block
+// does not show: the analysis repairs the exits they skip.
 func indirectTailCalls(f *symbolize.File, addr uint64, ins []insn) []int {
 	lo, hi, ok := f.FDERange(addr)
 	if !ok {
 		return nil
 	}
+	var landing map[int]bool // branch targets inside the code, made once needed
 	var out []int
 	for k, in := range ins {
 		if in.op != x86asm.JMP || in.direct {
 			continue
 		}
+		jmp := addr + uint64(in.off)
+		if jmp < lo || jmp >= hi {
+			continue
+		}
 		epilogue := k > 0 && (ins[k-1].op == x86asm.POP || ins[k-1].op == x86asm.LEAVE ||
 			ins[k-1].writesSP && (ins[k-1].op == x86asm.ADD || ins[k-1].op == x86asm.LEA))
-		jmp := addr + uint64(in.off)
-		if !in.hasRIP && !epilogue || jmp < lo || jmp >= hi {
-			continue
+		if !in.hasRIP && !epilogue {
+			if landing == nil {
+				landing = map[int]bool{}
+				for _, b := range ins {
+					if b.direct {
+						landing[b.target] = true
+					}
+				}
+			}
+			if !pointerJump(ins, k, landing) {
+				continue
+			}
 		}
 		off, ok := f.FileOffset(jmp)
 		if !ok {
@@ -342,6 +359,85 @@ func indirectTailCalls(f *symbolize.File, addr uint64, ins []insn) []int {
 		}
 	}
 	return out
+}
+
+// pointerJump reports whether the indirect jump ins[k] goes through a
+// pointer loaded without an index register: jmp *disp(%base), or jmp
+// *%reg where the last write of reg is mov disp(%base),%reg, in a basic
+// block (no branch, call or branch target, landing, before the jump)
+// with no indexed operand at all. A jump table's target comes from an
+// indexed load or address (movslq (%rdx,%rax,4), lea (%rcx,%rax,8),
+// jmp *T(,%rax,8)); a write it cannot follow (an arithmetic one, an
+// implicit one) makes the answer no.
+func pointerJump(ins []insn, k int, landing map[int]bool) bool {
+	j, err := x86asm.Decode(ins[k].raw, 64)
+	if err != nil {
+		return false
+	}
+	block := []x86asm.Inst{j} // the jump's block, backwards
+	for i := k - 1; i >= 0 && !landing[ins[i+1].off]; i-- {
+		d, err := x86asm.Decode(ins[i].raw, 64)
+		if err != nil {
+			return false
+		}
+		if d.Op == x86asm.CALL || isBranch(d.Op) {
+			break
+		}
+		block = append(block, d)
+	}
+	for _, d := range block {
+		for _, a := range d.Args {
+			if m, ok := a.(x86asm.Mem); ok && m.Index != 0 {
+				return false
+			}
+		}
+	}
+	switch a := j.Args[0].(type) {
+	case x86asm.Mem:
+		return a.Base != 0 && a.Segment == 0
+	case x86asm.Reg:
+		for _, d := range block[1:] {
+			if implicitWrites[d.Op] {
+				return false
+			}
+			r, ok := d.Args[0].(x86asm.Reg)
+			if !ok || regFamily(r) != regFamily(a) {
+				continue
+			}
+			m, ok := d.Args[1].(x86asm.Mem)
+			return d.Op == x86asm.MOV && r == a && ok && m.Base != 0 && m.Segment == 0
+		}
+	}
+	return false
+}
+
+// implicitWrites are the instructions that write general registers not
+// named as their destination.
+var implicitWrites = map[x86asm.Op]bool{
+	x86asm.MUL: true, x86asm.IMUL: true, x86asm.DIV: true, x86asm.IDIV: true, x86asm.CQO: true, x86asm.CDQ: true,
+	x86asm.CWD: true, x86asm.XCHG: true, x86asm.CMPXCHG: true, x86asm.CPUID: true, x86asm.RDTSC: true,
+	x86asm.RDTSCP: true, x86asm.SYSCALL: true, x86asm.XADD: true, x86asm.LODSQ: true,
+}
+
+// regFamily names the 64-bit register r is part of ("AX" for AL, EAX and
+// RAX; "R8" for R8B and R8L).
+func regFamily(r x86asm.Reg) string {
+	s := r.String()
+	if len(s) > 1 && s[0] == 'R' && s[1] >= '0' && s[1] <= '9' {
+		return strings.TrimRight(s, "LWB")
+	}
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "R"), "E")
+	switch s {
+	case "AL", "AH":
+		return "AX"
+	case "CL", "CH":
+		return "CX"
+	case "DL", "DH":
+		return "DX"
+	case "BL", "BH":
+		return "BX"
+	}
+	return strings.TrimSuffix(s, "B") // SPB, BPB, SIB, DIB
 }
 
 // goSwitches are the Go runtime's functions that switch stacks or

@@ -581,10 +581,11 @@ func TestPlanColdParts(t *testing.T) {
 }
 
 // TestIndirectTailCalls: in a module that exits by RET probes, a jump
-// through a function pointer variable and a jump through a register
-// after the epilogue leave their functions, and are exits; a jump table
-// inside a function is not, nor are the .plt's jmp *GOT stubs that
-// _init's guessed extent (a symbol without a size) runs into.
+// through a function pointer variable, one through a register after the
+// epilogue and one through a pointer loaded from an object leave their
+// functions, and are exits; a jump table inside a function is not, nor
+// are the .plt's jmp *GOT stubs that _init's guessed extent (a symbol
+// without a size) runs into.
 func TestIndirectTailCalls(t *testing.T) {
 	bin := testutil.BuildCXX(t, t.TempDir(), "tails", testutil.TailCallsCXX, "-O2", "-g")
 	f, err := symbolize.OpenFile(bin)
@@ -608,8 +609,8 @@ func TestIndirectTailCalls(t *testing.T) {
 		}
 	}
 	if len(got["via_slot"]) != 1 || !strings.Contains(got["via_slot"][0], "(%rip)") ||
-		len(got["via_reg"]) != 1 || len(got) != 2 {
-		t.Errorf("indirect tail calls %q, want via_slot's jmp through slot(%%rip) and via_reg's", got)
+		len(got["via_reg"]) != 1 || len(got["via_obj"]) != 1 || len(got) != 3 {
+		t.Errorf("indirect tail calls %q, want via_slot's jmp through slot(%%rip), via_reg's and via_obj's", got)
 	}
 	sites, err := Plan(bin, []string{"via_*", "table"})
 	if err != nil {
@@ -620,7 +621,7 @@ func TestIndirectTailCalls(t *testing.T) {
 			t.Fatalf("%s: %+v, want RET probes: the module can host C++ unwinding", s.Function, s)
 		}
 		// table: its RETs; via_*: the tail call, at the end.
-		if n := map[string]int{"via_slot": 1, "via_reg": 1}[s.Function]; n > 0 && len(s.Exits) != n {
+		if n := map[string]int{"via_slot": 1, "via_reg": 1, "via_obj": 1}[s.Function]; n > 0 && len(s.Exits) != n {
 			t.Errorf("%s: exits %#x, want the tail call alone", s.Function, s.Exits)
 		}
 	}
