@@ -26,7 +26,15 @@ type insn struct {
 	// can hold both (movq $f, var(%rip)), so each has its own field.
 	ripRef, immRef int64
 	hasRIP, hasImm bool
-	raw            []byte
+	// dst is the register the instruction names as its destination (its
+	// first operand, in Intel order), 0 for none; indexed says that an
+	// operand is memory with an index register (a table's entry); slot,
+	// that a MOV's source or a JMP's target is memory at a base register
+	// and displacement alone (a pointer's slot: pointerJump).
+	dst     x86asm.Reg
+	indexed bool
+	slot    bool
+	raw     []byte
 }
 
 // The CET landing pads, which x86asm does not decode.
@@ -106,15 +114,21 @@ func decodeFunc(code []byte) ([]insn, error) {
 			d.target = off + in.Len + int(rel)
 			d.direct = true
 		}
-		for _, a := range in.Args {
+		for i, a := range in.Args {
 			switch a := a.(type) {
 			case x86asm.Mem:
 				if a.Base == x86asm.RIP {
 					d.ripRef, d.hasRIP = int64(off+in.Len)+a.Disp, true
 				}
+				d.indexed = d.indexed || a.Index != 0
+				d.slot = d.slot || a.Base != 0 && a.Index == 0 && a.Segment == 0 &&
+					(in.Op == x86asm.MOV && i == 1 || in.Op == x86asm.JMP && i == 0)
 			case x86asm.Imm:
 				d.immRef, d.hasImm = int64(a), true
 			}
+		}
+		if r, ok := in.Args[0].(x86asm.Reg); ok {
+			d.dst = r
 		}
 		if in.Op == x86asm.PUSH || in.Op == x86asm.POP || in.Op == x86asm.LEAVE {
 			d.writesSP = true

@@ -368,45 +368,28 @@ func indirectTailCalls(f *symbolize.File, addr uint64, ins []insn) []int {
 // with no indexed operand at all. A jump table's target comes from an
 // indexed load or address (movslq (%rdx,%rax,4), lea (%rcx,%rax,8),
 // jmp *T(,%rax,8)); a write it cannot follow (an arithmetic one, an
-// implicit one) makes the answer no.
+// implicit one, an instruction only measured) makes the answer no.
 func pointerJump(ins []insn, k int, landing map[int]bool) bool {
-	j, err := x86asm.Decode(ins[k].raw, 64)
-	if err != nil {
+	start := k // the first instruction of the jump's block
+	for start > 0 && !landing[ins[start].off] && ins[start-1].op != x86asm.CALL && !isBranch(ins[start-1].op) {
+		start--
+	}
+	if slices.ContainsFunc(ins[start:k+1], func(in insn) bool { return in.indexed }) {
 		return false
 	}
-	block := []x86asm.Inst{j} // the jump's block, backwards
-	for i := k - 1; i >= 0 && !landing[ins[i+1].off]; i-- {
-		d, err := x86asm.Decode(ins[i].raw, 64)
-		if err != nil {
+	j := ins[k]
+	if j.dst == 0 {
+		return j.slot // jmp *disp(%base)
+	}
+	for i := k - 1; i >= start; i-- {
+		d := ins[i]
+		if implicitWrites[d.op] || d.op == opMeasured {
 			return false
 		}
-		if d.Op == x86asm.CALL || isBranch(d.Op) {
-			break
+		if d.dst == 0 || regFamily(d.dst) != regFamily(j.dst) {
+			continue
 		}
-		block = append(block, d)
-	}
-	for _, d := range block {
-		for _, a := range d.Args {
-			if m, ok := a.(x86asm.Mem); ok && m.Index != 0 {
-				return false
-			}
-		}
-	}
-	switch a := j.Args[0].(type) {
-	case x86asm.Mem:
-		return a.Base != 0 && a.Segment == 0
-	case x86asm.Reg:
-		for _, d := range block[1:] {
-			if implicitWrites[d.Op] {
-				return false
-			}
-			r, ok := d.Args[0].(x86asm.Reg)
-			if !ok || regFamily(r) != regFamily(a) {
-				continue
-			}
-			m, ok := d.Args[1].(x86asm.Mem)
-			return d.Op == x86asm.MOV && r == a && ok && m.Base != 0 && m.Segment == 0
-		}
+		return d.op == x86asm.MOV && d.dst == j.dst && d.slot
 	}
 	return false
 }
