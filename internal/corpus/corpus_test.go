@@ -82,7 +82,7 @@ var corpus = []program{
 		return testutil.JVMProgram(t, testutil.Compute, "160")
 	}},
 	{name: "node", minProcs: 1, jit: true, prepare: func(t *testing.T, dir, testdata string) []string {
-		return testutil.NodeProgram(t, testutil.Compute, "100")
+		return testutil.NodeProgram(t, testutil.Compute, "130")
 	}},
 	{name: "rust", minProcs: 1, prepare: func(t *testing.T, dir, testdata string) []string {
 		cargo := testutil.RequireCommand(t, "cargo")
