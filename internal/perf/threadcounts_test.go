@@ -74,9 +74,12 @@ func TestThreadCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A migration after a thread's exit tracepoint (late in its exit,
-	// docs/recording.md) is the event's only: at most one per thread.
-	if want := binary.LittleEndian.Uint64(b[:]); sum.Migrations > want || want-sum.Migrations > uint64(len(exits)) {
-		t.Errorf("the threads' migrations since tracked add up to %d, the cpu-migrations event counted %d (at most one a thread more)", sum.Migrations, want)
+	// docs/recording.md) is the event's only, and a forked child's first
+	// placement on a CPU can be its se.nr_migrations' only (a CI run: 2
+	// against the event's 1): at most one a thread either way.
+	want := binary.LittleEndian.Uint64(b[:])
+	if d := max(sum.Migrations, want) - min(sum.Migrations, want); d > uint64(len(exits)) {
+		t.Errorf("the threads' migrations since tracked add up to %d, the cpu-migrations event counted %d (at most one a thread apart)", sum.Migrations, want)
 	}
 	if len(pids) < 2 {
 		t.Errorf("exits of processes %v, want the shell and its children", pids)
