@@ -66,16 +66,24 @@ func (g *callGraph) callees(vaddr uint64) []string {
 // the report's header counts.
 
 // heldEntry is an entry that held the target: the function, when, and
-// in which process.
+// in which process; load marks the dynamic linker's notice of a change
+// of its loaded objects (watchLoads).
 type heldEntry struct {
 	key  liveKey
 	time uint64
 	pid  uint32
+	load bool
 }
 
 // onHold notes an entry that held the target; releaseHolds acts on it.
 func (p *uprobePlanner) onHold(u *uprobeSource, e uprobe.Event) {
 	p.held = append(p.held, heldEntry{key: liveKey{u.module, u.starts[e.Site]}, time: e.Time, pid: e.PID})
+}
+
+// onLoad notes that the dynamic linker held the target (watchLoads);
+// releaseHolds probes what it mapped.
+func (p *uprobePlanner) onLoad(_ *uprobeSource, e uprobe.Event) {
+	p.held = append(p.held, heldEntry{time: e.Time, pid: e.PID, load: true})
 }
 
 // holdWait is how long the recorder waits for every thread of a held
@@ -85,7 +93,8 @@ func (p *uprobePlanner) onHold(u *uprobeSource, e uprobe.Event) {
 // should it enter a function that holds, it stops the target again.
 const holdWait = 50 * time.Millisecond
 
-// releaseHolds expands the functions whose entries held the target and
+// releaseHolds expands the functions whose entries held the target,
+// probes the libraries mapped when the dynamic linker held it, and
 // resumes it, once every thread has stopped, and writes the time it was
 // held. It does nothing when no entry held.
 func (s *session) releaseHolds() error {
@@ -104,9 +113,23 @@ func (s *session) releaseHolds() error {
 	// with the others, before SIGCONT drops its pending SIGSTOP.
 	s.drainEvents(false, math.MaxUint64)
 	start := uint64(math.MaxUint64)
+	loaded := false
 	for _, h := range p.held {
 		start = min(start, h.time)
-		p.expand(int(h.pid), h.key)
+		if h.load {
+			loaded = true
+		} else {
+			p.expand(int(h.pid), h.key)
+		}
+	}
+	if loaded {
+		// The libraries the dynamic linker has mapped, before any of
+		// their code runs: those planned already are passed over.
+		for _, f := range mappedFiles(pid) {
+			if err := p.moduleMapped(uint32(pid), f, 0); err != nil {
+				return err
+			}
+		}
 	}
 	p.held = p.held[:0]
 	// Taken before SIGCONT: a thread it wakes may run at once, and its
@@ -158,11 +181,11 @@ func waitStopped(pid int, limit time.Duration) []uint32 {
 // without trueprof.
 func (p *uprobePlanner) resume(pid int) {
 	if sig := pendingStop(pid); sig != 0 {
-		fmt.Fprintf(p.log, "trueprof: --root: the target was sent %v while held for probing: left stopped\n", unix.SignalName(sig))
+		fmt.Fprintf(p.log, "trueprof: the target was sent %v while held for probing: left stopped\n", unix.SignalName(sig))
 		return
 	}
 	if err := unix.Kill(pid, unix.SIGCONT); err != nil && !errors.Is(err, unix.ESRCH) {
-		fmt.Fprintf(p.log, "trueprof: --root: resuming the target: %v\n", err)
+		fmt.Fprintf(p.log, "trueprof: resuming the target after probing: %v\n", err)
 	}
 }
 

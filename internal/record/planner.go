@@ -213,14 +213,82 @@ func (p *uprobePlanner) start(pid int, launched bool, res *resolve.Resolver, w *
 			return err
 		}
 	}
+	p.watchLoads(pid)
 	p.refill()
 	return nil
 }
 
+// linkerNotice is the function the dynamic linker calls when its list of
+// loaded objects changes (r_debug.r_brk, where debuggers break): with
+// r_state RT_ADD before dlopen maps a library, and RT_CONSISTENT once it
+// and its dependencies are mapped, before they are relocated and their
+// constructors run; likewise around dlclose, and once at start.
+const linkerNotice = "_dl_debug_state"
+
+// watchLoads makes the dynamic linker hold the target at every
+// linkerNotice while recording, when the patterns can name functions of
+// libraries loaded later: a library dlopen maps is then probed before any
+// of its code runs, its constructors included, and every call of it is
+// counted (releaseHolds). Without the watch (a static executable, a
+// dynamic linker without the symbol) such a library is probed when its
+// mapping is seen, a few milliseconds later, and says so.
+func (p *uprobePlanner) watchLoads(pid int) {
+	if !reachesLoads(p.patterns, p.path) {
+		return
+	}
+	ld := interpreter(p.path)
+	if ld == "" {
+		return
+	}
+	fail := func(err error) {
+		fmt.Fprintf(p.log, "trueprof: not watching %s for libraries loaded later (their first calls may be missed): %v\n", ld, err)
+	}
+	sites, err := uprobe.Plan(ld, []string{linkerNotice})
+	if err != nil && !errors.As(err, new(*uprobe.SkipError)) {
+		fail(err)
+		return
+	}
+	i := slices.IndexFunc(sites, func(s uprobe.Site) bool { return s.Function == linkerNotice })
+	if i < 0 {
+		fail(fmt.Errorf("%s cannot be probed", linkerNotice))
+		return
+	}
+	// Its entry alone, which holds: no call of it is counted.
+	site := sites[i]
+	site.Exits, site.Return, site.Calls, site.Hold = nil, false, nil, true
+	module, err := p.res.Module(ld)
+	if err != nil {
+		fail(err)
+		return
+	}
+	set, err := attachUprobes(pid, ld, []uprobe.Site{site})
+	if err != nil {
+		fail(err)
+		return
+	}
+	// from and end at their maximum: the source passes no event, and
+	// writes no Probe record.
+	p.addSource(&uprobeSource{set: set, starts: []uint64{site.StartOffset}, module: module,
+		from: math.MaxUint64, end: math.MaxUint64, points: 1, onHold: p.onLoad})
+}
+
+// reachesLoads reports whether one of patterns can name a function of a
+// library loaded later: one without a module, which applies to every
+// library probed, or one whose module is not the executable exe.
+func reachesLoads(patterns []string, exe string) bool {
+	for _, p := range patterns {
+		if mod, _, ok := strings.Cut(p, ":"); !ok || strings.HasPrefix(p[len(mod):], "::") || mod != filepath.Base(exe) {
+			return true
+		}
+	}
+	return false
+}
+
 // moduleMapped probes a library the target mapped while running (dlopen)
-// if the patterns name functions in it. Calls made between the mapping and
-// the probes' placement, a few milliseconds, are not seen: the Probe
-// records say from when each function was counted.
+// if the patterns name functions in it. A library the load watch held
+// the target for is probed already (watchLoads); otherwise calls made
+// between the mapping and the probes' placement, a few milliseconds, are
+// not seen: the Probe records say from when each function was counted.
 func (p *uprobePlanner) moduleMapped(pid uint32, path string, _ uint64) error {
 	if !resolve.IsFile(path) {
 		return nil
@@ -348,7 +416,7 @@ func (p *uprobePlanner) close() {
 		p.held = nil
 	}
 	if p.holds > 0 {
-		fmt.Fprintf(p.log, "trueprof: --root: the target was held %d times, %v in all, while the callees of the functions it entered were probed (removed from its times: the report's Paused line)\n",
+		fmt.Fprintf(p.log, "trueprof: the target was held %d times, %v in all, while probes were placed (the callees of --root's functions it entered, the libraries it loaded): removed from its times, the report's Paused line\n",
 			p.holds, time.Duration(p.heldNS).Round(time.Microsecond))
 		p.holds = 0
 	}
