@@ -416,8 +416,12 @@ func (p *uprobePlanner) close() {
 		p.held = nil
 	}
 	if p.holds > 0 {
-		fmt.Fprintf(p.log, "trueprof: the target was held %d times, %v in all, while probes were placed (the callees of --root's functions it entered, the libraries it loaded): removed from its times, the report's Paused line\n",
-			p.holds, time.Duration(p.heldNS).Round(time.Microsecond))
+		what := "the libraries it loaded"
+		if p.root != "" {
+			what = "the callees of --root's functions it entered, the libraries it loaded"
+		}
+		fmt.Fprintf(p.log, "trueprof: the target was held %d times, %v in all, while probes were placed (%s): removed from its times, the report's Paused line\n",
+			p.holds, time.Duration(p.heldNS).Round(time.Microsecond), what)
 		p.holds = 0
 	}
 	if p.spare != nil {
