@@ -272,18 +272,6 @@ func (p *uprobePlanner) watchLoads(pid int) {
 		from: math.MaxUint64, end: math.MaxUint64, points: 1, onHold: p.onLoad})
 }
 
-// reachesLoads reports whether one of patterns can name a function of a
-// library loaded later: one without a module, which applies to every
-// library probed, or one whose module is not the executable exe.
-func reachesLoads(patterns []string, exe string) bool {
-	for _, p := range patterns {
-		if mod, _, ok := strings.Cut(p, ":"); !ok || strings.HasPrefix(p[len(mod):], "::") || mod != filepath.Base(exe) {
-			return true
-		}
-	}
-	return false
-}
-
 // moduleMapped probes a library the target mapped while running (dlopen)
 // if the patterns name functions in it. A library the load watch held
 // the target for is probed already (watchLoads); otherwise calls made
@@ -599,12 +587,20 @@ func (p *uprobePlanner) plan(file string) ([]uprobe.Site, error) {
 // namesOtherModules reports whether a pattern is qualified by a module
 // other than the executable: a library the program may load later.
 func namesOtherModules(patterns []string, exe string) bool {
-	for _, p := range patterns {
-		if mod, _, ok := strings.Cut(p, ":"); ok && !strings.HasPrefix(p[len(mod):], "::") && mod != filepath.Base(exe) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		mod, _ := uprobe.SplitModule(p)
+		return mod != "" && mod != filepath.Base(exe)
+	})
+}
+
+// reachesLoads reports whether one of patterns can name a function of a
+// library loaded later: one without a module, which applies to every
+// library probed, or one whose module is not the executable exe.
+func reachesLoads(patterns []string, exe string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		mod, _ := uprobe.SplitModule(p)
+		return mod != filepath.Base(exe)
+	})
 }
 
 // matchMapped returns the functions matching pattern in the files

@@ -532,7 +532,7 @@ func moduleNames(path string, f *symbolize.File) []string {
 func compilePatterns(modules []string, patterns []string) (func(string) bool, error) {
 	var res []*regexp.Regexp
 	for _, p := range patterns {
-		mod, glob := splitModule(p)
+		mod, glob := SplitModule(p)
 		if mod != "" {
 			modRe, err := globRegexp(mod)
 			if err != nil {
@@ -562,9 +562,10 @@ func compilePatterns(modules []string, patterns []string) (func(string) bool, er
 	}, nil
 }
 
-// splitModule splits "module:glob" at the first single colon; the double
-// colons of C++ names do not split.
-func splitModule(p string) (module, glob string) {
+// SplitModule splits a pattern "module:glob" at the first single colon;
+// the double colons of C++ names do not split. A pattern without a
+// module gives "" and the pattern.
+func SplitModule(p string) (module, glob string) {
 	for i := 0; i < len(p); i++ {
 		if p[i] != ':' {
 			continue

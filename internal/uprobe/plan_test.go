@@ -60,8 +60,8 @@ func TestSplitModule(t *testing.T) {
 		{"prog:ns::f", "prog", "ns::f"},
 		{"ns::S::f", "", "ns::S::f"},
 	} {
-		if mod, glob := splitModule(tt.in); mod != tt.mod || glob != tt.glob {
-			t.Errorf("splitModule(%q) = %q, %q; want %q, %q", tt.in, mod, glob, tt.mod, tt.glob)
+		if mod, glob := SplitModule(tt.in); mod != tt.mod || glob != tt.glob {
+			t.Errorf("SplitModule(%q) = %q, %q; want %q, %q", tt.in, mod, glob, tt.mod, tt.glob)
 		}
 	}
 }
