@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -727,5 +728,61 @@ func TestLibrary(t *testing.T) {
 	libOnce.Unlock()
 	if _, err := Library(); err != ErrNoCompiler {
 		t.Errorf("Library() without a compiler: %v, want ErrNoCompiler", err)
+	}
+}
+
+// TestBurstLeavesOutWaits runs the in-run calibration burst (lib/calib.c)
+// with a ring smaller than what its recorded call-heavy loop writes
+// (2,500 events a loop) and a recorder that drains it every 200 µs, so
+// that the loop waits for ring space in most repetitions, for a varying
+// time. The burst times each loop without the waits, as the recorder
+// does (calfit.Collector subtracts the adjusts): it stops after its first
+// repetitions, steady. Timed with the waits, the call-heavy loop was
+// within 5% of its fastest only in the repetitions without one, and the
+// bursts ran longer.
+func TestBurstLeavesOutWaits(t *testing.T) {
+	bin := buildFixture(t)
+	t.Setenv(EnvCalibrate, "1")
+	var reps []int
+	for range 5 {
+		r := record(t, Options{Events: 4096, MaxWait: 10 * time.Second}, 0, 200*time.Microsecond, bin, "calls", "0")
+		var evs []Event
+		waits := 0
+		for _, e := range r.events {
+			if e.Kind == KindAdjust {
+				waits++
+				continue
+			}
+			evs = append(evs, e)
+		}
+		// The library's constructor runs the burst before main: its
+		// entry, the empty shape's, and after the empty shape's exit a
+		// repetition's first loop (the leaf-heavy reference).
+		if len(evs) < 3 || evs[0].Kind != KindEntry || evs[1].Kind != KindEntry {
+			t.Fatalf("%d events: want the burst's first", len(evs))
+		}
+		burst, empty, first := evs[0].Addr, evs[1].Addr, uint64(0)
+		bursts, n := 0, 0
+		for i, e := range evs {
+			switch {
+			case e.Kind == KindExit && e.Addr == empty && first == 0 && i+1 < len(evs):
+				first = evs[i+1].Addr
+			case e.Kind == KindEntry && e.Addr == burst:
+				bursts++
+			case e.Kind == KindEntry && e.Addr == first:
+				n++
+			}
+		}
+		t.Logf("%d bursts, %d repetitions, %d waits", bursts, n, waits)
+		if waits < 8 {
+			t.Errorf("%d waits: want one in most repetitions (the ring is too small for a loop)", waits)
+		}
+		reps = append(reps, n)
+	}
+	// 8 to 17 repetitions a burst here (medians 9 to 12), against 19 to
+	// 64 (medians 27 and 30) with the waits timed.
+	slices.Sort(reps)
+	if m := reps[len(reps)/2]; m > 16 {
+		t.Errorf("repetitions %v, median %d: want at most 16", reps, m)
 	}
 }

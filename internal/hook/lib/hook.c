@@ -106,6 +106,11 @@ struct tstate {
 	uint32_t mode;
 	uint32_t retry; /* M_NOSLOT: events until the next claim attempt */
 	uint32_t dropping; /* waited max_wait: drop without waiting until there is room */
+	/* paused is the time (clock units) this thread lost in the hooks so
+	 * far, waiting for a slot or ring space or mapping ring pages: what
+	 * its wait records say. A calibration burst leaves it out of its
+	 * loops' times, as the recorder does (lib/calib.c). */
+	uint64_t paused;
 };
 
 static __thread struct tstate T __attribute__((tls_model("initial-exec"), aligned(64)));
@@ -416,7 +421,9 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 				noslot_drop();
 				return;
 			} else {
-				pend(t->slot, t0, 0, now() - t0);
+				w = now() - t0;
+				pend(t->slot, t0, 0, w);
+				t->paused += w;
 			}
 		}
 	}
@@ -458,6 +465,7 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 				break;
 			if (w >= g_maxwait) {
 				pend(s, t0, 1, w);
+				t->paused += w;
 				t->dropping = 1;
 				set_room(t, 0);
 				return;
@@ -469,6 +477,7 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 			put_pending(t, s);
 		put(t, t0, kind, (uint64_t)fn);
 		put(t, t0, K_WAIT, w);
+		t->paused += w;
 		publish(t);
 		set_room(t, tail + cap - 1);
 		return;
@@ -483,7 +492,9 @@ static NOINST __attribute__((noinline)) void slow(struct tstate *t, uint64_t kin
 	if (t->frontier != frontier && t->head < t->limit + 1) {
 		/* Mapping ring pages (set_room) is time the uninstrumented
 		 * program would not spend: an adjust, like a wait. */
-		put(t, t0, K_WAIT, now() - t0);
+		uint64_t w = now() - t0;
+		put(t, t0, K_WAIT, w);
+		t->paused += w;
 	}
 	publish(t);
 }
