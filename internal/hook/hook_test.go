@@ -736,10 +736,10 @@ func TestLibrary(t *testing.T) {
 // (2,500 events a loop) and a recorder that drains it every 200 µs, so
 // that the loop waits for ring space in most repetitions, for a varying
 // time. The burst times each loop without the waits, as the recorder
-// does (calfit.Collector subtracts the adjusts): it stops after its first
-// repetitions, steady. Timed with the waits, the call-heavy loop was
-// within 5% of its fastest only in the repetitions without one, and the
-// bursts ran longer.
+// does (calfit.Collector subtracts the adjusts): it can stop after its
+// first repetitions, steady. Timed with the waits, the call-heavy loop
+// was within 5% of its fastest only in the repetitions without one, and
+// no burst stopped early.
 func TestBurstLeavesOutWaits(t *testing.T) {
 	bin := buildFixture(t)
 	t.Setenv(EnvCalibrate, "1")
@@ -779,10 +779,10 @@ func TestBurstLeavesOutWaits(t *testing.T) {
 		}
 		reps = append(reps, n)
 	}
-	// 8 to 17 repetitions a burst here (medians 9 to 12), against 19 to
-	// 64 (medians 27 and 30) with the waits timed.
-	slices.Sort(reps)
-	if m := reps[len(reps)/2]; m > 16 {
-		t.Errorf("repetitions %v, median %d: want at most 16", reps, m)
+	// 8 to 18 repetitions a burst here on a quiet machine, the fewest of
+	// five runs 8, and 9 at CI's load (where others ran 64); with the
+	// waits timed 14 to 64, the fewest of five runs 14 to 19.
+	if m := slices.Min(reps); m > 12 {
+		t.Errorf("repetitions %v: want 12 or fewer in one run at least", reps)
 	}
 }
