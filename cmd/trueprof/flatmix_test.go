@@ -14,30 +14,26 @@ import (
 
 // splitC runs the same loop in two functions, spinB twice as long as
 // spinA per round: of the CPU time the two take, spinB has 2/3. The loop
-// is a chain of register arithmetic, each function aligned alike: a loop
-// of volatile stores (sink += i) ran at a speed that depended on its
-// address, and on one host spinB's copy took four times spinA's for twice
-// the iterations (perf record: 80% of their samples, not 67%).
+// is a chain of register arithmetic, one definition for both functions,
+// each aligned alike: a loop of volatile stores (sink += i) ran at a
+// speed that depended on its address, and on one host spinB's copy took
+// four times spinA's for twice the iterations (perf record: 80% of their
+// samples, not 67%).
 const splitC = `#include <stdlib.h>
 
 static volatile unsigned long sink;
 
-__attribute__((noinline, aligned(64))) void spinA(long n) {
-	unsigned long x = 0;
-	for (long i = 0; i < n; i++) {
-		x = x * 3 + i;
-		__asm__ volatile("" : "+r"(x));
+#define SPIN(name)                                                     \
+	__attribute__((noinline, aligned(64))) void name(long n) {     \
+		unsigned long x = 0;                                   \
+		for (long i = 0; i < n; i++) {                         \
+			x = x * 3 + i;                                 \
+			__asm__ volatile("" : "+r"(x));                \
+		}                                                      \
+		sink = x;                                              \
 	}
-	sink = x;
-}
-__attribute__((noinline, aligned(64))) void spinB(long n) {
-	unsigned long x = 0;
-	for (long i = 0; i < n; i++) {
-		x = x * 3 + i;
-		__asm__ volatile("" : "+r"(x));
-	}
-	sink = x;
-}
+SPIN(spinA)
+SPIN(spinB)
 
 int main(int argc, char **argv) {
 	int rounds = argc > 1 ? atoi(argv[1]) : 50;
