@@ -90,8 +90,9 @@ type Calibration struct {
 	// uninstrumented time (absent in traces recorded before fitting).
 	Fit []FitShape `json:"fit,omitempty"`
 	// Resolution is the shortest time per call the calibration was shown
-	// to measure to within 10%, in ns (0 when unknown): functions faster than it keep
-	// their exact counts, but their calibrated times are estimates.
+	// to measure to within 10%, in ns, or the longest it tried when it
+	// reproduced none that well (0 when unknown): functions faster than it
+	// keep their exact counts, but their calibrated times are estimates.
 	Resolution float64 `json:"resolution_ns,omitempty"`
 	// Source says where the calibration was measured: "in-run" (bursts
 	// the hook library ran in the recorded process itself, fitted at

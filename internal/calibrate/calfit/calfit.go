@@ -12,6 +12,7 @@
 package calfit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -130,12 +131,8 @@ func Judge(mech string, median [trace.Transitions]float64, n int, shapes []Shape
 		if miss > maxShapeError*f.Uninstrumented && miss > maxUnexplained*(f.Raw-f.Calibrated) {
 			bad = append(bad, fmt.Sprintf("shape %s residual %+.1f%%", s.Name, 100*f.Error()))
 		}
-		// The resolution is the shortest leaf body the fit reproduced to
-		// within 10%: shorter calls were not shown to be measurable.
-		if miss <= 0.1*f.Uninstrumented && f.BodyNS > 0 && (c.Resolution == 0 || f.BodyNS < c.Resolution) {
-			c.Resolution = f.BodyNS
-		}
 	}
+	c.Resolution = resolution(c.Fit)
 	switch {
 	case err != nil && len(bad) > 0:
 		// The shapes first: they are what a reader can check.
@@ -149,6 +146,26 @@ func Judge(mech string, median [trace.Transitions]float64, n int, shapes []Shape
 		return c, err
 	}
 	return c, nil
+}
+
+// resolution returns the shortest leaf body of the shapes fit reproduced
+// to within 10%: shorter calls were not shown to be measurable. A fit
+// can hold with none that close (each shape's miss a small part of the
+// probe cost removed, as under uprobes on bodies shorter than a probe):
+// then no call as short as the longest body was shown measurable, and
+// the resolution is that body. 0 without bodies.
+func resolution(fit []trace.FitShape) float64 {
+	var shortest, longest float64
+	for _, f := range fit {
+		if f.BodyNS <= 0 {
+			continue
+		}
+		longest = max(longest, f.BodyNS)
+		if math.Abs(f.Error()) <= 0.1 && (shortest == 0 || f.BodyNS < shortest) {
+			shortest = f.BodyNS
+		}
+	}
+	return cmp.Or(shortest, longest)
 }
 
 // fastBand is how much slower than the fastest run of its kind a run

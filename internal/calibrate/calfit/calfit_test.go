@@ -102,6 +102,27 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestResolution: the shortest body reproduced to within 10%, or the
+// longest body when none was.
+func TestResolution(t *testing.T) {
+	shape := func(body, miss float64) trace.FitShape {
+		return trace.FitShape{BodyNS: body, Uninstrumented: 1000, Calibrated: 1000 * (1 + miss), Raw: 5000}
+	}
+	for _, tc := range []struct {
+		fit  []trace.FitShape
+		want float64
+	}{
+		{[]trace.FitShape{shape(500, 0.02), shape(50, -0.08), shape(150, 0.3), shape(5000, 0.01)}, 50},
+		{[]trace.FitShape{shape(500, 0.02), shape(50, -0.2), shape(150, 0.3), shape(5000, 0.01)}, 500},
+		{[]trace.FitShape{shape(500, 0.12), shape(50, -0.2), shape(150, 0.3), shape(5000, -0.15)}, 5000},
+		{[]trace.FitShape{shape(0, 0)}, 0},
+	} {
+		if got := resolution(tc.fit); got != tc.want {
+			t.Errorf("resolution of %+v: %v ns, want %v", tc.fit, got, tc.want)
+		}
+	}
+}
+
 // burst feeds c one burst of the hook library's calibration functions
 // on thread 1/1, starting at *now: each shape's plain loop takes its
 // uninstrumented time, and its recorded loop that plus the overheads
