@@ -149,7 +149,9 @@ func (p *body) u32() uint32 {
 	return uint32(v)
 }
 
-// f64 reads appendF64's 8 bytes.
+// f64 reads appendF64's 8 bytes. A NaN or an infinity is corrupt: the
+// writer stores metrics, which are finite, and one would spread through
+// every sum a report makes of it.
 func (p *body) f64() float64 {
 	if len(p.b)-p.i < 8 {
 		p.bad = true
@@ -158,6 +160,10 @@ func (p *body) f64() float64 {
 	}
 	v := math.Float64frombits(binary.LittleEndian.Uint64(p.b[p.i:]))
 	p.i += 8
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		p.bad = true
+		return 0
+	}
 	return v
 }
 

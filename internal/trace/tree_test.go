@@ -58,6 +58,23 @@ func TestTreeRecordsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTreeNodeNotFinite: a TreeNode whose metric is NaN or an infinity
+// is corrupt, not read into the tree (FuzzLoad compares profiles, and a
+// NaN is never equal to itself).
+func TestTreeNodeNotFinite(t *testing.T) {
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		var c chunkBuilder
+		if err := c.add(&TreeNode{Time: 1, Thread: 1, ID: 1, Base: TreeMetrics{WallNS: 5}, MaxSelfNS: v}); err != nil {
+			t.Fatal(err)
+		}
+		var d chunkDecoder
+		d.reset(c.raw)
+		if r, err := d.next(); err == nil {
+			t.Errorf("a TreeNode with MaxSelfNS %v decoded without error: %+v", v, r)
+		}
+	}
+}
+
 // TestTreeNodeCutShort: a TreeNode body missing its last float is
 // corrupt, not read as zeros.
 func TestTreeNodeCutShort(t *testing.T) {
