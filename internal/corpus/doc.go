@@ -12,10 +12,12 @@
 // same program and workload, in the same run (for the JIT runtimes, not
 // the functions whose code shared addresses with other code in perf's
 // run: perf report resolves every sample with the final perf map). For the
-// programs that are not JIT runtimes it also asserts that at least 99% of the stacks are
-// complete and compares the inclusive (children) shares of the top
-// functions with `perf report --children` of `perf record --call-graph
-// dwarf` on one execution (perf run under a second trueprof). The package
+// programs that are not JIT runtimes it also asserts that at least 99% of
+// the stacks are complete, and compares the self shares and the inclusive
+// (children) shares of the top functions with perf's on one execution
+// (perf run under a second trueprof, both sides restricted to the
+// program's main process name), the inclusive ones against `perf report
+// --children` of `perf record --call-graph dwarf`. The package
 // has no code of its own, only tests and their testdata:
 //
 //	go test -v ./internal/corpus                 # every program, with its table
