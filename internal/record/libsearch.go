@@ -11,27 +11,6 @@ import (
 	"strings"
 )
 
-// interpreter returns the program interpreter the executable path names
-// (PT_INTERP: the dynamic linker, /lib64/ld-linux-x86-64.so.2), "" for a
-// static executable or a file that cannot be read.
-func interpreter(path string) string {
-	f, err := elf.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_INTERP {
-			continue
-		}
-		b := make([]byte, min(p.Filesz, 4096))
-		n, _ := p.ReadAt(b, 0)
-		name, _, _ := bytes.Cut(b[:n], []byte{0})
-		return string(name)
-	}
-	return ""
-}
-
 // neededLibraries returns the paths of the shared libraries the
 // executable path needs directly (DT_NEEDED) when started with
 // environment env, found in ld.so's order (ld.so(8)):

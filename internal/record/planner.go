@@ -13,6 +13,7 @@ import (
 
 	"trueprof/internal/control"
 	"trueprof/internal/resolve"
+	"trueprof/internal/symbolize"
 	"trueprof/internal/trace"
 	"trueprof/internal/uprobe"
 )
@@ -236,7 +237,12 @@ func (p *uprobePlanner) watchLoads(pid int) {
 	if !reachesLoads(p.patterns, p.path) {
 		return
 	}
-	ld := interpreter(p.path)
+	exe, err := symbolize.OpenFileOptions(p.path, symbolize.Options{NoDebugFile: true})
+	if err != nil {
+		return
+	}
+	ld := exe.Interpreter()
+	exe.Close()
 	if ld == "" {
 		return
 	}

@@ -104,7 +104,12 @@ func (f *File) Machine() elf.Machine { return f.elf.Machine }
 // Dynamic reports whether the file names a program interpreter
 // (PT_INTERP): an executable the dynamic loader starts, whose undefined
 // dynamic symbols a preloaded library can interpose.
-func (f *File) Dynamic() bool { return f.interp }
+func (f *File) Dynamic() bool { return f.interp != "" }
+
+// Interpreter returns the program interpreter the file names
+// (PT_INTERP: the dynamic linker, /lib64/ld-linux-x86-64.so.2), "" for a
+// static executable or a shared library.
+func (f *File) Interpreter() string { return f.interp }
 
 // Sonames returns the file's DT_SONAME entries (a shared library's
 // names for the dynamic loader), none for a file without them.

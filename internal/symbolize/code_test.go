@@ -145,9 +145,20 @@ func TestImportsAndDynamic(t *testing.T) {
 			undefined, f.Imports("compute"), f.Dynamic(), f.Machine())
 	}
 
+	// The interpreter is what readelf -l says the program requests.
+	out, err = exec.Command("readelf", "-l", path).Output()
+	if err != nil {
+		t.Fatalf("readelf: %v", err)
+	}
+	_, rest, _ := strings.Cut(string(out), "[Requesting program interpreter: ")
+	want, _, _ := strings.Cut(rest, "]")
+	if got := f.Interpreter(); want == "" || got != want {
+		t.Errorf("Interpreter() = %q, readelf -l requests %q", got, want)
+	}
+
 	g := openTest(t, goProg(t, true))
-	if g.Dynamic() {
-		t.Error("a Go program without cgo: Dynamic() = true")
+	if g.Dynamic() || g.Interpreter() != "" {
+		t.Errorf("a Go program without cgo: Dynamic() = %v, Interpreter() = %q", g.Dynamic(), g.Interpreter())
 	}
 	i := slices.IndexFunc(g.Functions(), func(fn Function) bool { return fn.Name == "main.main" })
 	if i < 0 {

@@ -56,7 +56,7 @@ type File struct {
 	functions  []Function
 	imports    map[string]bool // undefined .dynsym names
 	exports    []elf.Symbol    // defined .dynsym symbols
-	interp     bool            // the file has a PT_INTERP
+	interp     string          // the file's PT_INTERP, "" without one
 	isGo       bool            // the file has Go code (.gopclntab or .go.buildinfo)
 
 	mu        sync.Mutex
@@ -154,7 +154,10 @@ func (f *File) load(opts Options) error {
 		case elf.PT_LOAD:
 			f.loads = append(f.loads, p.ProgHeader)
 		case elf.PT_INTERP:
-			f.interp = true
+			b := make([]byte, min(p.Filesz, 4096))
+			n, _ := p.ReadAt(b, 0)
+			name, _, _ := bytes.Cut(b[:n], []byte{0})
+			f.interp = string(name)
 		}
 	}
 	f.buildID = buildID(ef)
