@@ -89,10 +89,11 @@ type Calibration struct {
 	// Fit is how the overheads reproduce each validation shape's
 	// uninstrumented time (absent in traces recorded before fitting).
 	Fit []FitShape `json:"fit,omitempty"`
-	// Resolution is the shortest time per call the calibration was shown
-	// to measure to within 10%, in ns, or the longest it tried when it
-	// reproduced none that well (0 when unknown): functions faster than it
-	// keep their exact counts, but their calibrated times are estimates.
+	// Resolution is the shortest time per call from which up the
+	// calibration was shown to measure every shape to within 10%, in ns,
+	// or the longest it tried when not even that one (0 when unknown):
+	// functions faster than it keep their exact counts, but their
+	// calibrated times are estimates.
 	Resolution float64 `json:"resolution_ns,omitempty"`
 	// Source says where the calibration was measured: "in-run" (bursts
 	// the hook library ran in the recorded process itself, fitted at
