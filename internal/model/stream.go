@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"io"
+	"math"
 	"os"
 
 	"trueprof/internal/trace"
@@ -160,6 +161,10 @@ type Stream struct {
 	// in trace nanoseconds: the reorder window Records needs.
 	Lateness uint64
 
+	// ahead are the earliest times of the time-ordered records from
+	// each block of trace.SpanBlock of them on, to the end: what is
+	// still to come as Records reads.
+	ahead   []uint64
 	open    func() (io.ReadCloser, error)
 	records int   // records before the end or the damage Profile.Err says
 	dropped []int // the indexes of the records the first pass dropped (Profile.Inconsistent)
@@ -195,6 +200,11 @@ func newStream(open func() (io.ReadCloser, error), hold int) (*Stream, error) {
 	if c.span.Lateness == 0 {
 		// In time order as read: Records' order.
 		s.held = c.held
+	} else {
+		s.ahead = c.span.Mins
+		for i := len(s.ahead) - 2; i >= 0; i-- {
+			s.ahead[i] = min(s.ahead[i], s.ahead[i+1])
+		}
 	}
 	return s, nil
 }
@@ -312,7 +322,7 @@ func (s *Stream) Records() (*Records, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Records{f: f, tr: tr, left: s.records, drop: s.dropped, lag: s.Lateness}, nil
+	return &Records{f: f, tr: tr, left: s.records, drop: s.dropped, lag: s.Lateness, ahead: s.ahead}, nil
 }
 
 // Records iterates over the time-ordered records of a trace (see
@@ -324,15 +334,31 @@ type Records struct {
 	read int    // records of the file read
 	drop []int  // the indexes of the records to drop, as the first pass did
 	lag  uint64 // the reorder window
-	seen uint64 // the latest time read
-	seq  uint64 // records queued so far
-	// The records waiting in the window: those that came in time order
-	// in a queue (in order already, most of them), the late ones in a
-	// heap; the next is the earlier of their heads.
-	inOrder []queued
-	head    int // inOrder[head:] wait
-	q       reorder
-	rec     Record
+	// ahead is Stream.ahead: a waiting record that is not after the
+	// earliest still to come can go. Most records wait far less than
+	// the window: a recording's probe events come up to 100 ms late
+	// at times, and that window held 2.7 million events of a dense
+	// recording where this holds thousands.
+	ahead []uint64
+	seen  uint64 // the latest time read
+	seq   uint64 // records queued so far
+	// The records waiting in the window, in lanes, each in time order:
+	// a trace interleaves a few sequences, each in order (the kernel's
+	// records, each probe source's batches, written as the recorder
+	// gets them), and each record joins the lane it extends. The next
+	// record is the earliest of the lanes' heads. Only when more
+	// sequences than maxLanes interleave (damage) do records wait in a
+	// heap instead.
+	lanes []lane
+	q     reorder
+	rec   Record
+	// The earliest waiting record, its lane (-1: the heap), time and
+	// place, when waiting (min) and known (not stale): found again
+	// only after a pop, since a record added later to a lane's end
+	// never comes before its head.
+	minLane         int
+	minTime, minSeq uint64
+	waiting, stale  bool
 	// held are the records when the first pass kept them (Stream.held):
 	// Next hands them out and reads no file; taken counts those of each
 	// kind handed out.
@@ -345,16 +371,87 @@ type Records struct {
 // reading ahead on another goroutine would not pay.
 func (rs *Records) Held() bool { return rs.held != nil }
 
-// first returns the earliest waiting record, nil if none.
-func (rs *Records) first() *queued {
-	var f *queued
-	if rs.head < len(rs.inOrder) {
-		f = &rs.inOrder[rs.head]
+// first returns the lane whose head is the earliest waiting record, -1
+// for the heap's, and that record's time; ok is false when none waits.
+func (rs *Records) first() (from int, t uint64, ok bool) {
+	if !rs.stale {
+		return rs.minLane, rs.minTime, rs.waiting
 	}
-	if len(rs.q) > 0 && (f == nil || rs.q.before(&rs.q[0], f)) {
-		f = &rs.q[0]
+	rs.stale, rs.waiting = false, false
+	for i := range rs.lanes {
+		l := &rs.lanes[i]
+		if !l.recs.empty() {
+			w := l.recs.front()
+			rs.consider(i, w.ev.Time, w.seq)
+		}
 	}
-	return f
+	if len(rs.q) > 0 {
+		rs.consider(-1, rs.q[0].r.Time(), rs.q[0].seq)
+	}
+	return rs.minLane, rs.minTime, rs.waiting
+}
+
+// toCome is the earliest time of the records still to be read, or of
+// a few read already: from the block before the one being read, in
+// case the passes numbered the records a little differently (damage).
+func (rs *Records) toCome() uint64 {
+	b := max(int(rs.seq/trace.SpanBlock)-1, 0)
+	if b >= len(rs.ahead) {
+		return math.MaxUint64
+	}
+	return rs.ahead[b]
+}
+
+// consider makes the record of lane from (-1: the heap), of time t and
+// place seq, the earliest waiting if it is.
+func (rs *Records) consider(from int, t, seq uint64) {
+	if !rs.waiting || t < rs.minTime || t == rs.minTime && seq < rs.minSeq {
+		rs.minLane, rs.minTime, rs.minSeq, rs.waiting = from, t, seq, true
+	}
+}
+
+// add queues the record just read, of time t: e when an event, else
+// rs.rec. It goes at the end of the lane whose last record is the
+// latest not after it (so that the lanes stay as few as the sequences
+// interleaved), an empty or new one if none is, or the heap once there
+// are maxLanes.
+func (rs *Records) add(t uint64, e *trace.Event) {
+	best, empty := -1, -1
+	var bestTime uint64
+	for i := range rs.lanes {
+		l := &rs.lanes[i]
+		if l.recs.empty() {
+			if empty < 0 {
+				empty = i
+			}
+		} else if l.last <= t && (best < 0 || l.last > bestTime) {
+			best, bestTime = i, l.last
+		}
+	}
+	if best >= 0 {
+		// At a lane's end: its head, and so the earliest, stay.
+		rs.lanes[best].push(e, &rs.rec, t, rs.seq)
+		return
+	}
+	best = empty
+	if best < 0 && len(rs.lanes) < maxLanes {
+		rs.lanes = append(rs.lanes, lane{})
+		best = len(rs.lanes) - 1
+	}
+	if best >= 0 {
+		rs.lanes[best].push(e, &rs.rec, t, rs.seq)
+	} else {
+		if e != nil {
+			convert(e, &rs.rec)
+		}
+		slot := rs.q.push()
+		slot.r.Set(&rs.rec)
+		slot.seq = rs.seq
+		rs.q.fix()
+	}
+	if !rs.stale {
+		rs.consider(best, t, rs.seq)
+	}
 }
 
 // Next fills r with the next record and returns nil, or returns io.EOF
@@ -368,20 +465,16 @@ func (rs *Records) Next(r *Record) error {
 		return rs.nextInOrder(r)
 	}
 	for {
-		if f := rs.first(); f != nil && (rs.left == 0 || f.r.Time()+rs.lag <= rs.seen) {
+		if from, t, ok := rs.first(); ok && (rs.left == 0 || t+rs.lag <= rs.seen || t <= rs.toCome()) {
 			// Nothing still to come can be earlier: a record comes at
-			// most lag after a later one, and ties go in file order.
-			if len(rs.q) > 0 && f == &rs.q[0] {
+			// most lag after a later one, the earliest still to come is
+			// known, and ties go in file order.
+			if from < 0 {
 				rs.q.pop(r)
-				return nil
+			} else {
+				rs.lanes[from].pop(r)
 			}
-			r.Set(&f.r)
-			rs.head++
-			if rs.head == len(rs.inOrder) {
-				rs.inOrder, rs.head = rs.inOrder[:0], 0
-			} else if rs.head > 4096 && rs.head*2 > len(rs.inOrder) {
-				rs.inOrder, rs.head = append(rs.inOrder[:0], rs.inOrder[rs.head:]...), 0
-			}
+			rs.stale = true
 			return nil
 		}
 		if rs.left == 0 {
@@ -391,23 +484,17 @@ func (rs *Records) Next(r *Record) error {
 		if err != nil {
 			return err
 		}
-		if convert(rec, &rs.rec); rs.rec.Kind == 0 {
-			continue
-		}
-		t := rs.rec.Time()
-		if n := len(rs.inOrder); n == rs.head || t >= rs.inOrder[n-1].r.Time() {
-			if n < cap(rs.inOrder) {
-				rs.inOrder = rs.inOrder[:n+1]
-			} else {
-				rs.inOrder = append(rs.inOrder, queued{})
-			}
-			rs.inOrder[n].r.Set(&rs.rec)
-			rs.inOrder[n].seq = rs.seq
+		var t uint64
+		if e, ok := rec.(*trace.Event); ok {
+			// Most records: queued as they are read.
+			t = e.Time
+			rs.add(t, e)
 		} else {
-			slot := rs.q.push()
-			slot.r.Set(&rs.rec)
-			slot.seq = rs.seq
-			rs.q.fix()
+			if convert(rec, &rs.rec); rs.rec.Kind == 0 {
+				continue
+			}
+			t = rs.rec.Time()
+			rs.add(t, nil)
 		}
 		rs.seen = max(rs.seen, t)
 		rs.seq++
@@ -492,19 +579,120 @@ type queued struct {
 	seq uint64
 }
 
-// reorder is a min-heap of records by time, then place in the file. It
-// is typed rather than a container/heap, whose any boxes every record:
-// that was 80% of the stream's allocations.
-type reorder []queued
-
-// less orders q[i] before q[j].
-func (q reorder) less(i, j int) bool { return q.before(&q[i], &q[j]) }
-
 // before orders a before b: by time, then place in the file.
-func (reorder) before(a, b *queued) bool {
+func before(a, b *queued) bool {
 	ta, tb := a.r.Time(), b.r.Time()
 	return ta < tb || ta == tb && a.seq < b.seq
 }
+
+// maxLanes bounds the lanes of Records: a recording's trace interleaves
+// a handful of ordered sequences; a damaged one can interleave a
+// sequence per record, which a heap orders in log time where lanes
+// would cost a pass over all of them per record.
+const maxLanes = 16
+
+// lane is records waiting in the reorder window in time order, then
+// file order. An event, most records, waits in 40 bytes rather than a
+// Record's 192; any other kind waits in others, in the same order.
+type lane struct {
+	recs   fifo[waiting]
+	others fifo[Record]
+	last   uint64 // the time of the record pushed last
+}
+
+// waiting is a record in a lane: the event itself, or for another kind
+// its time alone (Event.Time), the record in the lane's others.
+type waiting struct {
+	ev   Event
+	seq  uint64 // the place in the file
+	kind RecordKind
+}
+
+// push appends a record of time t and place seq to the lane: e when an
+// event, else r.
+func (l *lane) push(e *trace.Event, r *Record, t, seq uint64) {
+	w := l.recs.push()
+	w.seq = seq
+	if e != nil {
+		w.kind, w.ev = RecordEvent, eventOf(e)
+	} else {
+		w.kind, w.ev = r.Kind, Event{Time: t}
+		l.others.push().Set(r)
+	}
+	l.last = t
+}
+
+// pop moves the lane's first record into r; l is not empty.
+func (l *lane) pop(r *Record) {
+	w := l.recs.front()
+	if w.kind == RecordEvent {
+		r.Kind, r.Event = RecordEvent, w.ev
+	} else {
+		r.Set(l.others.front())
+		l.others.pop()
+	}
+	l.recs.pop()
+}
+
+// fifoBlock is the number of elements of a fifo's blocks.
+const fifoBlock = 1024
+
+// fifo is a queue in blocks of fifoBlock elements: it grows by blocks
+// and reuses those it empties, never copying what it holds (a slice
+// grown by append, or moved down as its head advances, copied hundreds
+// of megabytes at once on a dense trace, and the collector's stop
+// waited for each copy).
+type fifo[T any] struct {
+	blocks [][]T // blocks[0][head:], then the others in full
+	head   int
+	spare  [][]T // emptied blocks, for the next ones needed
+}
+
+func (f *fifo[T]) empty() bool { return len(f.blocks) == 0 }
+
+// front is the first element; f is not empty.
+func (f *fifo[T]) front() *T { return &f.blocks[0][f.head] }
+
+// push appends an element, which the caller fills.
+func (f *fifo[T]) push() *T {
+	n := len(f.blocks)
+	if n == 0 || len(f.blocks[n-1]) == fifoBlock {
+		var b []T
+		if k := len(f.spare); k > 0 {
+			b, f.spare = f.spare[k-1], f.spare[:k-1]
+		} else {
+			b = make([]T, 0, fifoBlock)
+		}
+		f.blocks = append(f.blocks, b)
+		n++
+	}
+	b := &f.blocks[n-1]
+	*b = (*b)[:len(*b)+1]
+	return &(*b)[len(*b)-1]
+}
+
+// pop removes the first element; f is not empty.
+func (f *fifo[T]) pop() {
+	f.head++
+	if f.head < len(f.blocks[0]) {
+		return
+	}
+	f.spare, f.head = append(f.spare, f.blocks[0][:0]), 0
+	f.blocks[0] = nil
+	f.blocks = f.blocks[1:]
+	if len(f.blocks) == 0 {
+		f.blocks = nil
+	}
+}
+
+// reorder is a min-heap of records by time, then place in the file,
+// for those no lane takes. It is typed rather than a container/heap,
+// whose any boxes every record: that was 80% of the stream's
+// allocations.
+type reorder []queued
+
+// less orders q[i] before q[j].
+func (q reorder) less(i, j int) bool { return before(&q[i], &q[j]) }
 
 // push appends a slot for a record, which the caller fills before
 // calling fix.

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -138,6 +139,137 @@ func TestStreamReorders(t *testing.T) {
 	if len(got.Switches) != 6000 || len(got.GoIDs) != 3000 {
 		t.Errorf("%d switches, %d goids", len(got.Switches), len(got.GoIDs))
 	}
+}
+
+// TestStreamReordersSequences interleaves ordered sequences, as a
+// recording writes its kernel records ahead of its probe events' batches:
+// a few (each a lane of Records), then more than maxLanes (the rest wait
+// in the heap), each mixing events with other kinds, with ties across
+// and within sequences. The stream gives Load's order and holds no more
+// lanes than it needs.
+func TestStreamReordersSequences(t *testing.T) {
+	for _, seqs := range []int{3, maxLanes + 9} {
+		t.Run(fmt.Sprint(seqs), func(t *testing.T) {
+			data := writeTrace(t, func(*trace.Writer) []trace.Record {
+				recs := []trace.Record{
+					&trace.String{ID: 1, Text: "prog"}, &trace.String{ID: 2, Text: "f"},
+					&trace.Location{ID: 1, Module: 1, Offset: 0x10, Lines: []trace.Line{{Function: 2}}},
+				}
+				for i := range 2000 {
+					for k := range seqs {
+						// Sequence k runs k*100 us behind the first; times
+						// step by 50 ns in 100 ns: each sequence ties with
+						// itself and with the others.
+						ts := uint64(10_000_000+100*(i-i%2)) - uint64(k)*100_000
+						tid := uint32(10 + k)
+						if i%5 == 4 {
+							recs = append(recs, &trace.Switch{Time: ts, PID: 5, TID: tid, Out: i%10 == 4})
+						} else {
+							recs = append(recs, &trace.Event{Time: ts, PID: 5, TID: tid, Kind: trace.EventKind(1 + i%2), Function: 1})
+						}
+					}
+				}
+				return append(recs, &trace.End{Time: 20_000_000})
+			})
+			lanes, heaped := 0, 0
+			want, _ := streamOrder(t, data, func(rs *Records) {
+				lanes, heaped = max(lanes, len(rs.lanes)), max(heaped, len(rs.q))
+			})
+			if len(want.Events) != 1600*seqs || len(want.Switches) != 400*seqs {
+				t.Errorf("%d events, %d switches", len(want.Events), len(want.Switches))
+			}
+			if wantLanes := min(seqs, maxLanes); lanes != wantLanes || (heaped > 0) != (seqs > maxLanes) {
+				t.Errorf("%d sequences: %d lanes (want %d), up to %d records in the heap", seqs, lanes, wantLanes, heaped)
+			}
+		})
+	}
+}
+
+// TestStreamWindowFollowsWhatIsToCome writes a thread's events behind
+// the context switches of the CPUs, as a recording's probe events trail
+// its kernel records: 20 us behind, and 100 ms behind in one stretch.
+// The window is not the file's lateness (100 ms, 100,000 events), but
+// what the first pass saw is still to come: the events wait a block of
+// records at most, the switches while they lead.
+func TestStreamWindowFollowsWhatIsToCome(t *testing.T) {
+	const us = 1000
+	data := writeTrace(t, func(*trace.Writer) []trace.Record {
+		recs := []trace.Record{
+			&trace.String{ID: 1, Text: "prog"}, &trace.String{ID: 2, Text: "f"},
+			&trace.Location{ID: 1, Module: 1, Offset: 0x10, Lines: []trace.Line{{Function: 2}}},
+		}
+		next := uint64(0) // the next switch's time
+		for i := range 300_000 {
+			ts := uint64(1_000_000 + i*us)
+			lead := uint64(20 * us)
+			if i >= 100_000 && i < 110_000 {
+				lead = 100_000 * us
+			}
+			for next == 0 || next <= ts+lead {
+				if next == 0 {
+					next = ts
+				}
+				recs = append(recs, &trace.Switch{Time: next, PID: 7, TID: 7, CPU: 1, Out: next/(10*us)%2 == 0})
+				next += 10 * us
+			}
+			recs = append(recs, &trace.Event{Time: ts, PID: 5, TID: 5, Kind: trace.EventKind(1 + i%2), Function: 1})
+		}
+		return append(recs, &trace.End{Time: 1_000_000_000})
+	})
+	most := 0
+	_, s := streamOrder(t, data, func(rs *Records) { most = max(most, rs.waitingRecords()) })
+	if s.Lateness < 99_000*us {
+		t.Fatalf("lateness %d: the test lost its late stretch", s.Lateness)
+	}
+	// The stretch's switches (10,000) and two blocks of records.
+	if most > 10_000+2*trace.SpanBlock+100 {
+		t.Errorf("up to %d records waited (the lateness is %d events)", most, s.Lateness/us)
+	}
+	t.Logf("up to %d records waited", most)
+}
+
+// streamOrder reads data as a stream holding nothing in its first pass,
+// calling each after every record, and checks that the records come in
+// Load's order; it returns Load's profile and the stream.
+func streamOrder(t *testing.T, data []byte, each func(*Records)) (*Profile, *Stream) {
+	t.Helper()
+	want, err := Load(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newStream(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	p := *s.Profile
+	var r Record
+	for rs.Next(&r) == nil {
+		p.appendRecord(&r)
+		each(rs)
+	}
+	if !reflect.DeepEqual(&p, want) {
+		t.Errorf("the stream's order differs from Load's")
+	}
+	return want, s
+}
+
+// waitingRecords is the number of records rs holds in its window.
+func (rs *Records) waitingRecords() int {
+	n := len(rs.q)
+	for _, l := range rs.lanes {
+		for _, b := range l.recs.blocks {
+			n += len(b)
+		}
+		if len(l.recs.blocks) > 0 {
+			n -= l.recs.head
+		}
+	}
+	return n
 }
 
 // TestStreamSkimsEvents reads an instrumented trace whose first pass,

@@ -285,7 +285,15 @@ type TimeSpan struct {
 	// Lateness is the most a record came after a later one.
 	Lateness uint64
 	Any      bool // whether a time was added
+	// Mins are the earliest times of each SpanBlock times added in
+	// turn, the last block's so far: a reader putting the records back
+	// in time order knows from them which times are still to come.
+	Mins []uint64
+	n    int // times added
 }
+
+// SpanBlock is the number of times of each of TimeSpan.Mins.
+const SpanBlock = 4096
 
 // Add folds t, the time of the next record, into s.
 func (s *TimeSpan) Add(t uint64) {
@@ -296,6 +304,12 @@ func (s *TimeSpan) Add(t uint64) {
 		s.Lateness = max(s.Lateness, s.Last-t)
 	}
 	s.Last = max(s.Last, t)
+	if s.n%SpanBlock == 0 {
+		s.Mins = append(s.Mins, t)
+	} else if m := &s.Mins[len(s.Mins)-1]; t < *m {
+		*m = t
+	}
+	s.n++
 }
 
 // Offset returns the file offset of the chunk holding the record last

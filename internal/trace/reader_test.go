@@ -86,7 +86,7 @@ func TestSkimEvents(t *testing.T) {
 					want.Add(s.Time)
 				}
 			}
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("span %+v, want %+v", got, want)
 			}
 			if tc.wantSkimAtMost >= 0 && skimmed > tc.wantSkimAtMost || tc.wantSkimAtMost < 0 && skimmed < 1000 {
