@@ -16,6 +16,12 @@
 // the same program built with -pg (n mid calls) and `uftrace report` is
 // timed.
 //
+// Recorded hook trace: the same calls, built with -finstrument-functions
+// and recorded by `trueprof record`, whose trace interleaves its kernel
+// records ahead of the probe events (up to ~100 ms on this load): `report
+// --view flat` of it is timed beside the synthetic trace's, under the
+// same bars.
+//
 // Sampling: examples/hotspots (built as bench/sampling builds it) is
 // recorded for about -seconds by `perf record -F 4000 -g` and by
 // `trueprof record -F 4000`; `perf report --stdio` and `trueprof report --view
@@ -129,9 +135,17 @@ func main() {
 		os.Remove(large)
 	}
 
+	// The program as users record it: its trace out of time order.
+	src := benchutil.Source(dir, "calls.c", testutil.CallsC)
+	hooked := filepath.Join(dir, "calls-hooked")
+	benchutil.Run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", hooked, src)
+	recorded := filepath.Join(dir, "recorded.trace")
+	benchutil.Run(bin, "record", "--size", "2G", "-o", recorded, "--", hooked, strconv.Itoa(mids))
+	recFlat := measure("recorded: report --view flat", n, nil, bin, "report", "-i", recorded, "--view", "flat", "-o", os.DevNull)
+	os.Remove(recorded)
+
 	var uftraceReport time.Duration
 	if _, err := exec.LookPath("uftrace"); err == nil {
-		src := benchutil.Source(dir, "calls.c", testutil.CallsC)
 		pg := filepath.Join(dir, "calls-pg")
 		benchutil.Run("gcc", "-O1", "-fno-inline", "-pg", "-o", pg, src)
 		data := filepath.Join(dir, "uftrace.data")
@@ -161,6 +175,7 @@ func main() {
 		rate(flat1), rate(tree1), cpuRate(flat1), cpuRate(tree1))
 	bar(flat.rss <= 512*1024, "peak RSS of flat: %d MB (bar: 512 MB)", flat.rss/1024)
 	bar(streamed.rss <= 512*1024, "peak RSS of BuildStream: %d MB (bar: 512 MB)", streamed.rss/1024)
+	bar(recFlat.rss <= 512*1024, "peak RSS of flat on the recorded trace: %d MB (bar: 512 MB)", recFlat.rss/1024)
 	if big.wall > 0 {
 		bar(float64(big.rss) <= 1.2*float64(flat.rss), "peak RSS of flat at %dx the events: %d MB, %.2fx (bar: 1.2x)", *scale, big.rss/1024, float64(big.rss)/float64(flat.rss))
 		bar(float64(bigStreamed.rss) <= 1.2*float64(streamed.rss), "peak RSS of BuildStream at %dx the events: %d MB, %.2fx (bar: 1.2x)",
@@ -169,6 +184,8 @@ func main() {
 	if uftraceReport > 0 {
 		bar(flat.wall <= uftraceReport/2, "flat report %.0f ms vs uftrace report %.0f ms: %.2fx (bar: 0.5x)",
 			benchutil.MS(flat.wall), benchutil.MS(uftraceReport), float64(flat.wall)/float64(uftraceReport))
+		bar(recFlat.wall <= uftraceReport/2, "flat report of the recorded trace %.0f ms vs uftrace report %.0f ms: %.2fx (bar: 0.5x)",
+			benchutil.MS(recFlat.wall), benchutil.MS(uftraceReport), float64(recFlat.wall)/float64(uftraceReport))
 	}
 	if *seconds > 0 {
 		sampling(dir, bin, *seconds, *runs, bar)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 
 	"trueprof/internal/trace"
 )
@@ -84,7 +85,8 @@ func convert(rec trace.Record, r *Record) {
 	case *trace.Sample:
 		r.Kind, r.Sample = RecordSample, sampleOf(t)
 	case *trace.Event:
-		r.Kind, r.Event = RecordEvent, eventOf(t)
+		r.Kind = RecordEvent
+		r.Event.set(t)
 	case *trace.Switch:
 		r.Kind, r.Switch = RecordSwitch, switchOf(t)
 	case *trace.Adjust:
@@ -108,7 +110,16 @@ func sampleOf(t *trace.Sample) Sample {
 
 // eventOf is the model's event of the trace's.
 func eventOf(t *trace.Event) Event {
-	return Event{Time: t.Time, PID: t.PID, TID: t.TID, Entry: t.Kind == trace.EventEntry, Function: t.Function}
+	var e Event
+	e.set(t)
+	return e
+}
+
+// set makes e the trace's event t, field by field: building an Event
+// and copying it whole, the copy's wide loads of the fields just stored
+// waited on store forwarding (a fifth of the second pass's time).
+func (e *Event) set(t *trace.Event) {
+	e.Time, e.PID, e.TID, e.Entry, e.Function = t.Time, t.PID, t.TID, t.Kind == trace.EventEntry, t.Function
 }
 
 // switchOf is the model's switch of the trace's.
@@ -322,7 +333,11 @@ func (s *Stream) Records() (*Records, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Records{f: f, tr: tr, left: s.records, drop: s.dropped, lag: s.Lateness, ahead: s.ahead}, nil
+	rs := &Records{f: f, tr: tr, left: s.records, drop: s.dropped, lag: s.Lateness, suffix: []uint64{math.MaxUint64}}
+	if len(s.dropped) == 0 {
+		rs.ahead = s.ahead
+	}
+	return rs, nil
 }
 
 // Records iterates over the time-ordered records of a trace (see
@@ -334,14 +349,24 @@ type Records struct {
 	read int    // records of the file read
 	drop []int  // the indexes of the records to drop, as the first pass did
 	lag  uint64 // the reorder window
-	// ahead is Stream.ahead: a waiting record that is not after the
-	// earliest still to come can go. Most records wait far less than
-	// the window: a recording's probe events come up to 100 ms late
-	// at times, and that window held 2.7 million events of a dense
-	// recording where this holds thousands.
+	// ahead is Stream.ahead (nil when the first pass dropped records,
+	// which could number the passes' records differently): with the
+	// block of records read last, staged, it says what is still to
+	// come. A record goes once it is not after any of that, and most
+	// go as they are read: a window as deep as the lateness held 2.7
+	// million events of a dense recording, whose probe events come up
+	// to 100 ms late at times.
 	ahead []uint64
 	seen  uint64 // the latest time read
-	seq   uint64 // records queued so far
+	seq   uint64 // records read so far
+	// stage is the block of records read last (trace.SpanBlock of them,
+	// the others' fields in order in stageOthers), stage[pos:] still to
+	// go on; suffix[i] is the earliest time of stage[i:].
+	stage       []waiting
+	stageOthers []Record
+	suffix      []uint64
+	pos, opos   int
+	blocks      int // blocks staged
 	// The records waiting in the window, in lanes, each in time order:
 	// a trace interleaves a few sequences, each in order (the kernel's
 	// records, each probe source's batches, written as the recorder
@@ -391,15 +416,68 @@ func (rs *Records) first() (from int, t uint64, ok bool) {
 	return rs.minLane, rs.minTime, rs.waiting
 }
 
-// toCome is the earliest time of the records still to be read, or of
-// a few read already: from the block before the one being read, in
-// case the passes numbered the records a little differently (damage).
-func (rs *Records) toCome() uint64 {
-	b := max(int(rs.seq/trace.SpanBlock)-1, 0)
-	if b >= len(rs.ahead) {
+// unread is at most the earliest time of the records after the
+// stage: as the first pass saw it (ahead), and no more than the
+// lateness before the latest read.
+func (rs *Records) unread() uint64 {
+	if rs.left == 0 {
 		return math.MaxUint64
 	}
-	return rs.ahead[b]
+	var b uint64
+	if rs.seen > rs.lag {
+		b = rs.seen - rs.lag
+	}
+	if rs.blocks < len(rs.ahead) {
+		b = max(b, rs.ahead[rs.blocks])
+	}
+	return b
+}
+
+// stageNext appends a record to the stage for the caller to fill in
+// place (see Event.set).
+func (rs *Records) stageNext() *waiting {
+	n := len(rs.stage)
+	if n < cap(rs.stage) {
+		rs.stage = rs.stage[:n+1]
+	} else {
+		rs.stage = append(rs.stage, waiting{})
+	}
+	return &rs.stage[n]
+}
+
+// fill stages the next block of records.
+func (rs *Records) fill() error {
+	rs.stage, rs.stageOthers, rs.pos, rs.opos = rs.stage[:0], rs.stageOthers[:0], 0, 0
+	for len(rs.stage) < trace.SpanBlock && rs.left > 0 {
+		rec, err := rs.scan()
+		if err != nil {
+			return err
+		}
+		var w *waiting
+		if e, ok := rec.(*trace.Event); ok {
+			w = rs.stageNext()
+			w.kind = RecordEvent
+			w.ev.set(e)
+		} else {
+			if convert(rec, &rs.rec); rs.rec.Kind == 0 {
+				continue
+			}
+			w = rs.stageNext()
+			w.kind, w.ev = rs.rec.Kind, Event{Time: rs.rec.Time()}
+			rs.stageOthers = append(rs.stageOthers, rs.rec)
+		}
+		w.seq = rs.seq
+		rs.seen = max(rs.seen, w.ev.Time)
+		rs.seq++
+	}
+	rs.blocks++
+	n := len(rs.stage)
+	rs.suffix = slices.Grow(rs.suffix[:0], n+1)[:n+1]
+	rs.suffix[n] = math.MaxUint64
+	for i := n - 1; i >= 0; i-- {
+		rs.suffix[i] = min(rs.stage[i].ev.Time, rs.suffix[i+1])
+	}
+	return nil
 }
 
 // consider makes the record of lane from (-1: the heap), of time t and
@@ -410,12 +488,13 @@ func (rs *Records) consider(from int, t, seq uint64) {
 	}
 }
 
-// add queues the record just read, of time t: e when an event, else
-// rs.rec. It goes at the end of the lane whose last record is the
+// add queues the staged record w (other: its fields, when not an
+// event). It goes at the end of the lane whose last record is the
 // latest not after it (so that the lanes stay as few as the sequences
 // interleaved), an empty or new one if none is, or the heap once there
 // are maxLanes.
-func (rs *Records) add(t uint64, e *trace.Event) {
+func (rs *Records) add(w *waiting, other *Record) {
+	t := w.ev.Time
 	best, empty := -1, -1
 	var bestTime uint64
 	for i := range rs.lanes {
@@ -430,7 +509,7 @@ func (rs *Records) add(t uint64, e *trace.Event) {
 	}
 	if best >= 0 {
 		// At a lane's end: its head, and so the earliest, stay.
-		rs.lanes[best].push(e, &rs.rec, t, rs.seq)
+		rs.lanes[best].push(w, other)
 		return
 	}
 	best = empty
@@ -439,18 +518,15 @@ func (rs *Records) add(t uint64, e *trace.Event) {
 		best = len(rs.lanes) - 1
 	}
 	if best >= 0 {
-		rs.lanes[best].push(e, &rs.rec, t, rs.seq)
+		rs.lanes[best].push(w, other)
 	} else {
-		if e != nil {
-			convert(e, &rs.rec)
-		}
 		slot := rs.q.push()
-		slot.r.Set(&rs.rec)
-		slot.seq = rs.seq
+		w.record(other, &slot.r)
+		slot.seq = w.seq
 		rs.q.fix()
 	}
 	if !rs.stale {
-		rs.consider(best, t, rs.seq)
+		rs.consider(best, t, w.seq)
 	}
 }
 
@@ -465,10 +541,10 @@ func (rs *Records) Next(r *Record) error {
 		return rs.nextInOrder(r)
 	}
 	for {
-		if from, t, ok := rs.first(); ok && (rs.left == 0 || t+rs.lag <= rs.seen || t <= rs.toCome()) {
-			// Nothing still to come can be earlier: a record comes at
-			// most lag after a later one, the earliest still to come is
-			// known, and ties go in file order.
+		unread := rs.unread()
+		from, t, ok := rs.first()
+		if ok && t <= min(rs.suffix[rs.pos], unread) {
+			// Nothing still to come is earlier (ties go in file order).
 			if from < 0 {
 				rs.q.pop(r)
 			} else {
@@ -477,27 +553,29 @@ func (rs *Records) Next(r *Record) error {
 			rs.stale = true
 			return nil
 		}
+		if rs.pos < len(rs.stage) {
+			w := &rs.stage[rs.pos]
+			var other *Record
+			if w.kind != RecordEvent {
+				other = &rs.stageOthers[rs.opos]
+				rs.opos++
+			}
+			rs.pos++
+			if (!ok || w.ev.Time < t) && w.ev.Time <= min(rs.suffix[rs.pos], unread) {
+				// Before everything waiting and all still to come: out
+				// as read, as most records go.
+				w.record(other, r)
+				return nil
+			}
+			rs.add(w, other)
+			continue
+		}
 		if rs.left == 0 {
 			return io.EOF
 		}
-		rec, err := rs.scan()
-		if err != nil {
+		if err := rs.fill(); err != nil {
 			return err
 		}
-		var t uint64
-		if e, ok := rec.(*trace.Event); ok {
-			// Most records: queued as they are read.
-			t = e.Time
-			rs.add(t, e)
-		} else {
-			if convert(rec, &rs.rec); rs.rec.Kind == 0 {
-				continue
-			}
-			t = rs.rec.Time()
-			rs.add(t, nil)
-		}
-		rs.seen = max(rs.seen, t)
-		rs.seq++
 	}
 }
 
@@ -608,18 +686,22 @@ type waiting struct {
 	kind RecordKind
 }
 
-// push appends a record of time t and place seq to the lane: e when an
-// event, else r.
-func (l *lane) push(e *trace.Event, r *Record, t, seq uint64) {
-	w := l.recs.push()
-	w.seq = seq
-	if e != nil {
-		w.kind, w.ev = RecordEvent, eventOf(e)
-	} else {
-		w.kind, w.ev = r.Kind, Event{Time: t}
-		l.others.push().Set(r)
+// push appends w to the lane (other: its fields, when not an event).
+func (l *lane) push(w *waiting, other *Record) {
+	*l.recs.push() = *w
+	if other != nil {
+		l.others.push().Set(other)
 	}
-	l.last = t
+	l.last = w.ev.Time
+}
+
+// record fills r with w (other: its fields, when not an event).
+func (w *waiting) record(other *Record, r *Record) {
+	if w.kind == RecordEvent {
+		r.Kind, r.Event = RecordEvent, w.ev
+	} else {
+		r.Set(other)
+	}
 }
 
 // pop moves the lane's first record into r; l is not empty.
