@@ -140,7 +140,7 @@ func main() {
 	hooked := filepath.Join(dir, "calls-hooked")
 	benchutil.Run("gcc", "-O1", "-fno-inline", "-finstrument-functions", "-o", hooked, src)
 	recorded := filepath.Join(dir, "recorded.trace")
-	benchutil.Run(bin, "record", "--size", "2G", "-o", recorded, "--", hooked, strconv.Itoa(mids))
+	benchutil.Run(bin, "record", "-o", recorded, "--", hooked, strconv.Itoa(mids))
 	recFlat := measure("recorded: report --view flat", n, nil, bin, "report", "-i", recorded, "--view", "flat", "-o", os.DevNull)
 	os.Remove(recorded)
 

@@ -377,13 +377,6 @@ type Records struct {
 	lanes []lane
 	q     reorder
 	rec   Record
-	// The earliest waiting record, its lane (-1: the heap), time and
-	// place, when waiting (min) and known (not stale): found again
-	// only after a pop, since a record added later to a lane's end
-	// never comes before its head.
-	minLane         int
-	minTime, minSeq uint64
-	waiting, stale  bool
 	// held are the records when the first pass kept them (Stream.held):
 	// Next hands them out and reads no file; taken counts those of each
 	// kind handed out.
@@ -399,21 +392,22 @@ func (rs *Records) Held() bool { return rs.held != nil }
 // first returns the lane whose head is the earliest waiting record, -1
 // for the heap's, and that record's time; ok is false when none waits.
 func (rs *Records) first() (from int, t uint64, ok bool) {
-	if !rs.stale {
-		return rs.minLane, rs.minTime, rs.waiting
-	}
-	rs.stale, rs.waiting = false, false
+	var seq uint64
 	for i := range rs.lanes {
 		l := &rs.lanes[i]
-		if !l.recs.empty() {
-			w := l.recs.front()
-			rs.consider(i, w.ev.Time, w.seq)
+		if l.recs.empty() {
+			continue
+		}
+		if w := l.recs.front(); !ok || w.ev.Time < t || w.ev.Time == t && w.seq < seq {
+			from, t, seq, ok = i, w.ev.Time, w.seq, true
 		}
 	}
 	if len(rs.q) > 0 {
-		rs.consider(-1, rs.q[0].r.Time(), rs.q[0].seq)
+		if qt := rs.q[0].r.Time(); !ok || qt < t || qt == t && rs.q[0].seq < seq {
+			from, t, ok = -1, qt, true
+		}
 	}
-	return rs.minLane, rs.minTime, rs.waiting
+	return from, t, ok
 }
 
 // unread is at most the earliest time of the records after the
@@ -480,14 +474,6 @@ func (rs *Records) fill() error {
 	return nil
 }
 
-// consider makes the record of lane from (-1: the heap), of time t and
-// place seq, the earliest waiting if it is.
-func (rs *Records) consider(from int, t, seq uint64) {
-	if !rs.waiting || t < rs.minTime || t == rs.minTime && seq < rs.minSeq {
-		rs.minLane, rs.minTime, rs.minSeq, rs.waiting = from, t, seq, true
-	}
-}
-
 // add queues the staged record w (other: its fields, when not an
 // event). It goes at the end of the lane whose last record is the
 // latest not after it (so that the lanes stay as few as the sequences
@@ -507,27 +493,21 @@ func (rs *Records) add(w *waiting, other *Record) {
 			best, bestTime = i, l.last
 		}
 	}
-	if best >= 0 {
-		// At a lane's end: its head, and so the earliest, stay.
-		rs.lanes[best].push(w, other)
-		return
+	if best < 0 {
+		best = empty
 	}
-	best = empty
 	if best < 0 && len(rs.lanes) < maxLanes {
 		rs.lanes = append(rs.lanes, lane{})
 		best = len(rs.lanes) - 1
 	}
 	if best >= 0 {
 		rs.lanes[best].push(w, other)
-	} else {
-		slot := rs.q.push()
-		w.record(other, &slot.r)
-		slot.seq = w.seq
-		rs.q.fix()
+		return
 	}
-	if !rs.stale {
-		rs.consider(best, t, w.seq)
-	}
+	slot := rs.q.push()
+	w.record(other, &slot.r)
+	slot.seq = w.seq
+	rs.q.fix()
 }
 
 // Next fills r with the next record and returns nil, or returns io.EOF
@@ -550,7 +530,6 @@ func (rs *Records) Next(r *Record) error {
 			} else {
 				rs.lanes[from].pop(r)
 			}
-			rs.stale = true
 			return nil
 		}
 		if rs.pos < len(rs.stage) {
