@@ -1,5 +1,15 @@
 package calltree
 
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+)
+
 // FlowKind says what a callflow line is.
 type FlowKind string
 
@@ -49,14 +59,124 @@ type FlowEvent struct {
 }
 
 // FlowThread is the callflow of one thread incarnation or, with
-// Options.ByGoroutine, goroutine (Goroutine set, TID 0).
+// Options.ByGoroutine, goroutine (Goroutine set, TID 0). Its lines are
+// read back with Each: the analysis keeps them compactly, and past a
+// bound in a temporary file (flowStore), since a callflow has a line per
+// event and a recording can have hundreds of millions.
 type FlowThread struct {
-	PID       uint32      `json:"pid"`
-	TID       uint32      `json:"tid"`
-	Start     uint64      `json:"start_ns"` // as Thread.Start
-	Name      string      `json:"name"`
-	Goroutine *uint64     `json:"goroutine,omitempty"`
-	Events    []FlowEvent `json:"events"` // in time order; never null
+	PID       uint32
+	TID       uint32
+	Start     uint64 // as Thread.Start
+	Name      string
+	Goroutine *uint64
+	// Lines is how many lines Each yields, FirstNS the time of the
+	// first (the earliest: they are in time order).
+	Lines   int
+	FirstNS uint64
+
+	log  *flowLog
+	t    *Table
+	root string
+}
+
+// Each calls fn with each line of the thread in time order, and stops at
+// the first error fn returns, or reading the lines back fails; it
+// returns that error. The FlowEvent is reused for the next line.
+func (ft *FlowThread) Each(fn func(*FlowEvent) error) error {
+	var e FlowEvent
+	var t uint64
+	var buf []byte
+	for _, c := range ft.log.chunks {
+		data := c.data
+		if data == nil {
+			// Its chunks are few KiB each and read in order: the page
+			// cache reads ahead.
+			buf = slices.Grow(buf[:0], c.size)[:c.size]
+			if _, err := c.store.file.ReadAt(buf, c.off); err != nil {
+				return fmt.Errorf("calltree: reading back the callflow's lines: %w", err)
+			}
+			data = buf
+		}
+		for len(data) > 0 {
+			var err error
+			if data, err = ft.decode(data, &t, &e); err != nil {
+				return err
+			}
+			if err := fn(&e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// errFlowLine is a line Each cannot decode: the store's own encoding, so
+// only a bug (or the temporary file changed behind its back) reaches it.
+var errFlowLine = errors.New("calltree: a callflow line does not decode")
+
+// decode decodes the line at the start of data into e, t being the time
+// of the line before, and returns the rest of data.
+func (ft *FlowThread) decode(data []byte, t *uint64, e *FlowEvent) ([]byte, error) {
+	if len(data) < 1 {
+		return nil, errFlowLine
+	}
+	kind := int(data[0])
+	data = data[1:]
+	var v [3]int64
+	for i := range v {
+		x, n := binary.Varint(data)
+		if n <= 0 {
+			return nil, errFlowLine
+		}
+		v[i], data = x, data[n:]
+	}
+	mask, n := binary.Uvarint(data)
+	if n <= 0 || kind >= len(flowKinds) {
+		return nil, errFlowLine
+	}
+	data = data[n:]
+	*t += uint64(v[0])
+	*e = FlowEvent{TimeNS: *t, Kind: flowKinds[kind], Level: int(v[1])}
+	if v[2] < 0 {
+		e.Name = ft.root
+	} else {
+		f := ft.t.Func(FuncID(v[2]))
+		e.Name, e.Module = f.Name, f.Module
+	}
+	for i, p := range e.Delta.fields() {
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		if p.f != nil {
+			if len(data) < 8 {
+				return nil, errFlowLine
+			}
+			*p.f, data = math.Float64frombits(binary.LittleEndian.Uint64(data)), data[8:]
+			continue
+		}
+		x, n := binary.Uvarint(data)
+		if n <= 0 {
+			return nil, errFlowLine
+		}
+		*p.u, data = x, data[n:]
+	}
+	return data, nil
+}
+
+// flowKinds numbers the line kinds in the store.
+var flowKinds = []FlowKind{FlowEntry, FlowExit, FlowPopped, FlowUnmatched, FlowUnclosed, FlowDetach, FlowDetached, FlowEnd}
+
+// metricField is a field of Metrics, a float or a count.
+type metricField struct {
+	f *float64
+	u *uint64
+}
+
+// fields returns m's fields, in the store's order.
+func (m *Metrics) fields() [11]metricField {
+	return [11]metricField{{f: &m.WallNS}, {u: &m.WallNSRaw}, {f: &m.DeltaNS}, {f: &m.CPUNS},
+		{u: &m.Dispatches}, {u: &m.Voluntary}, {u: &m.Involuntary}, {u: &m.Interrupts}, {u: &m.InterruptNS},
+		{u: &m.Samples}, {u: &m.Period}}
 }
 
 // flows returns the callflows of a's threads, Result.Flows when
@@ -68,14 +188,142 @@ type FlowThread struct {
 func (a *replay) flows(threads []*thread) []FlowThread {
 	out := []FlowThread{}
 	for _, th := range threads {
-		if len(th.flow) == 0 {
+		if th.flow.lines == 0 {
 			continue
 		}
-		ft := FlowThread{PID: th.key.pid, TID: th.key.tid, Start: th.key.start, Name: th.name, Events: th.flow}
+		th.flow.finish()
+		ft := FlowThread{PID: th.key.pid, TID: th.key.tid, Start: th.key.start, Name: th.name,
+			Lines: th.flow.lines, FirstNS: th.flow.first, log: &th.flow, t: a.t, root: th.root}
 		if th.key.goroutine {
 			ft.Goroutine = &th.key.goid
 		}
 		out = append(out, ft)
 	}
 	return out
+}
+
+// flowStore keeps the callflow lines of a replay's threads, each
+// thread's in chunks of its own (flowLog), some 30 bytes a line where a
+// FlowEvent takes 150: a 60M-event recording's callflow had taken 24 GB
+// in FlowEvents. Past flowMemory bytes of chunks, the next ones go to a
+// temporary file, deleted at once and closed with the store's last user
+// (its finalizer), so that the memory of a callflow is bounded whatever
+// the recording's length: the file takes what a recording has beyond
+// that, as uftrace's per-thread data files do. The shards of a replay
+// share the store; it locks only when a chunk is full.
+type flowStore struct {
+	mu    sync.Mutex
+	limit int      // flowMemory, but in tests
+	mem   int      // bytes of chunks kept in memory
+	file  *os.File // the spill file, once created
+	size  int64    // bytes written to it
+	// err is the first error creating or writing the file: the chunks
+	// are then kept in memory, and the Result warns.
+	err error
+}
+
+// flowMemory bounds the chunks a flowStore keeps in memory.
+const flowMemory = 16 << 20
+
+// flowChunk is the size at which a thread's chunk is handed to the
+// store: small, since each thread holds one growing, large enough that
+// the file's writes and reads are few.
+const flowChunk = 16 << 10
+
+// flowLog is the lines of one thread: finished chunks and the one being
+// filled.
+type flowLog struct {
+	store       *flowStore
+	chunks      []storedChunk
+	cur         []byte
+	lines       int
+	first, last uint64 // the times of the first and latest lines
+}
+
+// storedChunk is a chunk in memory (data) or in the store's file (size
+// bytes at off).
+type storedChunk struct {
+	store *flowStore
+	data  []byte
+	off   int64
+	size  int
+}
+
+// add appends a line: at time t, of kind, at level, of function fn (-1:
+// the thread's root), with the interval's metrics d (nil: zero).
+func (l *flowLog) add(s *flowStore, t uint64, kind FlowKind, level int, fn FuncID, d *Metrics) {
+	if l.lines == 0 {
+		l.store, l.first = s, t // its time is from 0: Each starts there
+	}
+	b := append(l.cur, byte(slices.Index(flowKinds, kind)))
+	b = binary.AppendVarint(b, int64(t-l.last))
+	b = binary.AppendVarint(b, int64(level))
+	b = binary.AppendVarint(b, int64(fn))
+	var mask uint64
+	if d != nil {
+		for i, p := range d.fields() {
+			if p.f != nil && math.Float64bits(*p.f) != 0 || p.u != nil && *p.u != 0 {
+				mask |= 1 << i
+			}
+		}
+	}
+	b = binary.AppendUvarint(b, mask)
+	if mask != 0 {
+		for _, p := range d.fields() {
+			switch {
+			case p.f != nil && math.Float64bits(*p.f) != 0:
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(*p.f))
+			case p.u != nil && *p.u != 0:
+				b = binary.AppendUvarint(b, *p.u)
+			}
+		}
+	}
+	l.cur, l.last = b, t
+	l.lines++
+	if len(l.cur) >= flowChunk {
+		l.finish()
+	}
+}
+
+// finish hands the chunk being filled to the store.
+func (l *flowLog) finish() {
+	if len(l.cur) == 0 {
+		return
+	}
+	c := l.store.keep(l.cur)
+	l.chunks = append(l.chunks, c)
+	if c.data == nil {
+		l.cur = l.cur[:0] // written out: its memory is reused
+	} else {
+		l.cur = nil
+	}
+}
+
+// keep stores a full chunk: in memory while the store holds less than
+// flowMemory, else at the end of its file.
+func (s *flowStore) keep(b []byte) storedChunk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mem+len(b) <= s.limit || s.err != nil {
+		s.mem += len(b)
+		return storedChunk{store: s, data: b}
+	}
+	if s.file == nil {
+		f, err := os.CreateTemp("", "trueprof-callflow-*")
+		if err != nil {
+			s.err = fmt.Errorf("calltree: the callflow's lines outgrow %d MiB of memory, and the temporary file for the rest: %w", s.limit>>20, err)
+			s.mem += len(b)
+			return storedChunk{store: s, data: b}
+		}
+		os.Remove(f.Name()) // unlinked: gone when closed, whatever happens
+		s.file = f
+	}
+	if _, err := s.file.WriteAt(b, s.size); err != nil {
+		s.err = fmt.Errorf("calltree: writing the callflow's lines to a temporary file: %w", err)
+		s.mem += len(b)
+		return storedChunk{store: s, data: b}
+	}
+	c := storedChunk{store: s, off: s.size, size: len(b)}
+	s.size += int64(len(b))
+	return c
 }

@@ -3,7 +3,6 @@ package calltree
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 
 	"trueprof/internal/model"
@@ -33,7 +32,7 @@ func TestShardsSameResult(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %+v: %d shards: %v", in.name, o, shards, err)
 				}
-				if got := a.result(); !reflect.DeepEqual(got, want) {
+				if got := a.result(); !sameResult(t, got, want) {
 					t.Errorf("%s %+v: %d shards give\n%+v\none replay\n%+v", in.name, o, shards, got, want)
 				}
 				compared++

@@ -210,7 +210,7 @@ type thread struct {
 	parkedSince uint64
 
 	repairs Repairs
-	flow    []FlowEvent
+	flow    flowLog
 
 	// groups are its intervals for the switch cost (switchcost.go), by
 	// node index × 4 + transition kind; switchCost is, by node, the cost
@@ -236,8 +236,11 @@ type replay struct {
 	sum  summary // of the records, which p may not hold (a Stream's)
 	o    Options
 	flow bool
-	ovh  [trace.Transitions]float64
-	cal  *trace.Calibration
+	// lines keeps the callflow's lines when flow is set (shared by the
+	// shards).
+	lines *flowStore
+	ovh   [trace.Transitions]float64
+	cal   *trace.Calibration
 	// siteTail is, per probed location, the probe cost beyond the fitted
 	// overheads that its entry ([0]) and exit ([1]) events leave in the
 	// interval after them, and its entry ([2], the caller's) and exit
@@ -388,6 +391,7 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		sum:        sum,
 		o:          o,
 		flow:       flow,
+		lines:      &flowStore{limit: flowMemory},
 		cpu:        sum.counts[model.RecordSwitch] > 0,
 		t:          NewTable(p),
 		os:         map[threadKey]*osThread{},
@@ -1165,8 +1169,7 @@ func (a *replay) event(th *thread, e *model.Event) {
 		if i < 0 {
 			th.repairs.Unmatched++
 			if a.flow {
-				th.flow = append(th.flow, FlowEvent{TimeNS: e.Time, Kind: FlowUnmatched,
-					Level: len(th.stack) + 1, Name: a.t.Func(f).Name, Module: a.t.Func(f).Module, Delta: d})
+				th.flow.add(a.lines, e.Time, FlowUnmatched, len(th.stack)+1, f, &d)
 			}
 		} else {
 			for len(th.stack)-1 > i {
@@ -1231,14 +1234,16 @@ func (a *replay) line(th *thread, t uint64, kind FlowKind, n int32, d *Metrics) 
 	if !a.flow {
 		return
 	}
-	var delta Metrics
-	if d != nil {
-		delta = *d
+	th.flow.add(a.lines, t, kind, th.nodes[n].level, a.flowFunc(th, n), d)
+}
+
+// flowFunc is the function of node n of th for a callflow line: -1 for
+// the thread's root, which has no function id (see fn).
+func (a *replay) flowFunc(th *thread, n int32) FuncID {
+	if n == 0 {
+		return -1
 	}
-	nd := &th.nodes[n]
-	f := a.fn(th, n)
-	th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: kind, Level: nd.level,
-		Name: f.Name, Module: f.Module, Delta: delta})
+	return th.nodes[n].fn
 }
 
 // maxStacks bounds the sample stacks whose functions a replay keeps
@@ -1362,10 +1367,8 @@ func (a *replay) closeDownTo(th *thread, depth int, t uint64, end, unclosed Flow
 		var d Metrics
 		a.closeInterval(th, t, -1, a.delta(&d))
 		if a.flow && th.events > 0 {
-			nd := &th.nodes[th.current()]
-			f := a.fn(th, th.current())
-			th.flow = append(th.flow, FlowEvent{TimeNS: t, Kind: end, Level: nd.level,
-				Name: f.Name, Module: f.Module, Delta: d})
+			n := th.current()
+			th.flow.add(a.lines, t, end, th.nodes[n].level, a.flowFunc(th, n), &d)
 		}
 	}
 	for len(th.stack) > depth {
@@ -1415,6 +1418,9 @@ func (a *replay) result() *Result {
 	}
 	if a.flow {
 		r.Flows = a.flows(threads)
+		if err := a.lines.err; err != nil {
+			r.Warnings = append(r.Warnings, err.Error()+"; the rest of the lines stayed in memory")
+		}
 	}
 	for _, th := range threads {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {

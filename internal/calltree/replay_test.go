@@ -3,6 +3,7 @@ package calltree_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -817,14 +818,36 @@ func TestThreadPattern(t *testing.T) {
 	}
 }
 
-// callflow is Build's Result.Flows with Options.Flow set.
-func callflow(p *model.Profile, o calltree.Options) ([]calltree.FlowThread, error) {
+// flowThread is a FlowThread with its lines read back.
+type flowThread struct {
+	calltree.FlowThread
+	Events []calltree.FlowEvent
+}
+
+// callflow is Build's Result.Flows with Options.Flow set, their lines
+// read back.
+func callflow(p *model.Profile, o calltree.Options) ([]flowThread, error) {
 	o.Flow = true
 	r, err := calltree.Build(p, o)
 	if err != nil {
 		return nil, err
 	}
-	return r.Flows, nil
+	var out []flowThread
+	for _, ft := range r.Flows {
+		th := flowThread{FlowThread: ft}
+		err := ft.Each(func(e *calltree.FlowEvent) error {
+			th.Events = append(th.Events, *e)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(th.Events) != ft.Lines || th.Events[0].TimeNS != ft.FirstNS {
+			return nil, fmt.Errorf("thread %d: %d lines from %d, want %d from %d", ft.TID, len(th.Events), th.Events[0].TimeNS, ft.Lines, ft.FirstNS)
+		}
+		out = append(out, th)
+	}
+	return out, nil
 }
 
 // TestSiteCosts: a probed function whose entry instruction is

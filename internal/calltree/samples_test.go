@@ -32,7 +32,7 @@ func TestBuildSamples(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s %+v: %v", in.name, f, err)
 					}
-					if got := a.result(); !reflect.DeepEqual(got, want) {
+					if got := a.result(); !sameResult(t, got, want) {
 						t.Errorf("%s %+v by goroutine %v, %d shards: Result differs from Build's", in.name, f, byGoroutine, shards)
 					}
 					if got := a.g.finish(); !reflect.DeepEqual(got, wantSamples) {

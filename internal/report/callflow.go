@@ -1,9 +1,12 @@
 package report
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"strconv"
+	"unicode/utf8"
 
 	"trueprof/internal/calltree"
 )
@@ -38,17 +41,23 @@ type CallflowReport struct {
 	Threads []CallflowThread `json:"threads"` // by pid, goroutine, tid and start; never null
 }
 
+// callflowStream is the callflow view: its JSON is CallflowReport's,
+// written a line at a time (streamJSON), since a long recording's
+// callflow does not fit in memory; its text likewise.
+type callflowStream struct {
+	rep   CallflowReport // each thread without its events
+	flows []calltree.FlowThread
+}
+
 // buildCallflow makes the callflow view of in, whose analysis kept the
 // callflows (Options.Flow).
-func buildCallflow(in *instrData) CallflowReport {
+func buildCallflow(in *instrData) *callflowStream {
 	flows := in.r.Flows
 	rep := CallflowReport{InstrHeader: in.header, Threads: []CallflowThread{}}
 	first, seen := uint64(0), false
 	for _, ft := range flows {
-		for _, e := range ft.Events {
-			if !seen || e.TimeNS < first {
-				first, seen = e.TimeNS, true
-			}
+		if !seen || ft.FirstNS < first {
+			first, seen = ft.FirstNS, true
 		}
 	}
 	rep.BaseNS = first
@@ -57,16 +66,74 @@ func buildCallflow(in *instrData) CallflowReport {
 	}
 	for _, ft := range flows {
 		ct := CallflowThread{PID: ft.PID, TID: ft.TID, Start: ft.Start, Name: fmt.Sprintf("%s_%d", ft.Name, ft.TID),
-			Goroutine: ft.Goroutine, Events: make([]CallflowEvent, len(ft.Events))}
+			Goroutine: ft.Goroutine, Events: []CallflowEvent{}}
 		if ft.Goroutine != nil {
 			ct.Name = ft.Name
 		}
-		for i, e := range ft.Events {
-			ct.Events[i] = CallflowEvent{OffsetNS: e.TimeNS - min(e.TimeNS, rep.BaseNS), FlowEvent: e}
-		}
 		rep.Threads = append(rep.Threads, ct)
 	}
-	return rep
+	return &callflowStream{rep: rep, flows: flows}
+}
+
+// each calls fn with each line of thread i.
+func (c *callflowStream) each(i int, fn func(e *CallflowEvent) error) error {
+	var ce CallflowEvent
+	return c.flows[i].Each(func(e *calltree.FlowEvent) error {
+		ce = CallflowEvent{OffsetNS: e.TimeNS - min(e.TimeNS, c.rep.BaseNS), FlowEvent: *e}
+		return fn(&ce)
+	})
+}
+
+// streamJSON writes what json.Encoder, indented by two spaces, writes for
+// the CallflowReport with every thread's events: each thread and each
+// event is marshalled on its own, at its depth, into the array the
+// report's encoding leaves empty.
+func (c *callflowStream) streamJSON(w io.Writer) error {
+	top := c.rep
+	top.Threads = []CallflowThread{}
+	head, err := json.MarshalIndent(&top, "", "  ")
+	if err != nil {
+		return err
+	}
+	if len(c.rep.Threads) == 0 {
+		_, err := fmt.Fprintf(w, "%s\n", head)
+		return err
+	}
+	const empty = "[]\n}"
+	io.WriteString(w, string(head[:len(head)-len(empty)])+"[\n    ")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("        ", "  ")
+	for i := range c.rep.Threads {
+		if i > 0 {
+			io.WriteString(w, ",\n    ")
+		}
+		th, err := json.MarshalIndent(&c.rep.Threads[i], "    ", "  ")
+		if err != nil {
+			return err
+		}
+		const noEvents = "[]\n    }"
+		w.Write(th[:len(th)-len(noEvents)])
+		io.WriteString(w, "[\n        ")
+		n := 0
+		err = c.each(i, func(e *CallflowEvent) error {
+			if n++; n > 1 {
+				io.WriteString(w, ",\n        ")
+			}
+			buf.Reset()
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+			_, err := w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		io.WriteString(w, "\n      ]\n    }")
+	}
+	_, err = io.WriteString(w, "\n  ]\n}\n")
+	return err
 }
 
 // flowNotes say what a repaired line is.
@@ -79,9 +146,10 @@ var flowNotes = map[calltree.FlowKind]string{
 	calltree.FlowEnd:       "  [end: its exit, its last run, or the end of the recording]",
 }
 
-func callflowView(in *instrData) (func(io.Writer), any, error) {
-	rep := buildCallflow(in)
-	text := func(w io.Writer) {
+func callflowView(in *instrData) (func(io.Writer) error, any, error) {
+	c := buildCallflow(in)
+	rep := &c.rep
+	text := func(w io.Writer) error {
 		h := &rep.InstrHeader
 		samples := h.Total.Samples > 0
 		since := "the recording's start"
@@ -91,40 +159,91 @@ func callflowView(in *instrData) (func(io.Writer), any, error) {
 		fmt.Fprintf(w, "TIME is since %s; WALL (calibrated), RAW, CPU, DS (dispatches) and IN\n", since)
 		fmt.Fprintln(w, "(interrupts) are what the interval since the thread's previous event (for the")
 		fmt.Fprintln(w, "first, since the thread began) measured. > entry, < exit, = the thread's end.")
-		for _, th := range rep.Threads {
+		var line []byte
+		labels := map[calltree.Func]string{}
+		for i, th := range rep.Threads {
 			if th.Goroutine != nil {
-				fmt.Fprintf(w, "\nGoroutine %d (pid %d): %d lines\n\n", *th.Goroutine, th.PID, len(th.Events))
+				fmt.Fprintf(w, "\nGoroutine %d (pid %d): %d lines\n\n", *th.Goroutine, th.PID, c.flows[i].Lines)
 			} else {
-				fmt.Fprintf(w, "\nThread %s (pid %d, tid %d): %d lines\n\n", th.Name, th.PID, th.TID, len(th.Events))
+				fmt.Fprintf(w, "\nThread %s (pid %d, tid %d): %d lines\n\n", th.Name, th.PID, th.TID, c.flows[i].Lines)
 			}
 			fmt.Fprintf(w, "%12s %10s %10s %10s %6s %6s", "TIME", "WALL", "RAW", "CPU", "DS", "IN")
 			if samples {
 				fmt.Fprintf(w, " %6s", "SMP")
 			}
 			fmt.Fprintf(w, "  %s\n", "EVENT")
-			for _, e := range th.Events {
-				d := &e.Delta
-				cpu, ds, in := formatNS(d.CPUNS), fmt.Sprint(d.Dispatches), fmt.Sprint(d.Interrupts)
-				if !h.CPUMeasured {
-					cpu, ds = "-", "-"
-				}
-				if !h.InterruptsMeasured {
-					in = "-"
-				}
-				fmt.Fprintf(w, "%12s %10s %10s %10s %6s %6s", formatNS(float64(e.OffsetNS)), formatNS(d.WallNS), formatNS(float64(d.WallNSRaw)), cpu, ds, in)
-				if samples {
-					fmt.Fprintf(w, " %6d", d.Samples)
-				}
-				mark, indent := "<", strings.Repeat("  ", max(0, e.Level-1))
-				switch e.Kind {
-				case calltree.FlowEntry:
-					mark = ">"
-				case calltree.FlowEnd, calltree.FlowDetach:
-					mark, indent = "=", strings.Repeat("  ", e.Level)
-				}
-				fmt.Fprintf(w, "  %s%s %s%s\n", indent, mark, funcLabel(calltree.Func{Name: e.Name, Module: e.Module}), flowNotes[e.Kind])
+			err := c.each(i, func(e *CallflowEvent) error {
+				line = callflowLine(line[:0], e, h, samples, labels)
+				_, err := w.Write(line)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-	return text, rep, nil
+	return text, c, nil
+}
+
+// callflowLine appends the text line of e, its columns as
+// "%12s %10s %10s %10s %6s %6s[ %6d]  %s%s %s%s\n" would print them, put
+// together without fmt: a callflow has a line per event. labels caches
+// the functions' labels.
+func callflowLine(b []byte, e *CallflowEvent, h *InstrHeader, samples bool, labels map[calltree.Func]string) []byte {
+	d := &e.Delta
+	b = padTo(b, 12, appendNS(b, float64(e.OffsetNS)))
+	b = padTo(b, 11, appendNS(append(b, ' '), d.WallNS))
+	b = padTo(b, 11, appendNS(append(b, ' '), float64(d.WallNSRaw)))
+	if h.CPUMeasured {
+		b = padTo(b, 11, appendNS(append(b, ' '), d.CPUNS))
+		b = padTo(b, 7, strconv.AppendUint(append(b, ' '), d.Dispatches, 10))
+	} else {
+		b = padTo(b, 11, append(b, " -"...))
+		b = padTo(b, 7, append(b, " -"...))
+	}
+	if h.InterruptsMeasured {
+		b = padTo(b, 7, strconv.AppendUint(append(b, ' '), d.Interrupts, 10))
+	} else {
+		b = padTo(b, 7, append(b, " -"...))
+	}
+	if samples {
+		b = padTo(b, 7, strconv.AppendUint(append(b, ' '), d.Samples, 10))
+	}
+	b = append(b, "  "...)
+	indent, mark := max(0, e.Level-1), byte('<')
+	switch e.Kind {
+	case calltree.FlowEntry:
+		mark = '>'
+	case calltree.FlowEnd, calltree.FlowDetach:
+		indent, mark = e.Level, '='
+	}
+	for range indent {
+		b = append(b, "  "...)
+	}
+	f := calltree.Func{Name: e.Name, Module: e.Module}
+	label, ok := labels[f]
+	if !ok {
+		label = funcLabel(f)
+		labels[f] = label
+	}
+	b = append(append(append(b, mark, ' '), label...), flowNotes[e.Kind]...)
+	return append(b, '\n')
+}
+
+// padTo right-aligns, in width columns (runes, as fmt's %*s counts
+// them), the field that to appended to b: to is b with the field after
+// len(b).
+func padTo(b []byte, width int, to []byte) []byte {
+	n := utf8.RuneCount(to[len(b):])
+	if n >= width {
+		return to
+	}
+	pad := width - n
+	to = append(to, "            "[:pad]...) // width is at most 12
+	copy(to[len(b)+pad:], to[len(b):len(to)-pad])
+	for i := len(b); i < len(b)+pad; i++ {
+		to[i] = ' '
+	}
+	return to
 }

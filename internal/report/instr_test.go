@@ -849,3 +849,45 @@ func TestInstrSwitchCost(t *testing.T) {
 		t.Errorf("too few switched intervals have a Switches line:\n%s", out)
 	}
 }
+
+// TestCallflowJSONIsEncoders: the callflow's JSON, written a thread and
+// an event at a time, is what encoding/json writes for the report it
+// decodes to, with threads or none, by thread or goroutine.
+func TestCallflowJSONIsEncoders(t *testing.T) {
+	for _, tt := range []struct {
+		p *model.Profile
+		o report.Options
+	}{
+		{modeltest.InstrFixture(), report.Options{}},
+		{modeltest.InstrFixture(), report.Options{Raw: true}},
+		{modeltest.InstrFixture(), report.Options{Filter: model.Filter{PID: 999, HasPID: true}}},
+		{modeltest.GoFixture(), report.Options{By: "goroutine"}},
+		{modeltest.GoFixture(), report.Options{By: "thread"}},
+	} {
+		tt.o.View, tt.o.Format = "callflow", "json"
+		var got bytes.Buffer
+		if err := report.Write(&got, tt.p, tt.o); err != nil {
+			t.Fatal(err)
+		}
+		var rep report.CallflowReport
+		if err := json.Unmarshal(got.Bytes(), &rep); err != nil {
+			t.Fatalf("%+v: %v", tt.o, err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&rep); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%+v: streamed\n%s\nencoding/json\n%s", tt.o, got.String(), want.String())
+		}
+		lines := 0
+		for _, th := range rep.Threads {
+			lines += len(th.Events)
+		}
+		if tt.o.Filter.HasPID != (lines == 0) {
+			t.Errorf("%+v: %d threads, %d lines", tt.o, len(rep.Threads), lines)
+		}
+	}
+}

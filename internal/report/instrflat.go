@@ -126,9 +126,9 @@ func mixedLegend(samples uint64) string {
 		"their samples stand for (-F), which the times of their traced callers include.", plural(samples, "sample", "samples"))
 }
 
-func instrFlatView(in *instrData) (func(io.Writer), any, error) {
+func instrFlatView(in *instrData) (func(io.Writer) error, any, error) {
 	rep := buildInstrFlat(in)
-	text := func(w io.Writer) {
+	text := func(w io.Writer) error {
 		mt := in.mt
 		samples := rep.Total.Samples > 0
 		// Per-call extremes are kept for the two times; for dispatches
@@ -173,6 +173,7 @@ func instrFlatView(in *instrData) (func(io.Writer), any, error) {
 			}
 			fmt.Fprintf(w, "  %s%s\n", sampledLabel(calltree.Func{Name: f.Name, Module: f.Module}, f.Sampled), note)
 		}
+		return nil
 	}
 	return text, rep, nil
 }
@@ -261,9 +262,9 @@ func buildInstrArcflow(in *instrData) InstrArcflowReport {
 	return rep
 }
 
-func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
+func instrArcflowView(in *instrData) (func(io.Writer) error, any, error) {
 	rep := buildInstrArcflow(in)
-	text := func(w io.Writer) {
+	text := func(w io.Writer) error {
 		mt := in.mt
 		fmt.Fprintln(w, "Each stanza: the function's parents (callers), the function itself")
 		fmt.Fprintln(w, "(not indented, with its CUM%), then its children (callees).")
@@ -294,6 +295,7 @@ func instrArcflowView(in *instrData) (func(io.Writer), any, error) {
 		if len(rep.Functions) > 0 {
 			fmt.Fprintln(w, sep)
 		}
+		return nil
 	}
 	return text, rep, nil
 }

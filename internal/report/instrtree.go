@@ -154,9 +154,9 @@ func instrTreeNode(n *calltree.Node, in *instrData) (InstrTreeNode, bool) {
 	return t, true
 }
 
-func instrTreeView(in *instrData) (func(io.Writer), any, error) {
+func instrTreeView(in *instrData) (func(io.Writer) error, any, error) {
 	rep := buildInstrTree(in)
-	text := func(w io.Writer) {
+	text := func(w io.Writer) error {
 		mt, h := in.mt, &rep.InstrHeader
 		samples := h.Total.Samples > 0
 		fmt.Fprintf(w, "BASE, CUM and CUM%% are %s; DELTA is the wall time calibration removed from BASE;\n", metricTitle(mt))
@@ -206,6 +206,7 @@ func instrTreeView(in *instrData) (func(io.Writer), any, error) {
 			}
 			fmt.Fprintln(w)
 		}
+		return nil
 	}
 	return text, rep, nil
 }
