@@ -57,7 +57,8 @@ type Options struct {
 	ExcludeInterrupts bool
 	// Flow keeps, in Result.Flows, every event of the analysed threads
 	// with the metrics of the interval before it (a callflow), from the
-	// same replay that builds the trees.
+	// same replay that builds the trees: compactly, and past 16 MiB in
+	// a temporary file (flowStore).
 	Flow bool
 }
 
@@ -350,8 +351,9 @@ type Result struct {
 	// Warnings are sentences about missing or repaired data. Never null.
 	Warnings []string `json:"warnings"`
 
-	// Flows are the callflows of the threads with events (see
-	// Callflow) when Options.Flow is set; nil otherwise.
+	// Flows are the callflows of the threads with events when
+	// Options.Flow is set, their lines read with FlowThread.Each; nil
+	// otherwise.
 	Flows []FlowThread `json:"-"`
 }
 
