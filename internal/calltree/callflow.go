@@ -92,7 +92,7 @@ func (ft *FlowThread) Each(fn func(*FlowEvent) error) error {
 			// Its chunks are few KiB each and read in order: the page
 			// cache reads ahead.
 			buf = slices.Grow(buf[:0], c.size)[:c.size]
-			if _, err := c.store.file.ReadAt(buf, c.off); err != nil {
+			if _, err := ft.log.store.file.ReadAt(buf, c.off); err != nil {
 				return fmt.Errorf("calltree: reading back the callflow's lines: %w", err)
 			}
 			data = buf
@@ -243,10 +243,9 @@ type flowLog struct {
 // storedChunk is a chunk in memory (data) or in the store's file (size
 // bytes at off).
 type storedChunk struct {
-	store *flowStore
-	data  []byte
-	off   int64
-	size  int
+	data []byte
+	off  int64
+	size int
 }
 
 // add appends a line: at time t, of kind, at level, of function fn (-1:
@@ -306,14 +305,14 @@ func (s *flowStore) keep(b []byte) storedChunk {
 	defer s.mu.Unlock()
 	if s.mem+len(b) <= s.limit || s.err != nil {
 		s.mem += len(b)
-		return storedChunk{store: s, data: b}
+		return storedChunk{data: b}
 	}
 	if s.file == nil {
 		f, err := os.CreateTemp("", "trueprof-callflow-*")
 		if err != nil {
 			s.err = fmt.Errorf("calltree: the callflow's lines outgrow %d MiB of memory, and the temporary file for the rest: %w", s.limit>>20, err)
 			s.mem += len(b)
-			return storedChunk{store: s, data: b}
+			return storedChunk{data: b}
 		}
 		os.Remove(f.Name()) // unlinked: gone when closed, whatever happens
 		s.file = f
@@ -321,9 +320,9 @@ func (s *flowStore) keep(b []byte) storedChunk {
 	if _, err := s.file.WriteAt(b, s.size); err != nil {
 		s.err = fmt.Errorf("calltree: writing the callflow's lines to a temporary file: %w", err)
 		s.mem += len(b)
-		return storedChunk{store: s, data: b}
+		return storedChunk{data: b}
 	}
-	c := storedChunk{store: s, off: s.size, size: len(b)}
+	c := storedChunk{off: s.size, size: len(b)}
 	s.size += int64(len(b))
 	return c
 }

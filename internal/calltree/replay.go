@@ -237,7 +237,7 @@ type replay struct {
 	o    Options
 	flow bool
 	// lines keeps the callflow's lines when flow is set (shared by the
-	// shards).
+	// shards); nil otherwise.
 	lines *flowStore
 	ovh   [trace.Transitions]float64
 	cal   *trace.Calibration
@@ -391,7 +391,6 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		sum:        sum,
 		o:          o,
 		flow:       flow,
-		lines:      &flowStore{limit: flowMemory},
 		cpu:        sum.counts[model.RecordSwitch] > 0,
 		t:          NewTable(p),
 		os:         map[threadKey]*osThread{},
@@ -399,6 +398,9 @@ func newReplay(p *model.Profile, sum summary, o Options, flow bool) (*replay, er
 		recent:     map[uint64]*incarnation{},
 		labels:     p.GoLabels(),
 		bounds:     newSwitchBounds(p),
+	}
+	if flow {
+		a.lines = &flowStore{limit: flowMemory}
 	}
 	if o.Root != "" {
 		a.rootLocs = make([]bool, len(p.Locations))

@@ -231,9 +231,8 @@ func callflowLine(b []byte, e *CallflowEvent, h *InstrHeader, samples bool, labe
 	return append(b, '\n')
 }
 
-// padTo right-aligns, in width columns (runes, as fmt's %*s counts
-// them), the field that to appended to b: to is b with the field after
-// len(b).
+// padTo right-aligns the field appended to b, in width columns (runes,
+// as fmt's %*s counts them): to is b with the field after len(b).
 func padTo(b []byte, width int, to []byte) []byte {
 	n := utf8.RuneCount(to[len(b):])
 	if n >= width {
