@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -316,20 +317,31 @@ func TestMergeWritesEventsAsProcessEvent(t *testing.T) {
 
 // BenchmarkMergeEvents is the recording loop's share of
 // BenchmarkHookPath alone: merge over the decoded events of a dense
-// call load (one thread, three functions, calls 15-40 ns apart), the
-// trace written to io.Discard, its compression on the writer's own
-// goroutine. ns/event is the loop's time.
+// call load (one thread, calls 15-40 ns apart), the trace written to
+// io.Discard, its compression on the writer's own goroutine. ns/event
+// is the loop's time. The load calls three functions, as the dense
+// fixture does, or 1,000, as a real program's hot code can (whose
+// location ids, over 255, take wide runs).
 func BenchmarkMergeEvents(b *testing.B) {
+	for _, funcs := range []uint64{3, 1000} {
+		b.Run(fmt.Sprintf("functions=%d", funcs), func(b *testing.B) { benchmarkMerge(b, funcs) })
+	}
+}
+
+func benchmarkMerge(b *testing.B, funcs uint64) {
 	const base = 0x400000
 	events := make([]instrEvent, 1<<20)
 	tm := uint64(1e9)
 	for i := range events {
 		tm += uint64(15 + i%26)
-		events[i] = instrEvent{time: tm, pid: 7, tid: 7, kind: trace.EventEntry + trace.EventKind(i%2), addr: base + 0x40*uint64(i/2%3)}
+		// Each function called twice in a row, the next one a prime
+		// stride on: not in address order.
+		fn := uint64(i/2) * 7 % funcs
+		events[i] = instrEvent{time: tm, pid: 7, tid: 7, kind: trace.EventEntry + trace.EventKind(i%2), addr: base + 0x40*fn}
 	}
 	records := []perf.Record{
 		{Type: perf.RecordComm, PID: 7, TID: 7, Time: 90, Comm: "calls"},
-		{Type: perf.RecordMmap2, PID: 7, TID: 7, Time: 100, Addr: base, Len: 0x1000, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Filename: "/nonexistent/calls"},
+		{Type: perf.RecordMmap2, PID: 7, TID: 7, Time: 100, Addr: base, Len: 0x10000, Prot: syscall.PROT_READ | syscall.PROT_EXEC, Filename: "/nonexistent/calls"},
 	}
 	w, err := trace.NewWriter(io.Discard, &trace.Header{Event: "hooks", Clock: "CLOCK_MONOTONIC"},
 		trace.Options{Mode: trace.ModeNormal, SizeLimit: 1 << 40})

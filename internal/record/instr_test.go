@@ -82,6 +82,26 @@ func TestHookCountsMatchCallgrind(t *testing.T) {
 	checkCounts(t, p, want, "leaf", "fib", "work", "indirect")
 }
 
+// TestHookManyFunctionsMatchCallgrind: a program of 600 hooked
+// functions, as a real program's hot code has (their location ids, over
+// 255, go into wide runs of events), built at -O2 and called from two
+// threads, counted exactly.
+func TestHookManyFunctionsMatchCallgrind(t *testing.T) {
+	const n = 600
+	dir := t.TempDir()
+	bin := testutil.BuildC(t, dir, "many", testutil.ManyCallsC(n), "-O2", "-pthread", "-finstrument-functions")
+	_, p := recordCmd(t, Config{Command: []string{bin, "40"}, Mech: "hook", NoSampling: true})
+	want := testutil.Callgrind(t, nil, bin, "40")
+	fns := make([]string, n)
+	for i := range fns {
+		fns[i] = fmt.Sprintf("f%d", i)
+	}
+	checkCounts(t, p, want, fns...)
+	if got, min := len(p.Events), 2*2*40*n*3; got < min {
+		t.Errorf("%d events, want at least %d", got, min)
+	}
+}
+
 // TestHookExecLateEvents: a hooked program that calls a few functions
 // and execs another hooked one, which runs on past the recorder's
 // horizon: the first image's events reach the recorder after the exec

@@ -11,15 +11,54 @@ import (
 func ManyFunctionsC(n int) string {
 	var b strings.Builder
 	b.WriteString("#include <stdio.h>\n#include <unistd.h>\n")
-	for i := range n {
-		fmt.Fprintf(&b, "int f%d(int x) { return x + %d; }\n", i, i)
-	}
+	defineFunctions(&b, n, "int f%d(int x) { return x + %d; }\n")
 	b.WriteString("int main(void) {\n\tchar c;\n\tif (read(0, &c, 1) < 0) return 1;\n\tlong s = 0;\n")
 	for i := range n {
 		fmt.Fprintf(&b, "\ts += f%d(%d);\n", i, i)
 	}
 	b.WriteString("\tprintf(\"%ld\\n\", s);\n\treturn 0;\n}\n")
 	return b.String()
+}
+
+// ManyCallsC returns C source with n functions f0 … f(n-1) (noinline,
+// for builds at -O2) that two threads call in turn, f<i> (i%5)+1 times
+// a round, for the rounds of argv[1] (the hook tests' program of many
+// functions, as a real program's hot code calls).
+func ManyCallsC(n int) string {
+	var b strings.Builder
+	b.WriteString("#include <pthread.h>\n#include <stdlib.h>\nstatic volatile long sink;\n")
+	defineFunctions(&b, n, "__attribute__((noinline)) void f%d(long x) { sink += x ^ %d; }\n")
+	b.WriteString("static void (*const fns[])(long) = {")
+	for i := range n {
+		fmt.Fprintf(&b, "f%d,", i)
+	}
+	fmt.Fprintf(&b, `};
+static long rounds;
+static void *run(void *arg) {
+	for (long r = 0; r < rounds; r++)
+		for (int i = 0; i < %d; i++)
+			for (int k = 0; k <= i %% 5; k++)
+				fns[i](r);
+	return arg;
+}
+int main(int argc, char **argv) {
+	rounds = atol(argv[1]);
+	pthread_t t;
+	pthread_create(&t, 0, run, 0);
+	run(0);
+	pthread_join(t, 0);
+	return 0;
+}
+`, n)
+	return b.String()
+}
+
+// defineFunctions writes n function definitions f0 … f(n-1), from
+// format with the function's number in both its verbs.
+func defineFunctions(b *strings.Builder, n int, format string) {
+	for i := range n {
+		fmt.Fprintf(b, format, i, i)
+	}
 }
 
 // CallsC is the dense call load of bench/hooks, bench/percall and the hook

@@ -22,8 +22,10 @@ type chunkDecoder struct {
 	eventPID, eventTID uint32
 	hasEvent           bool
 	// run is what is left of the run of events being handed out: their
-	// (delta and kind, function) byte pairs.
-	run []byte
+	// (delta and kind, function) byte pairs, or triples if runWide
+	// (majorEventRunWide: two bytes of function).
+	run     []byte
+	runWide bool
 
 	// slab hands out Samples allocated in blocks, which halves the cost
 	// of reading samples. A caller keeping one *Sample keeps its block
@@ -206,11 +208,12 @@ func (d *chunkDecoder) next() (Record, error) {
 		p := body{b: d.data[bodyStart:d.off]}
 		major := Major(first &^ timedBit)
 		timed := first&timedBit != 0
-		if major == majorEventRun {
-			if timed || !d.hasEvent || n == 0 || n%2 != 0 {
+		if major == majorEventRun || major == majorEventRunWide {
+			wide := major == majorEventRunWide
+			if timed || !d.hasEvent || n == 0 || n%uint64(runStride(wide)) != 0 {
 				return nil, d.errorf(start, "malformed run of events")
 			}
-			d.run = p.b
+			d.run, d.runWide = p.b, wide
 			e := fresh(d, &d.scratch.event)
 			d.runEvent(e)
 			return e, nil
@@ -249,10 +252,10 @@ func (d *chunkDecoder) scanEvent() *Event {
 		return e
 	}
 	b := d.data[d.off:]
-	if run, ok := runAt(b); ok && d.hasEvent {
+	if run, wide, ok := runAt(b); ok && d.hasEvent {
 		d.off += 3 + len(run)
 		d.records++
-		d.run = run
+		d.run, d.runWide = run, wide
 		d.runEvent(e)
 		return e
 	}
@@ -290,25 +293,28 @@ func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) 
 		return 0
 	}
 	k, records := 0, uint32(0)
-	data, off, t, run := d.data, d.off, d.prevTime, d.run
+	data, off, t, run, wide := d.data, d.off, d.prevTime, d.run, d.runWide
 	for {
 		if len(run) > 0 {
-			fn := uint32(run[1])
+			fn, stride := uint32(run[1]), 2
+			if wide {
+				fn, stride = fn|uint32(run[2])<<8, 3
+			}
 			next := t + uint64(run[0]>>1)
 			if fn == 0 || fn >= maxFunc || next > until {
 				break
 			}
 			t = next
 			span.Add(t)
-			run = run[2:]
+			run = run[stride:]
 			k++
 			continue
 		}
 		b := data[off:]
-		if r, ok := runAt(b); ok {
+		if r, w, ok := runAt(b); ok {
 			off += 3 + len(r)
 			records++
-			run = r
+			run, wide = r, w
 			continue
 		}
 		if len(b) < 5 || b[0] != byte(MajorEvent)|timedBit || b[1]&eventSameThread == 0 || b[1]&eventKindMask == 0 {
@@ -338,33 +344,48 @@ func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) 
 		k++
 		records++
 	}
-	d.off, d.prevTime, d.run = off, t, run
+	d.off, d.prevTime, d.run, d.runWide = off, t, run, wide
 	d.records += records
 	return k
 }
 
-// runAt returns the events of the run at the start of b, if a
-// well-formed one is there whose length takes one byte (the Writer's
-// runs all; next reads any).
-func runAt(b []byte) ([]byte, bool) {
-	if len(b) < 5 || b[0] != byte(majorEventRun) {
-		return nil, false
+// runAt returns the events of the run at the start of b, and whether it
+// is wide, if a well-formed one is there whose length takes one byte
+// (the Writer's runs all; next reads any).
+func runAt(b []byte) (run []byte, wide, ok bool) {
+	if len(b) < 5 || (b[0] != byte(majorEventRun) && b[0] != byte(majorEventRunWide)) {
+		return nil, false, false
 	}
+	wide = b[0] == byte(majorEventRunWide)
 	n := int(b[2])
-	if n < 2 || n >= 0x80 || n%2 != 0 || n > len(b)-3 {
-		return nil, false
+	if n < 2 || n >= 0x80 || n%runStride(wide) != 0 || n > len(b)-3 {
+		return nil, false, false
 	}
-	return b[3 : 3+n], true
+	return b[3 : 3+n], wide, true
+}
+
+// runStride is the bytes of an event in a run, wide or not.
+func runStride(wide bool) int {
+	if wide {
+		return 3
+	}
+	return 2
 }
 
 // runEvent hands out, into e, the next event of the run at hand: of the
 // previous event's thread, its first byte the time delta (bits 1-7) and
-// the kind (bit 0: 0 entry, 1 exit), its second the function.
+// the kind (bit 0: 0 entry, 1 exit), then the function, a byte or, in a
+// wide run, two (little-endian).
 func (d *chunkDecoder) runEvent(e *Event) {
-	b0, fn := d.run[0], d.run[1]
-	d.run = d.run[2:]
+	b0, fn := d.run[0], uint32(d.run[1])
+	if d.runWide {
+		fn |= uint32(d.run[2]) << 8
+		d.run = d.run[3:]
+	} else {
+		d.run = d.run[2:]
+	}
 	d.prevTime += uint64(b0 >> 1)
-	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventEntry+EventKind(b0&1), uint32(fn)
+	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventEntry+EventKind(b0&1), fn
 }
 
 // shortUvarint decodes the uvarint of one or two bytes at b[i:] and

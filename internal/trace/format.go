@@ -77,15 +77,33 @@ const (
 
 // majorEventRun is the major code of a run of events (version 2): the
 // events of the previous event's thread that followed it closely, two
-// bytes each, which readers hand out as Events. Instrumented traces are
+// bytes each (of a function under 256; three in majorEventRunWide), which readers hand out as Events. Instrumented traces are
 // nearly all such events; as records of their own they took five bytes
 // each, and the compressor's time and the recorder's backlog grew with
 // them.
 const majorEventRun Major = 26
 
+// majorEventRunWide is the major code of a run of events whose
+// functions take two bytes (version 3): a real program's hooked
+// functions are hundreds to thousands of locations, so that in a
+// -finstrument-functions build of SQLite at -O2 four events in five
+// had a function beyond 255 and were written as records of their own,
+// five or six bytes each and the recorder's slow path.
+const majorEventRunWide Major = 27
+
 // maxRunEvents is the most events the Writer puts in one run: its body
 // length then takes one byte.
 const maxRunEvents = 63
+
+// maxWideRunEvents is maxRunEvents for a run of majorEventRunWide.
+const maxWideRunEvents = 42
+
+// maxRunFunction bounds the function of an event in a run, and
+// maxNarrowFunction of one in a run of majorEventRun.
+const (
+	maxRunFunction    = 1<<16 - 1
+	maxNarrowFunction = 1<<8 - 1
+)
 
 // runEventMaxDelta bounds the time delta of an event in a run (7 bits).
 const runEventMaxDelta = 1 << 7

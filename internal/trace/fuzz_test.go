@@ -49,6 +49,34 @@ var fixtures = []struct {
 	{"event-runs.trace", func(t *testing.T) []byte {
 		return writeTrace(t, Options{ChunkSize: 4 << 10}, runStream(3000))
 	}},
+	// Version 3: wide runs too (wideStream), 4 KiB chunks.
+	{"wide-runs.trace", func(t *testing.T) []byte {
+		return writeTrace(t, Options{ChunkSize: 4 << 10}, wideStream(3000))
+	}},
+}
+
+// wideStream returns n events of functions from 1 to 2,000, in turns of
+// 30 under 256 and 70 over (runs narrow, then wide), a function over
+// 65,535 every 113 events and a gap of over 127 ns every 97 (whole
+// records in a run's place), two threads taking turns every 150.
+func wideStream(n int) []Record {
+	recs := []Record{&String{ID: 1, Text: "f"}}
+	t := uint64(5000)
+	for i := range n {
+		fn := uint32(1 + i*37%255)
+		if i%100 >= 30 {
+			fn = 256 + uint32(i*61%1745)
+		}
+		if i%113 == 112 {
+			fn = 1<<16 + uint32(i)
+		}
+		t += uint64(2 + i%50)
+		if i%97 == 96 {
+			t += 500
+		}
+		recs = append(recs, &Event{Time: t, PID: 10, TID: uint32(10 + i/150%2), Kind: EventEntry + EventKind(i%2), Function: fn})
+	}
+	return recs
 }
 
 // runStream returns n events that a Writer puts in runs and out of

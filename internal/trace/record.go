@@ -8,9 +8,9 @@ import (
 
 // Version is the trace format version written by this package. Readers
 // reject files with a greater version. Version 2 added runs of events
-// (docs/trace-format.md, Versioning), which a version 1 reader would
-// skip as an unknown record, losing the events.
-const Version = 2
+// and version 3 wide runs (docs/trace-format.md, Versioning), which an
+// older reader would skip as unknown records, losing the events.
+const Version = 3
 
 // Header describes a recording. It is stored once at the start of the file
 // (as JSON, so that fields can be added without a format change) and is

@@ -379,6 +379,20 @@ func TestEventRuns(t *testing.T) {
 	if !reflect.DeepEqual(recs, want) {
 		t.Errorf("got %v, want %v", recs, want)
 	}
+	// The same in a wide run, of functions 0x1234 and 0xff01.
+	raw = []byte{
+		0x80 | 12, 1, 5, 2, 1, 1, 0xb4, 0x24, // Event: time +1, pid 1, tid 1, entry of 0x1234
+		27, 0, 9, 5<<1 | 1, 0x34, 0x12, 3 << 1, 0x01, 0xff, 0<<1 | 1, 0x01, 0xff, // wide run
+		0x80 | 10, 0, 1, 2, // Throttle: time +1
+	}
+	if _, recs, err = readAll(t, append(headerOnly(t), handChunk(raw, 3)...)); err != nil {
+		t.Fatal(err)
+	}
+	want[0].(*Event).Function, want[1].(*Event).Function = 0x1234, 0x1234
+	want[2].(*Event).Function, want[3].(*Event).Function = 0xff01, 0xff01
+	if !reflect.DeepEqual(recs, want) {
+		t.Errorf("wide: got %v, want %v", recs, want)
+	}
 
 	// One thread's calls 17-21 ns long, 40-46 ns apart, and an Adjust
 	// every 1000: two bytes an event, and a run's header every 63.
@@ -391,10 +405,25 @@ func TestEventRuns(t *testing.T) {
 	if limit := 20000*(2+3.0/maxRunEvents) + 200; float64(len(c.raw)) > limit {
 		t.Errorf("%d raw bytes for 20,000 events, want at most %.0f", len(c.raw), limit)
 	}
-	stream := runStream(3000)
-	_, got, err := readAll(t, writeTrace(t, Options{}, stream))
-	if err != nil || !reflect.DeepEqual(got, stream) {
-		t.Errorf("round trip of runStream: %v", err)
+	// The same calls of functions over 255: three bytes an event, and
+	// a wide run's header every 42.
+	c.reset()
+	for _, r := range eventStream(10000) {
+		if e, ok := r.(*Event); ok {
+			e.Function += 1000
+		}
+		if err := c.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limit := 20000*(3+3.0/maxWideRunEvents) + 200; float64(len(c.raw)) > limit {
+		t.Errorf("%d raw bytes for 20,000 events of wide functions, want at most %.0f", len(c.raw), limit)
+	}
+	for name, stream := range map[string][]Record{"runStream": runStream(3000), "wideStream": wideStream(3000)} {
+		_, got, err := readAll(t, writeTrace(t, Options{}, stream))
+		if err != nil || !reflect.DeepEqual(got, stream) {
+			t.Errorf("round trip of %s: %v", name, err)
+		}
 	}
 }
 
@@ -631,7 +660,7 @@ func TestTruncations(t *testing.T) {
 // mode (and every chunk boundary in between); and AppendRunEvent takes most of a call load's events where
 // the writer has no look due.
 func TestAppendRunEvent(t *testing.T) {
-	stream := append(runStream(20000), eventStream(5000)...)
+	stream := append(append(runStream(20000), eventStream(5000)...), wideStream(20000)...)
 	for _, tc := range []struct {
 		name string
 		opt  Options
@@ -654,7 +683,7 @@ func TestAppendRunEvent(t *testing.T) {
 			if gotStats != wantStats {
 				t.Errorf("stats %+v, want %+v", gotStats, wantStats)
 			}
-			if events := 30000; tc.most != (appended > events/2) {
+			if events := 50000; tc.most != (appended > events/2) {
 				t.Errorf("AppendRunEvent wrote %d of %d events", appended, events)
 			}
 		})

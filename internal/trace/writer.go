@@ -343,7 +343,8 @@ func (w *Writer) WriteEvent(e *Event) error {
 // and function fn, if it is WriteEvent's commonest case, and reports
 // whether it did; the caller writes any other with WriteEvent. That
 // case is an event of the same thread as the open run of events, close
-// enough in time to join it in two bytes, with no look at the chunk's
+// enough in time and of a function small enough to join it in two bytes
+// (three in a wide run), with no look at the chunk's
 // end or the size limit due (fast): most events of a call load. It
 // takes no Event, so that the recorder's per-event loop writes these
 // events without going through its own event processing, the
@@ -351,7 +352,7 @@ func (w *Writer) WriteEvent(e *Event) error {
 // with their frames and spills and the Event's stores and loads
 // (BenchmarkHookPath: 25.3 CPU ns an event before, 22.2 after).
 func (w *Writer) AppendRunEvent(t uint64, pid, tid uint32, kind EventKind, fn uint32) bool {
-	if len(w.main.raw) >= w.fast || w.main.runRoom == 0 || !w.main.fitsRun(t, pid, tid, kind, fn) {
+	if len(w.main.raw) >= w.fast || w.main.runRoom == 0 || fn > w.main.runMax || !w.main.fitsRun(t, pid, tid, kind, fn) {
 		return false
 	}
 	w.main.appendRunEvent(t, kind, fn)
