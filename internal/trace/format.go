@@ -76,11 +76,11 @@ const (
 )
 
 // majorEventRun is the major code of a run of events (version 2): the
-// events of the previous event's thread that followed it closely, two
-// bytes each (of a function under 256; three in majorEventRunWide), which readers hand out as Events. Instrumented traces are
-// nearly all such events; as records of their own they took five bytes
-// each, and the compressor's time and the recorder's backlog grew with
-// them.
+// events of the previous event's thread that followed it closely, of
+// functions under 256, two bytes each, which readers hand out as
+// Events. Instrumented traces are nearly all such events; as records
+// of their own they took five bytes each, and the compressor's time
+// and the recorder's backlog grew with them.
 const majorEventRun Major = 26
 
 // majorEventRunWide is the major code of a run of events whose
