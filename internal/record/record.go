@@ -1362,7 +1362,7 @@ func (s *session) plainEvents() bool {
 // a step in the recorder's memory at every larger burst.
 const pendingKeep = 1 << 14 // kernel records, 272 bytes each: 4.25 MiB
 
-// eventsKeep is pendingKeep for probe events (40 bytes each: 5 MiB): the
+// eventsKeep is pendingKeep for probe events (32 bytes each: 4 MiB): the
 // hook source hands over a slab of up to hookChunk events at every pass,
 // which must not allocate anew each time.
 const eventsKeep = 1 << 17
