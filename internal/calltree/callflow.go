@@ -206,8 +206,8 @@ func (a *replay) flows(threads []*thread) []FlowThread {
 // thread's in chunks of its own (flowLog), some 30 bytes a line where a
 // FlowEvent takes 150: a 60M-event recording's callflow had taken 24 GB
 // in FlowEvents. Past flowMemory bytes of chunks, the next ones go to a
-// temporary file, deleted at once and closed with the store's last user
-// (its finalizer), so that the memory of a callflow is bounded whatever
+// temporary file, deleted at once and closed by Result.Close, so that
+// the memory of a callflow is bounded whatever
 // the recording's length: the file takes what a recording has beyond
 // that, as uftrace's per-thread data files do. The shards of a replay
 // share the store; it locks only when a chunk is full.
@@ -298,7 +298,19 @@ func (l *flowLog) finish() {
 	}
 }
 
-// keep stores a full chunk: in memory while the store holds less than
+// close closes the spill file, if any.
+func (s *flowStore) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file == nil {
+		return nil
+	}
+	err := s.file.Close()
+	s.file = nil
+	return err
+}
+
+// keep stores a chunk (full, or a thread's last): in memory while the store holds less than
 // flowMemory, else at the end of its file.
 func (s *flowStore) keep(b []byte) storedChunk {
 	s.mu.Lock()

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"trueprof/internal/model"
 )
 
 // readFlows returns r's callflows with their lines read back, and r
@@ -115,5 +119,54 @@ func TestFlowStoreKeepsLines(t *testing.T) {
 	n := 0
 	if err := ft.Each(func(*FlowEvent) error { n++; return stop }); err != stop || n != 1 {
 		t.Errorf("Each returned %v after %d lines, want fn's error after 1", err, n)
+	}
+	if err := (&Result{lines: s}).Close(); err != nil || s.file != nil {
+		t.Errorf("Close: %v, file %v", err, s.file)
+	}
+}
+
+// TestFlowStoreWithoutFile: a store that cannot create its file keeps
+// the lines in memory, and the replay's warnings say so.
+func TestFlowStoreWithoutFile(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	s := &flowStore{limit: flowChunk}
+	var l flowLog
+	for i := range 20000 {
+		l.add(s, uint64(i), FlowEntry, 0, -1, nil)
+	}
+	l.finish()
+	ft := FlowThread{Lines: l.lines, log: &l, t: &Table{}, root: "root"}
+	if got := len(flowEvents(t, &ft)); got != 20000 || s.err == nil || s.file != nil {
+		t.Errorf("%d lines read back, store error %v, file %v", got, s.err, s.file)
+	}
+	a := &replay{p: &model.Profile{}, cpu: true, lines: s}
+	if w := a.warnings(&Result{}); len(w) != 1 || !strings.Contains(w[0], "stayed in memory") {
+		t.Errorf("warnings %q, want the store's", w)
+	}
+}
+
+// TestMetricFieldsAreAll: the store keeps every field of Metrics, so a
+// field added to Metrics must be added to fields too.
+func TestMetricFieldsAreAll(t *testing.T) {
+	var m Metrics
+	v := reflect.ValueOf(&m).Elem()
+	want := map[uintptr]bool{}
+	for i := range v.NumField() {
+		want[v.Field(i).Addr().Pointer()] = true
+	}
+	for _, p := range m.fields() {
+		var addr uintptr
+		if p.f != nil {
+			addr = reflect.ValueOf(p.f).Pointer()
+		} else {
+			addr = reflect.ValueOf(p.u).Pointer()
+		}
+		if !want[addr] {
+			t.Errorf("fields has a pointer to no field of Metrics, or one twice")
+		}
+		delete(want, addr)
+	}
+	if len(want) > 0 {
+		t.Errorf("fields leaves out %d fields of Metrics", len(want))
 	}
 }

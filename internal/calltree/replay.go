@@ -1368,9 +1368,8 @@ func (a *replay) closeDownTo(th *thread, depth int, t uint64, end, unclosed Flow
 	if th.open {
 		var d Metrics
 		a.closeInterval(th, t, -1, a.delta(&d))
-		if a.flow && th.events > 0 {
-			n := th.current()
-			th.flow.add(a.lines, t, end, th.nodes[n].level, a.flowFunc(th, n), &d)
+		if th.events > 0 {
+			a.line(th, t, end, th.current(), &d)
 		}
 	}
 	for len(th.stack) > depth {
@@ -1419,10 +1418,7 @@ func (a *replay) result() *Result {
 		}
 	}
 	if a.flow {
-		r.Flows = a.flows(threads)
-		if err := a.lines.err; err != nil {
-			r.Warnings = append(r.Warnings, err.Error()+"; the rest of the lines stayed in memory")
-		}
+		r.Flows, r.lines = a.flows(threads), a.lines
 	}
 	for _, th := range threads {
 		if th.events == 0 && len(th.nodes) == 1 && th.nodes[0].base == (Metrics{}) {
@@ -1556,6 +1552,9 @@ func (a *replay) warnings(r *Result) []string {
 	}
 	if !a.cpu {
 		w = append(w, "the trace has no context switches: cpu_ns and dispatches are not measured")
+	}
+	if a.lines != nil && a.lines.err != nil {
+		w = append(w, a.lines.err.Error()+"; the rest of the lines stayed in memory")
 	}
 	if a.o.ExcludeInterrupts && a.sum.counts[model.RecordIRQ] == 0 {
 		w = append(w, "the trace has no interrupt records: excluding interrupts removed nothing")

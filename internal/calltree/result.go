@@ -355,6 +355,19 @@ type Result struct {
 	// Options.Flow is set, their lines read with FlowThread.Each; nil
 	// otherwise.
 	Flows []FlowThread `json:"-"`
+	// lines is where the Flows' lines are kept, for Close.
+	lines *flowStore
+}
+
+// Close releases what the Flows' lines hold beyond memory: the
+// temporary file a long callflow's lines spill to, which would otherwise
+// keep its disk space until the collector finalizes it. The Flows cannot
+// be read after it. It does nothing for a Result without Flows.
+func (r *Result) Close() error {
+	if r.lines == nil {
+		return nil
+	}
+	return r.lines.close()
 }
 
 // checkCalibration rejects overheads no measurement can produce.

@@ -87,7 +87,8 @@ func (c *callflowStream) each(i int, fn func(e *CallflowEvent) error) error {
 // streamJSON writes what json.Encoder, indented by two spaces, writes for
 // the CallflowReport with every thread's events: each thread and each
 // event is marshalled on its own, at its depth, into the array the
-// report's encoding leaves empty.
+// report's encoding leaves empty. Only its last write's error is
+// returned: w is a bufio.Writer, whose errors stick.
 func (c *callflowStream) streamJSON(w io.Writer) error {
 	top := c.rep
 	top.Threads = []CallflowThread{}
@@ -99,8 +100,12 @@ func (c *callflowStream) streamJSON(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%s\n", head)
 		return err
 	}
-	const empty = "[]\n}"
-	io.WriteString(w, string(head[:len(head)-len(empty)])+"[\n    ")
+	head, ok := bytes.CutSuffix(head, []byte("[]\n}"))
+	if !ok {
+		return fmt.Errorf("report: the callflow's threads are not the last field of its JSON")
+	}
+	w.Write(head)
+	io.WriteString(w, "[\n    ")
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("        ", "  ")
@@ -112,8 +117,11 @@ func (c *callflowStream) streamJSON(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		const noEvents = "[]\n    }"
-		w.Write(th[:len(th)-len(noEvents)])
+		th, ok := bytes.CutSuffix(th, []byte("[]\n    }"))
+		if !ok {
+			return fmt.Errorf("report: a callflow thread's events are not the last field of its JSON")
+		}
+		w.Write(th)
 		io.WriteString(w, "[\n        ")
 		n := 0
 		err = c.each(i, func(e *CallflowEvent) error {

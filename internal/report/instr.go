@@ -386,6 +386,7 @@ func writeInstr(w io.Writer, src source, o Options, mt metric, iv instrView) err
 	if err != nil {
 		return err
 	}
+	defer in.r.Close() // a callflow's spilled lines, read by then
 	text, rep, err := iv(in)
 	if err != nil {
 		return err
