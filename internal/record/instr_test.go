@@ -97,8 +97,10 @@ func TestHookManyFunctionsMatchCallgrind(t *testing.T) {
 		fns[i] = fmt.Sprintf("f%d", i)
 	}
 	checkCounts(t, p, want, fns...)
-	if got, min := len(p.Events), 2*2*40*n*3; got < min {
-		t.Errorf("%d events, want at least %d", got, min)
+	// Two threads, 40 rounds of 1,800 calls (n/5 × (1+2+3+4+5)), and
+	// main and the threads' run.
+	if got, calls := len(p.Events), 2*40*n/5*15+3; got != 2*calls {
+		t.Errorf("%d events, want %d", got, 2*calls)
 	}
 }
 

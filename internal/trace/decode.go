@@ -296,10 +296,7 @@ func (d *chunkDecoder) skimEvents(maxFunc uint32, until uint64, span *TimeSpan) 
 	data, off, t, run, wide := d.data, d.off, d.prevTime, d.run, d.runWide
 	for {
 		if len(run) > 0 {
-			fn, stride := uint32(run[1]), 2
-			if wide {
-				fn, stride = fn|uint32(run[2])<<8, 3
-			}
+			fn, stride := runFunction(run, wide)
 			next := t + uint64(run[0]>>1)
 			if fn == 0 || fn >= maxFunc || next > until {
 				break
@@ -372,18 +369,24 @@ func runStride(wide bool) int {
 	return 2
 }
 
+// runFunction returns the function of the run event at the start of
+// run, a byte or, in a wide run, two (little-endian), and the event's
+// bytes.
+func runFunction(run []byte, wide bool) (uint32, int) {
+	if wide {
+		return uint32(run[1]) | uint32(run[2])<<8, 3
+	}
+	return uint32(run[1]), 2
+}
+
 // runEvent hands out, into e, the next event of the run at hand: of the
 // previous event's thread, its first byte the time delta (bits 1-7) and
 // the kind (bit 0: 0 entry, 1 exit), then the function, a byte or, in a
 // wide run, two (little-endian).
 func (d *chunkDecoder) runEvent(e *Event) {
-	b0, fn := d.run[0], uint32(d.run[1])
-	if d.runWide {
-		fn |= uint32(d.run[2]) << 8
-		d.run = d.run[3:]
-	} else {
-		d.run = d.run[2:]
-	}
+	b0 := d.run[0]
+	fn, stride := runFunction(d.run, d.runWide)
+	d.run = d.run[stride:]
 	d.prevTime += uint64(b0 >> 1)
 	e.Time, e.PID, e.TID, e.Kind, e.Function = d.prevTime, d.eventPID, d.eventTID, EventEntry+EventKind(b0&1), fn
 }
