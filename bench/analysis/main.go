@@ -20,7 +20,8 @@
 // and recorded by `trueprof record`, whose trace interleaves its kernel
 // records ahead of the probe events (up to ~100 ms on this load): `report
 // --view flat` of it is timed beside the synthetic trace's, under the
-// same bars.
+// peak-RSS and uftrace bars (its events/s column counts the synthetic
+// trace's calls).
 //
 // Sampling: examples/hotspots (built as bench/sampling builds it) is
 // recorded for about -seconds by `perf record -F 4000 -g` and by

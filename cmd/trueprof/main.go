@@ -232,8 +232,8 @@ shapes (leaf-heavy, call-heavy, mixed, long; leaf bodies of 0.1 to 10 us), witho
 probes and recorded under each mechanism, alternately in batches. It fits
 the overhead of each transition kind (entry->entry, entry->exit, exit->entry,
 exit->exit) so that the calibrated loops match the uninstrumented ones, and
-stores each shape's residual and the resolution (the shortest call shown to
-be measured within 10%) with it. A calibration that fits badly is refused,
+stores each shape's residual and the resolution (the shortest body from
+which every longer shape is measured within 10%) with it. A calibration that fits badly is refused,
 not stored. The result is stored per machine (see docs/calibration.md) and
 copied into traces recorded with --stored-calibration (record measures it
 on first use); recordings otherwise calibrate in the run itself.

@@ -201,7 +201,8 @@ func TestCorpus(t *testing.T) {
 			// Both recorders run at once, each on its own instance of the
 			// program, so that both see the same machine: on a shared one,
 			// the load of the moment moves memory-bound functions and the
-			// scheduler's kernel functions by several points.
+			// scheduler's kernel functions by several points. The JIT
+			// runtimes' shares are compared across the two instances.
 			// The perf side of the programs that are not JIT runtimes
 			// runs under a second trueprof (trPerf), as in
 			// TestUnwindCorpus, so that both tools' shares, self and
@@ -243,7 +244,7 @@ func TestCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours, unresolved := rep.shares(alias)
+			_, unresolved := rep.shares(alias)
 			logf(t, "trueprof: %d samples, %d processes, lost %d, truncated %.1f%% %v, unresolved leaves %.2f%% of samples",
 				rep.Total.Samples, rep.Processes, rep.Lost, rep.TruncatedPercent, rep.TruncatedBy, unresolved)
 			if complete := 100 - rep.TruncatedPercent; !p.jit && complete < minComplete {
@@ -263,10 +264,8 @@ func TestCorpus(t *testing.T) {
 				if self.Total.Samples < minSamples {
 					t.Fatalf("%s in the execution under perf: %d samples, want at least %d to compare shares", comm, self.Total.Samples, minSamples)
 				}
-				if ours, _ = self.shares(alias); len(ours) == 0 {
-					t.Fatalf("%s in the execution under perf: no samples", comm)
-				}
 			}
+			ours, _ := self.shares(alias)
 			perfRows := perfReport(t, perfBin, data, perfComm...)
 			theirs := perfShares(perfRows, alias)
 			if len(theirs) == 0 {

@@ -169,7 +169,7 @@ type Stream struct {
 	// records.
 	First, Last uint64
 	// Lateness is the most a record came after a later one of the file,
-	// in trace nanoseconds: the reorder window Records needs.
+	// in trace nanoseconds: the most Records may have to wait for one.
 	Lateness uint64
 
 	// ahead are the earliest times of the time-ordered records from
@@ -341,7 +341,8 @@ func (s *Stream) Records() (*Records, error) {
 }
 
 // Records iterates over the time-ordered records of a trace (see
-// Stream.Records). It holds the records of one reorder window at a time.
+// Stream.Records). It holds at most the records of one reorder window,
+// and the block of records it read last.
 type Records struct {
 	f    io.Closer
 	tr   *trace.Reader
@@ -358,7 +359,7 @@ type Records struct {
 	// to 100 ms late at times.
 	ahead []uint64
 	seen  uint64 // the latest time read
-	seq   uint64 // records read so far
+	seq   uint64 // time-ordered records staged so far (read counts the file's)
 	// stage is the block of records read last (trace.SpanBlock of them,
 	// the others' fields in order in stageOthers), stage[pos:] still to
 	// go on; suffix[i] is the earliest time of stage[i:].

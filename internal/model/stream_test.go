@@ -144,9 +144,9 @@ func TestStreamReorders(t *testing.T) {
 // TestStreamReordersSequences interleaves ordered sequences, as a
 // recording writes its kernel records ahead of its probe events' batches:
 // a few (the earliest goes out as read, each other a lane of Records),
-// then more than maxLanes (the rest wait in the heap), each mixing events with other kinds, with ties across
-// and within sequences. The stream gives Load's order and holds no more
-// lanes than it needs.
+// then more than maxLanes (the rest wait in the heap), each mixing
+// events with other kinds, with ties across and within sequences. The
+// stream gives Load's order and holds no more lanes than it needs.
 func TestStreamReordersSequences(t *testing.T) {
 	for _, seqs := range []int{3, maxLanes + 9} {
 		t.Run(fmt.Sprint(seqs), func(t *testing.T) {

@@ -108,7 +108,8 @@ func (f *File) Dynamic() bool { return f.interp != "" }
 
 // Interpreter returns the program interpreter the file names
 // (PT_INTERP: the dynamic linker, /lib64/ld-linux-x86-64.so.2), "" for a
-// static executable or a shared library.
+// file without PT_INTERP (a static executable, most shared libraries;
+// glibc's libc.so.6 has one).
 func (f *File) Interpreter() string { return f.interp }
 
 // Sonames returns the file's DT_SONAME entries (a shared library's

@@ -166,12 +166,12 @@ func resolution(fit []trace.FitShape) float64 {
 		}
 	}
 	slices.SortFunc(shapes, func(a, b trace.FitShape) int { return cmp.Compare(b.BodyNS, a.BodyNS) }) // longest first
-	res := 0.0
-	for i, f := range shapes {
+	if len(shapes) == 0 {
+		return 0
+	}
+	res := shapes[0].BodyNS // the longest, even if it misses
+	for _, f := range shapes {
 		if math.Abs(f.Error()) > 0.1 {
-			if i == 0 {
-				res = f.BodyNS
-			}
 			break
 		}
 		res = f.BodyNS
